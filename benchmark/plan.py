@@ -1,0 +1,228 @@
+"""From a suite to a graph of stages: suite → data → backbone (+ rescale) → train → encode → index → search → evaluate.
+
+Building the plan loads no model and touches no index, so it can be validated and printed
+(``--dry-run``) before any work starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmark.data import DatasetRef
+from benchmark.errors import BenchmarkError
+from benchmark.stage import Stage
+from benchmark.suites import Suite
+
+MINE_DEPTH = 50
+TRAIN_SEARCH_K = 100
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the command line can change in a suite."""
+
+    datasets: list[str] | None = None
+    backbones: list[str] | None = None
+    variants: list[str] | None = None
+    rescale_factor: float | None = None
+    match_norm: str | None = None
+    max_docs: int | None = None
+    max_queries: int | None = None
+    recipe: str | None = None
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One cell of the result tables: a system on a dataset."""
+
+    dataset: str
+    system: str
+    backbone: str = ""
+    variant: str = ""
+    factor: str = ""
+    trained: bool = False
+    evaluate: Stage | None = None
+    train: Stage | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "system": self.system, "backbone": self.backbone, "variant": self.variant,
+                "factor": self.factor, "trained": self.trained}
+
+
+@dataclass
+class Plan:
+    suite: Suite
+    datasets: list[str]
+    measures: list[str]
+    conditions: list[Condition] = field(default_factory=list)
+
+    def stages(self) -> list[Stage]:
+        """Every stage once, parents before children."""
+        seen: dict[str, Stage] = {}
+
+        def visit(stage: Stage) -> Iterator[Stage]:
+            for parent in stage.parents.values():
+                yield from visit(parent)
+            if stage.id not in seen:
+                seen[stage.id] = stage
+                yield stage
+
+        ordered: list[Stage] = []
+        for cond in self.conditions:
+            if cond.evaluate is not None:
+                ordered.extend(visit(cond.evaluate))
+        return ordered
+
+
+def _fmt_factor(f: float) -> str:
+    return f"{f:g}"
+
+
+def variant_specs(suite: Suite, names: Sequence[str], opts: Options) -> dict[str, Any]:
+    """Variant name → Rescale spec; every bad name is reported at once with the valid ones."""
+    from benchmark.rescale import Rescale
+
+    assert suite.splade is not None
+    rs = suite.splade.rescale
+    factor = opts.rescale_factor if opts.rescale_factor is not None else rs.factor
+    mode, match = rs.mode, rs.match
+    if opts.rescale_factor is not None:
+        mode, match = "factor", None
+    elif opts.match_norm is not None:
+        mode, match, factor = "match", opts.match_norm, None
+    table: dict[str, Any] = {
+        "baseline": Rescale(mode="none"),
+        "rescaled": Rescale(mode=mode, factor=factor, match=match, scale_bias=rs.scale_bias),
+    }
+    for f in suite.splade.sweep:
+        table[f"x{_fmt_factor(f)}"] = Rescale(mode="factor", factor=f, scale_bias=rs.scale_bias)
+    bad = [n for n in names if n not in table]
+    if bad:
+        raise BenchmarkError(f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, comma-separated")
+    return {n: table[n] for n in names}
+
+
+def _rescale_label(spec: Any) -> str:
+    if spec.mode == "none":
+        return "1"
+    if spec.mode == "factor":
+        return _fmt_factor(spec.factor)
+    return f"match:{spec.match}"
+
+
+def build_plan(suite: Suite, opts: Options) -> Plan:
+    datasets = opts.datasets or list(suite.datasets)
+    allowed = list(suite.datasets) + list(suite.optional_datasets)
+    bad = [d for d in datasets if d not in allowed and DatasetRef(d).local is None]
+    if bad:
+        raise BenchmarkError(
+            f"dataset(s) {', '.join(map(repr, bad))} not in suite {suite.name!r}; valid: {', '.join(allowed)} "
+            "(or a local BEIR folder PATH[@split])"
+        )
+    plan = Plan(suite, datasets, list(suite.measures))
+    max_docs = opts.max_docs if opts.max_docs is not None else suite.max_docs
+    max_queries = opts.max_queries if opts.max_queries is not None else suite.max_queries
+    measures = sorted(plan.measures)
+
+    def data(name: str, docs: int | None = max_docs, queries: int | None = max_queries) -> Stage:
+        return Stage("data", {"dataset": DatasetRef(name).key(), "max_docs": docs, "max_queries": queries, "seed": 0})
+
+    def evaluate(search: Stage, d: Stage) -> Stage:
+        return Stage("evaluate", {"measures": measures}, {"run": search, "data": d})
+
+    for name in datasets:
+        d = data(name)
+        if suite.bm25 is not None:
+            idx = Stage("index", {"type": "bm25"}, {"source": d})
+            search = Stage("search", {"k": suite.k, "k1": suite.bm25.k1, "b": suite.bm25.b}, {"index": idx, "queries": d})
+            plan.conditions.append(Condition(name, "bm25", evaluate=evaluate(search, d)))
+
+    if suite.splade is None:
+        return plan
+    sp = suite.splade
+    backbones = opts.backbones or list(sp.backbones)
+    variants = variant_specs(suite, opts.variants or list(sp.variants), opts)
+    recipe_name = opts.recipe or sp.recipe
+    train_inputs = _train_inputs(suite, recipe_name) if recipe_name else None
+    enc = dataclasses.asdict(suite.encode)
+    for backbone in backbones:
+        for vname, spec in variants.items():
+            init = Stage("backbone", {"backbone": backbone, "rescale": dataclasses.asdict(spec)})
+            models: list[tuple[Stage, Stage | None]] = []
+            if train_inputs is not None:
+                recipe, mined = train_inputs
+                train = Stage("train", {"recipe": recipe, "seed": sp.seed}, {"init": init, "triples": mined}, resumable=True)
+                models.append((train, train))
+            if train_inputs is None or sp.untrained:
+                models.append((init, None))
+            for model, train in models:
+                for name in datasets:
+                    d = data(name)
+                    encode = Stage("encode", enc, {"model": model, "data": d}, resumable=True)
+                    idx = Stage("index", {"type": "impact"}, {"source": encode})
+                    search = Stage("search", {"k": suite.k}, {"index": idx, "queries": encode})
+                    plan.conditions.append(Condition(
+                        name, "splade", backbone, vname, _rescale_label(spec), trained=train is not None,
+                        evaluate=evaluate(search, d), train=train))
+    return plan
+
+
+def _train_inputs(suite: Suite, recipe_name: str) -> tuple[dict[str, Any], Stage]:
+    """The recipe (as data, so edits to it re-key the stage) and the mined-triples stage it trains on."""
+    from benchmark.train import load_recipe
+
+    recipe = load_recipe(recipe_name)
+    as_dict = dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe)
+    dataset = as_dict.get("dataset") or as_dict.get("train_dataset")
+    if not dataset:
+        raise BenchmarkError(f"recipe {recipe_name!r} names no training dataset; add dataset = \"<ir_datasets id>\" to it")
+    max_queries = as_dict.get("max_train_queries")
+    d = Stage("data", {"dataset": DatasetRef(dataset).key(), "max_docs": None, "max_queries": max_queries, "seed": 0})
+    idx = Stage("index", {"type": "bm25"}, {"source": d})
+    bm25 = suite.bm25 or type("B", (), {"k1": 0.9, "b": 0.4})()
+    search = Stage("search", {"k": TRAIN_SEARCH_K, "k1": bm25.k1, "b": bm25.b}, {"index": idx, "queries": d})
+    mined = Stage("mine", {"depth": MINE_DEPTH, "seed": suite.splade.seed if suite.splade else 42}, {"data": d, "run": search})
+    return as_dict, mined
+
+
+def parse_list(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    return items or None
+
+
+def check_factor(value: float | None) -> None:
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise BenchmarkError(f"rescale factor {value!r} is not a positive finite number; pass e.g. --rescale-factor 0.25")
+
+
+def describe(stage: Stage) -> str:
+    cfg = stage.config
+    if stage.kind == "data":
+        return f"{cfg['dataset']}" + (f" (max_docs={cfg['max_docs']}, max_queries={cfg['max_queries']})" if cfg["max_docs"] or cfg["max_queries"] else "")
+    if stage.kind == "backbone":
+        r = cfg["rescale"]
+        return f"{cfg['backbone']} rescale={r.get('mode')}" + (f" factor={r.get('factor')}" if r.get("factor") else "") + (f" match={r.get('match')}" if r.get("match") else "")
+    if stage.kind == "train":
+        return f"recipe={cfg['recipe'].get('name')} seed={cfg['seed']}"
+    if stage.kind == "index":
+        return f"{cfg['type']}"
+    if stage.kind == "search":
+        return f"top-{cfg['k']}"
+    if stage.kind == "evaluate":
+        return ", ".join(cfg["measures"])
+    if stage.kind == "encode":
+        return f"doc/query max length {cfg['max_doc_length']}/{cfg['max_query_length']}, scale {cfg['scale']}"
+    if stage.kind == "mine":
+        return f"BM25 negatives from top-{cfg['depth']}"
+    return ""
+
+
+def stage_dir(runs: Path, stage: Stage) -> Path:
+    return Path(runs) / stage.kind / stage.id

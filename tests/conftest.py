@@ -1,0 +1,60 @@
+"""Shared fixtures: the offline material (../shared), and one small pipeline run reused by several tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+
+def _offline_env() -> None:
+    """Make the tests runnable outside .ci/run too: use ../shared like scripts/offline.sh does."""
+    if "IR_DATASETS_HOME" not in os.environ and (SHARED / "ir_datasets_home").is_dir():
+        copy = ROOT / ".cache" / "ir_datasets_home"
+        if not (copy / ".complete").exists():
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(SHARED / "ir_datasets_home", copy)
+            (copy / ".complete").touch()
+        os.environ["IR_DATASETS_HOME"] = str(copy)
+    if "BENCHMARK_MODEL_DIR" not in os.environ and (SHARED / "models").is_dir():
+        os.environ["BENCHMARK_MODEL_DIR"] = str(SHARED / "models")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+_offline_env()
+
+# A small, deterministic slice of SciFact test: judged documents always stay in.
+SUBSET = ["--max-docs", "600", "--max-queries", "30"]
+
+
+def run_cli(*args: str) -> int:
+    from benchmark.run import main
+
+    return main([*args, "--no-progress"])
+
+
+@pytest.fixture(scope="session")
+def bert_tiny() -> Path:
+    return Path(os.environ["BENCHMARK_MODEL_DIR"]) / "bert-tiny"
+
+
+@pytest.fixture(scope="session")
+def untrained_splade(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """BM25 + untrained SPLADE bert-tiny through the whole pipeline, on the SciFact subset."""
+    base = tmp_path_factory.mktemp("pipeline")
+    suite = base / "mini.toml"
+    suite.write_text(
+        'name = "mini"\ndescription = "BM25 and untrained SPLADE on a SciFact slice"\n'
+        'datasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10", "RR@10", "R@100"]\n'
+        '[bm25]\n[splade]\nbackbones = ["bert-tiny"]\n[encode]\nmax_doc_length = 128\nmax_query_length = 32\nshard_size = 250\n'
+    )
+    runs, results = base / "runs", base / "results"
+    assert run_cli("--suite", str(suite), *SUBSET, "--runs-dir", str(runs), "--results-dir", str(results)) == 0
+    return {"suite": suite, "runs": runs, "results": results / "mini"}
