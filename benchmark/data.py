@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark import faults
 from benchmark.errors import BenchmarkError
 from benchmark.stage import write_json
 
@@ -128,8 +129,11 @@ def _load_beir_folder(folder: Path, split: str) -> tuple[Iterator[tuple[str, str
             f"{qrels_path}: qrels refer to {len(unknown_q)} query id(s) not in queries.jsonl, e.g. {unknown_q[0]!r}; "
             "fix the qrels or the queries file so every judged query exists"
         )
-    for _ in _read_jsonl(folder / "corpus.jsonl"):  # fail on a bad line with its number, before loading
-        pass
+    # Fail on a bad line with its number, and on emptiness, before the beir loader sees the files.
+    if not sum(1 for _ in _read_jsonl(folder / "corpus.jsonl")):
+        raise BenchmarkError(f"dataset {str(folder)!r} has an empty corpus; give a corpus with at least one document")
+    if not query_ids:
+        raise BenchmarkError(f"dataset {str(folder)!r} has no queries; queries.jsonl needs at least one line")
     # The files are now known to be well-formed; the beir package's loader is the reference reader.
     from beir.datasets.data_loader import GenericDataLoader
 
@@ -220,6 +224,7 @@ def materialise(name: str, out: Path, max_docs: int | None = None, max_queries: 
     if not keep_q:
         raise BenchmarkError(f"dataset {name!r} has no judged queries; give queries with at least one relevant qrel")
     os.replace(tmp, corpus_dir / "docs.jsonl")
+    faults.point("data:corpus")
     os.replace(out / ".docids.tmp", out / "docids.txt")
     _write_lines(out / "queries.tsv", (f"{q}\t{_one_line(queries[q])}" for q in keep_q))
     _write_lines(out / "qrels.txt", (f"{q.query_id} 0 {q.doc_id} {q.relevance}" for q in qrels))

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmark import faults
 from benchmark.data import iter_docs, read_queries
 
 SHARD = "part-{:05d}.jsonl"
@@ -99,12 +100,14 @@ def encode_stage(model_dir: Path, data_dir: Path, out: Path, *, max_doc_length: 
         np.save(stats.with_name(f".{stats.name}"), df)
         os.replace(stats.with_name(f".{stats.name}"), stats)
         _write_jsonl(shard, ({"id": doc_id, "contents": "", "vector": v} for (doc_id, _), v in zip(chunk, vectors)))
+        faults.point("encode:shard")
 
     queries = read_queries(data_dir)
     qids = list(queries)
     reps = encode(model, tokenizer, [queries[q] for q in qids], max_length=max_query_length,
                   batch_size=batch_size, progress="encode queries" if progress else None)
     qvecs = {qid: to_vector(ids, w, terms, scale) for qid, (ids, w) in zip(qids, reps)}
+    faults.point("encode:queries")
     _write_jsonl(out / "queries.jsonl", ({"id": q, "vector": v} for q, v in qvecs.items()))
     return {**summarise(docs_dir, qvecs, terms), "vocab_size": vocab, "scale": scale,
             "max_doc_length": max_doc_length, "max_query_length": max_query_length, "precision": precision}

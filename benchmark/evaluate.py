@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmark import faults
 from benchmark.data import qrels_path, read_docids
 from benchmark.errors import BenchmarkError
 
@@ -63,6 +64,7 @@ def evaluate_stage(run_file: Path, data_dir: Path, measures: Sequence[str], out:
             for qid in judged:  # a judged query the system returned nothing for scores 0, as trec_eval -c
                 w.writerow([str(measure), qid, per_query.get((str(measure), qid), 0.0)])
     os.replace(tmp, out / PERQUERY)
+    faults.point("evaluate:written")
     # Mean over every judged query, 0 where the run has none (trec_eval -c, as Pyserini's BEIR 2CR).
     aggregate = {str(m): sum(per_query.get((str(m), q), 0.0) for q in judged) / len(judged) for m in parsed}
     return {"metrics": aggregate, "queries": len(judged),

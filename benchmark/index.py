@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from benchmark import lucene
+from benchmark import faults, lucene
 from benchmark.errors import BenchmarkError
 
 INDEX_TYPE_TO_BUILDER = {
@@ -26,6 +26,7 @@ def index_stage(index_type: str, parent_dir: Path, out: Path, threads: int = 2) 
     if target.exists():  # a half-built Lucene index is never reused
         shutil.rmtree(target)
     build(Path(parent_dir) / sub, target, threads)
+    faults.point("index:built")
     stats = lucene.index_stats(target)
     if stats["documents"] == 0:
         raise BenchmarkError(f"the {index_type} index built from {parent_dir} holds no documents; check that stage's output")

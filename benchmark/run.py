@@ -91,6 +91,9 @@ def execute(stage: Stage, ctx: Context, done: dict[str, dict[str, Any] | None]) 
     """Run ``stage`` after its parents; None when an ancestor training run collapsed."""
     if stage.id in done:
         return done[stage.id]
+    if ctx.store.is_done(stage):  # a finished stage needs nothing from its parents (they may be dropped)
+        done[stage.id] = ctx.store.run(stage, lambda out: {})
+        return done[stage.id]
     parents: dict[str, Path] = {}
     for role, parent in stage.parents.items():
         meta = execute(parent, ctx, done)
@@ -124,6 +127,27 @@ def validate(plan: Plan, opts: Options) -> None:
                 problems.append(str(exc))
     if problems:
         raise BenchmarkError(" | ".join(problems) if len(problems) > 1 else problems[0])
+
+
+def drop_encoded(plan: Plan, store: Store) -> None:
+    """Delete encoded document shards whose impact index is finished (queries and stats stay)."""
+    freed = 0
+    for stage in plan.stages():
+        if stage.kind == "index" and stage.config.get("type") == "impact" and store.is_done(stage):
+            freed += store.drop(stage.parents["source"], ["docs"])
+    if freed:
+        print(f"--keep indexed: freed {freed / 2**20:.1f} MiB of encoded shards")
+
+
+def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
+    """Per-stage wall time (0 when cached this run) and disk footprint: results/<suite>/stages.csv."""
+    from benchmark.stage import write_text
+
+    lines = ["stage,id,seconds,bytes"]
+    for stage in plan.stages():
+        if stage.id in store.timings:
+            lines.append(f"{stage.kind},{stage.id},{store.timings[stage.id]:.2f},{store.sizes.get(stage.id, 0)}")
+    write_text(out_dir / "stages.csv", "\n".join(lines) + "\n")
 
 
 def dry_run(plan: Plan, store: Store) -> None:
@@ -161,6 +185,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--force", action="store_true", help="redo stages even if finished")
     p.add_argument("--dry-run", action="store_true", help="print the stage plan without loading models")
     p.add_argument("--check", action="store_true", help="compare with the suite's expected scores; exit 1 on FAIL")
+    p.add_argument("--keep", choices=["all", "indexed"], default="all",
+                   help="'indexed' deletes encoded document shards once their impact index is built")
     p.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
 
@@ -200,9 +226,12 @@ def _main(args: argparse.Namespace) -> int:
     for cond in plan.conditions:
         assert cond.evaluate is not None
         execute(cond.evaluate, ctx, done)
+    if args.keep == "indexed":
+        drop_encoded(plan, store)
     from benchmark.report import write_suite_results
 
     out = write_suite_results(plan, store, Path(args.results_dir))
+    write_stage_log(plan, store, out)
     print(f"suite {suite.name} finished in {time.perf_counter() - start:.1f}s; tables in {out}")
     if args.check:
         from benchmark.check import check_suite

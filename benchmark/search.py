@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmark import lucene
+from benchmark import faults, lucene
 from benchmark.data import read_queries
 from benchmark.encode import read_query_vectors
 from benchmark.errors import BenchmarkError
@@ -51,6 +51,7 @@ def search_stage(index_dir: Path, queries_dir: Path, out: Path, k: int = 1000, t
     queries = read(queries_dir)
     hits = search(Path(index_dir) / "index", queries, k=k, threads=threads, **params)
     write_text(out / RUN, format_run(hits))
+    faults.point("search:written")
     return {"type": kind, "queries": len(queries), "k": k,
             "queries_without_hits": sum(1 for v in hits.values() if not v)}
 

