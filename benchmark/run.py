@@ -215,10 +215,10 @@ def _main(args: argparse.Namespace) -> int:
                    recipe=args.recipe)
     plan = build_plan(suite, opts)
     store = Store(args.runs_dir, force=args.force)
+    validate(plan, opts)
     if args.dry_run:
         dry_run(plan, store)
         return 0
-    validate(plan, opts)
     store.check_writable()
     ctx = Context(store, args.threads, progress=not args.no_progress)
     start = time.perf_counter()
