@@ -49,6 +49,11 @@ class Condition:
     evaluate: Stage | None = None
     train: Stage | None = None
 
+    @property
+    def system_key(self) -> tuple[str, str, str, bool]:
+        """What identifies a row of the result tables: the same system on every dataset."""
+        return (self.system, self.backbone, self.variant, self.trained)
+
     def row(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "system": self.system, "backbone": self.backbone, "variant": self.variant,
                 "factor": self.factor, "trained": self.trained}
@@ -57,9 +62,50 @@ class Condition:
 @dataclass
 class Plan:
     suite: Suite
-    datasets: list[str]
+    datasets: list[str]  # every dataset evaluated (groups expanded to their members)
     measures: list[str]
     conditions: list[Condition] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)  # table columns: datasets and groups, in order
+    groups: dict[str, list[str]] = field(default_factory=dict)  # selected groups → their members
+    max_docs: int | None = None
+    max_queries: int | None = None
+    dataset_measures: dict[str, list[str]] = field(default_factory=dict)  # dataset → measures evaluated on it
+    backbones: list[str] = field(default_factory=list)
+    variants: dict[str, Any] = field(default_factory=dict)  # variant name → Rescale spec
+    recipe: dict[str, Any] | None = None  # the training recipe as data, None: untrained only
+
+    def summary(self) -> str:
+        """The matrix in a few lines: what --dry-run prints before the stage list."""
+        lines = [f"suite {self.suite.name}: {self.suite.description}"]
+        splade = {c.system_key for c in self.conditions if c.system == "splade"}
+        systems = {c.system_key for c in self.conditions}
+        if self.suite.splade is not None:
+            states = sorted({"trained" if key[3] else "untrained" for key in splade})
+            lines.append(f"matrix: {len(self.backbones)} backbone(s) × {len(self.variants)} variant(s)"
+                         f" ({' + '.join(states)}) = {len(splade)} SPLADE system(s)"
+                         f"{' + BM25' if self.suite.bm25 is not None else ''}; {len(systems)} system(s) × "
+                         f"{len(self.datasets)} dataset(s) = {len(self.conditions)} conditions")
+            lines.append(f"backbones: {', '.join(self.backbones)}")
+            lines.append("variants: " + "; ".join(f"{n} ({_describe_rescale(v)})" for n, v in self.variants.items()))
+            if self.recipe is not None:
+                r = self.recipe
+                lines.append(f"training: recipe {r.get('name')} — {r.get('description', '')}")
+                keys = ("loss", "dataset", "negatives", "batch_size", "max_steps", "epochs", "learning_rate", "lambda_q", "lambda_d")
+                lines.append("  " + ", ".join(f"{k}={r[k]}" for k in keys if k in r))
+            else:
+                lines.append("training: none (untrained backbones)")
+        else:
+            lines.append(f"matrix: BM25 × {len(self.datasets)} dataset(s) = {len(self.conditions)} conditions")
+        subset = f" (subset: max_docs={self.max_docs}, max_queries={self.max_queries})" if self.max_docs or self.max_queries else ""
+        lines.append(f"datasets ({len(self.datasets)}){subset}: {', '.join(self.datasets)}")
+        for group, members in self.groups.items():
+            lines.append(f"  {group}: mean over {len(members)} members")
+        lines.append(f"measures: {', '.join(self.measures)}")
+        counts: dict[str, int] = {}
+        for stage in self.stages():
+            counts[stage.kind] = counts.get(stage.kind, 0) + 1
+        lines.append("stages: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + f" ({sum(counts.values())} in all)")
+        return "\n".join(lines)
 
     def stages(self) -> list[Stage]:
         """Every stage once, parents before children."""
@@ -83,7 +129,14 @@ def _fmt_factor(f: float) -> str:
     return f"{f:g}"
 
 
-def variant_specs(suite: Suite, names: Sequence[str], opts: Options) -> dict[str, Any]:
+def _describe_rescale(spec: Any) -> str:
+    if spec.mode == "none":
+        return "MLM head as pretrained"
+    what = f"head × {spec.factor:g}" if spec.mode == "factor" else f"head norm matched to {spec.match}"
+    return what + (", bias scaled too" if spec.scale_bias else ", bias kept")
+
+
+def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variants: bool = False) -> dict[str, Any]:
     """Variant name → Rescale spec; every bad name is reported at once with the valid ones."""
     from benchmark.rescale import Rescale
 
@@ -101,6 +154,8 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options) -> dict[str
     }
     for f in suite.splade.sweep:
         table[f"x{_fmt_factor(f)}"] = Rescale(mode="factor", factor=f, scale_bias=rs.scale_bias)
+    if all_variants:
+        return table
     bad = [n for n in names if n not in table]
     if bad:
         raise BenchmarkError(f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, comma-separated")
@@ -115,40 +170,88 @@ def _rescale_label(spec: Any) -> str:
     return f"match:{spec.match}"
 
 
-def build_plan(suite: Suite, opts: Options) -> Plan:
-    datasets = opts.datasets or list(suite.datasets)
-    allowed = list(suite.datasets) + list(suite.optional_datasets)
-    bad = [d for d in datasets if d not in allowed and DatasetRef(d).local is None]
+def _select_datasets(suite: Suite, requested: Sequence[str], problems: list[str]) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """(datasets to evaluate, table columns, selected groups); names outside the suite go to ``problems``."""
+    known = suite.known_datasets()
+    datasets: list[str] = []
+    columns: list[str] = []
+    groups: dict[str, list[str]] = {}
+    bad = []
+    for name in requested:
+        if name in suite.groups:
+            groups[name] = list(suite.groups[name])
+            datasets.extend(suite.groups[name])
+            columns.append(name)
+        elif name in known or DatasetRef(name).local is not None:
+            datasets.append(name)
+            columns.append(name)
+        else:
+            bad.append(name)
     if bad:
-        raise BenchmarkError(
-            f"dataset(s) {', '.join(map(repr, bad))} not in suite {suite.name!r}; valid: {', '.join(allowed)} "
-            "(or a local BEIR folder PATH[@split])"
+        valid = list(suite.datasets) + list(suite.optional_datasets) + [g for g in suite.groups if g not in suite.optional_datasets]
+        problems.append(
+            f"dataset(s) {', '.join(map(repr, bad))} not in suite {suite.name!r}; valid: {', '.join(dict.fromkeys(valid))} "
+            f"(or {'a group member or ' if suite.groups else ''}a local BEIR folder PATH[@split])"
         )
-    plan = Plan(suite, datasets, list(suite.measures))
+    return list(dict.fromkeys(datasets)), list(dict.fromkeys(columns)), groups
+
+
+def build_plan(suite: Suite, opts: Options, problems: list[str] | None = None) -> Plan:
+    """The plan for ``suite`` under ``opts``.
+
+    Every problem found (datasets outside the suite, unknown variants, an unknown recipe) is
+    reported at once: appended to ``problems`` when given (the caller adds its own checks and
+    raises), else raised here as one error.
+    """
+    found: list[str] = [] if problems is None else problems
+    start = len(found)
+    plan = _build_plan(suite, opts, found)
+    if problems is None and len(found) > start:
+        raise BenchmarkError(" | ".join(found[start:]))
+    return plan
+
+
+def _build_plan(suite: Suite, opts: Options, problems: list[str]) -> Plan:
+    datasets, columns, groups = _select_datasets(suite, opts.datasets or list(suite.datasets), problems)
+    plan = Plan(suite, datasets, suite.all_measures(), columns=columns, groups=groups)
+    plan.dataset_measures = {name: suite.measures_of(name) for name in datasets}
     max_docs = opts.max_docs if opts.max_docs is not None else suite.max_docs
     max_queries = opts.max_queries if opts.max_queries is not None else suite.max_queries
-    measures = sorted(plan.measures)
+    plan.max_docs, plan.max_queries = max_docs, max_queries
 
     def data(name: str, docs: int | None = max_docs, queries: int | None = max_queries) -> Stage:
         return Stage("data", {"dataset": DatasetRef(name).key(), "max_docs": docs, "max_queries": queries, "seed": 0})
 
-    def evaluate(search: Stage, d: Stage) -> Stage:
-        return Stage("evaluate", {"measures": measures}, {"run": search, "data": d})
+    def evaluate(search: Stage, d: Stage, name: str) -> Stage:
+        return Stage("evaluate", {"measures": sorted(suite.measures_of(name))}, {"run": search, "data": d})
 
     for name in datasets:
         d = data(name)
         if suite.bm25 is not None:
             idx = Stage("index", {"type": "bm25"}, {"source": d})
             search = Stage("search", {"k": suite.k, "k1": suite.bm25.k1, "b": suite.bm25.b}, {"index": idx, "queries": d})
-            plan.conditions.append(Condition(name, "bm25", evaluate=evaluate(search, d)))
+            plan.conditions.append(Condition(name, "bm25", evaluate=evaluate(search, d, name)))
 
     if suite.splade is None:
         return plan
     sp = suite.splade
     backbones = opts.backbones or list(sp.backbones)
-    variants = variant_specs(suite, opts.variants or list(sp.variants), opts)
+    names = opts.variants or list(sp.variants)
+    try:
+        variants = variant_specs(suite, names, opts)
+    except BenchmarkError as exc:
+        problems.append(str(exc))
+        valid = variant_specs(suite, [], opts, all_variants=True)
+        variants = {n: valid[n] for n in names if n in valid}
     recipe_name = opts.recipe or sp.recipe
-    train_inputs = _train_inputs(suite, recipe_name) if recipe_name else None
+    train_inputs = None
+    if recipe_name:
+        try:
+            train_inputs = _train_inputs(suite, recipe_name)
+        except BenchmarkError as exc:
+            problems.append(str(exc))
+    plan.backbones, plan.variants = list(backbones), dict(variants)
+    plan.recipe = train_inputs[0] if train_inputs is not None else None
     enc = dataclasses.asdict(suite.encode)
     for backbone in backbones:
         for vname, spec in variants.items():
@@ -168,7 +271,7 @@ def build_plan(suite: Suite, opts: Options) -> Plan:
                     search = Stage("search", {"k": suite.k}, {"index": idx, "queries": encode})
                     plan.conditions.append(Condition(
                         name, "splade", backbone, vname, _rescale_label(spec), trained=train is not None,
-                        evaluate=evaluate(search, d), train=train))
+                        evaluate=evaluate(search, d, name), train=train))
     return plan
 
 

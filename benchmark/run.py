@@ -106,12 +106,13 @@ def execute(stage: Stage, ctx: Context, done: dict[str, dict[str, Any] | None]) 
     return meta
 
 
-def validate(plan: Plan, opts: Options) -> None:
-    """Check everything the plan names before any work starts; report every problem at once."""
+def validate(plan: Plan, opts: Options, found: list[str] | None = None) -> None:
+    """Check everything the plan names before any work starts; report every problem at once
+    (with ``found``, those build_plan already collected: datasets outside the suite, variants)."""
     from benchmark.data import validate_dataset
     from benchmark.evaluate import measure_problems
 
-    problems: list[str] = []
+    problems: list[str] = list(found or [])
     for name in plan.datasets:
         problem = validate_dataset(name)
         if problem:
@@ -151,9 +152,7 @@ def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
 
 
 def dry_run(plan: Plan, store: Store) -> None:
-    print(f"suite {plan.suite.name}: {plan.suite.description}")
-    print(f"datasets: {', '.join(plan.datasets)}")
-    print(f"measures: {', '.join(plan.measures)}")
+    print(plan.summary())
     stages = plan.stages()
     cached = sum(store.is_done(s) for s in stages)
     print(f"{len(stages)} stages, {cached} cached, {len(stages) - cached} to run:")
@@ -213,9 +212,10 @@ def _main(args: argparse.Namespace) -> int:
                    variants=parse_list(args.variants), rescale_factor=args.rescale_factor,
                    match_norm=args.match_norm, max_docs=args.max_docs, max_queries=args.max_queries,
                    recipe=args.recipe)
-    plan = build_plan(suite, opts)
+    problems: list[str] = []
+    plan = build_plan(suite, opts, problems)
     store = Store(args.runs_dir, force=args.force)
-    validate(plan, opts)
+    validate(plan, opts, problems)
     if args.dry_run:
         dry_run(plan, store)
         return 0

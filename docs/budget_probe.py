@@ -1,0 +1,154 @@
+"""GPU throughput probe behind the compute budget in docs/suites.md (run on the GPU box).
+
+For each paper backbone, built from its published config with random weights (speed does not
+depend on the weights): SPLADE document encoding through ``benchmark.splade.encode`` at fixed token
+lengths, and one SPLADE training step (InfoNCE with in-batch + 1 hard negative, FLOPS, AdamW) at
+the msmarco-infonce recipe's batch size. Prints one JSON line per measurement.
+
+    python docs/budget_probe.py [--backbones ettin-17m,...] [--steps 5]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmark package, run from anywhere
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to try the script out
+
+
+def sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+# hidden, layers, intermediate, heads (BERT: vocab 30522; ModernBERT/Ettin: 50368)
+CONFIGS = {
+    "bert-base-uncased": ("bert", 768, 12, 3072, 12),
+    "modernbert-base": ("modernbert", 768, 22, 1152, 12),
+    "modernbert-large": ("modernbert", 1024, 28, 2624, 16),
+    "ettin-17m": ("modernbert", 256, 7, 384, 4),
+    "ettin-32m": ("modernbert", 384, 10, 576, 6),
+    "ettin-68m": ("modernbert", 512, 19, 768, 8),
+    "ettin-150m": ("modernbert", 768, 22, 1152, 12),
+    "ettin-400m": ("modernbert", 1024, 28, 2624, 16),
+    "ettin-1b": ("modernbert", 1792, 28, 3840, 28),
+}
+
+
+def build(name: str) -> torch.nn.Module:
+    from transformers import BertConfig, BertForMaskedLM, ModernBertConfig, ModernBertForMaskedLM
+
+    kind, hidden, layers, inter, heads = CONFIGS[name]
+    if kind == "bert":
+        cfg = BertConfig(hidden_size=hidden, num_hidden_layers=layers, intermediate_size=inter, num_attention_heads=heads)
+        cls = BertForMaskedLM
+    else:
+        cfg = ModernBertConfig(hidden_size=hidden, num_hidden_layers=layers, intermediate_size=inter,
+                               num_attention_heads=heads, vocab_size=50368, reference_compile=False)
+        cls = ModernBertForMaskedLM
+    with torch.device(DEVICE):
+        model = cls(cfg)
+    return model
+
+
+class FakeTokenizer:
+    """Text 'n' → n random token ids: fixed lengths without a tokenizer file."""
+
+    model_input_names = ["input_ids", "attention_mask"]
+    pad_token_id = 0
+
+    def __init__(self, vocab: int) -> None:
+        self.rng = np.random.default_rng(0)
+        self.vocab = vocab
+
+    def __call__(self, texts, truncation=True, max_length=256):
+        ids = [self.rng.integers(1000, self.vocab, size=min(int(t), max_length)).tolist() for t in texts]
+        return {"input_ids": ids, "attention_mask": [[1] * len(i) for i in ids]}
+
+
+def encode_rate(model, vocab: int, length: int, batch: int, precision: str) -> float:
+    from benchmark.splade import encode
+
+    tok = FakeTokenizer(vocab)
+    texts = [str(length)] * (batch * 4)
+    encode(model, tok, texts[:batch], max_length=256, batch_size=batch, precision=precision)  # warm-up
+    sync()
+    t = time.perf_counter()
+    encode(model, tok, texts, max_length=256, batch_size=batch, precision=precision)
+    sync()
+    return len(texts) / (time.perf_counter() - t)
+
+
+def splade(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.log1p(torch.relu(logits)).masked_fill(~mask.bool().unsqueeze(-1), 0).amax(dim=1)
+
+
+def train_step_seconds(model, vocab: int, batch: int, q_len: int, d_len: int, steps: int) -> float:
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-5)
+    q = torch.randint(1000, vocab, (batch, q_len), device=DEVICE)
+    d = torch.randint(1000, vocab, (2 * batch, d_len), device=DEVICE)
+    qm, dm = torch.ones_like(q), torch.ones_like(d)
+
+    def step() -> None:
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+            qv = splade(model(input_ids=q, attention_mask=qm).logits, qm).float()
+            dv = splade(model(input_ids=d, attention_mask=dm).logits, dm).float()
+        scores = qv @ dv.T
+        loss = torch.nn.functional.cross_entropy(scores, torch.arange(batch, device=DEVICE))
+        loss = loss + 3e-4 * (qv.mean(0) ** 2).sum() + 1e-4 * (dv.mean(0) ** 2).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    step()
+    sync()
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return (time.perf_counter() - t) / steps
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--backbones", default=",".join(CONFIGS))
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--batch", type=int, default=128)
+    args = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu"
+    print(json.dumps({"gpu": gpu, "torch": torch.__version__}), flush=True)
+    for name in args.backbones.split(","):
+        model = build(name).eval()
+        vocab = model.get_output_embeddings().weight.shape[0]
+        params = sum(p.numel() for p in model.parameters())
+        row = {"backbone": name, "params_m": round(params / 1e6, 1)}
+        for precision in ("float32", "bfloat16"):
+            for length in (64, 128, 256):
+                try:
+                    row[f"enc_{precision}_{length}"] = round(encode_rate(model, vocab, length, args.batch, precision))
+                except torch.OutOfMemoryError:
+                    row[f"enc_{precision}_{length}"] = "oom"
+                torch.cuda.empty_cache()
+        for d_len in (128, 256):
+            try:
+                row[f"train_s_q32_d{d_len}"] = round(train_step_seconds(model, vocab, args.batch, 32, d_len, args.steps), 3)
+            except torch.OutOfMemoryError:
+                row[f"train_s_q32_d{d_len}"] = "oom"
+            torch.cuda.empty_cache()
+        if DEVICE == "cuda":
+            row["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
+            torch.cuda.reset_peak_memory_stats()
+        print(json.dumps(row), flush=True)
+        del model
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

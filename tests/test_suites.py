@@ -1,0 +1,146 @@
+"""The packaged suites: they load, name real ir_datasets ids, and plan the paper's matrix offline,
+quickly and without loading a model; bad names are all reported in one line."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from benchmark.data import validate_dataset
+from benchmark.plan import Options, build_plan
+from benchmark.suites import load_suite, suite_names
+from conftest import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+BEIR13 = ["beir/trec-covid", "beir/nfcorpus/test", "beir/nq", "beir/hotpotqa/test", "beir/fiqa/test", "beir/arguana",
+          "beir/webis-touche2020/v2", "beir/dbpedia-entity/test", "beir/scidocs", "beir/climate-fever",
+          "beir/scifact/test", "beir/quora/test", "beir/fever/test"]
+MSMARCO = ["msmarco-passage/dev/small", "msmarco-passage/trec-dl-2019/judged", "msmarco-passage/trec-dl-2020/judged"]
+PAPER_BACKBONES = ["bert-base-uncased", "modernbert-base", "modernbert-large", "ettin-17m", "ettin-32m", "ettin-68m",
+                   "ettin-150m", "ettin-400m", "ettin-1b"]
+
+
+def test_every_suite_loads_and_names_real_datasets():
+    assert {"smoke", "msmarco", "trec-dl", "beir", "paper", "scale-sweep"} <= set(suite_names())
+    for name in suite_names():
+        suite = load_suite(name)
+        for dataset in [d for d in suite.known_datasets() if d not in suite.groups]:
+            assert validate_dataset(dataset) is None, (name, dataset)  # ir_datasets id with docs, queries, qrels
+
+
+def test_suite_contents():
+    assert load_suite("beir").datasets == BEIR13
+    assert load_suite("beir").groups["beir/cqadupstack"] == [f"beir/cqadupstack/{f}" for f in (
+        "android", "english", "gaming", "gis", "mathematica", "physics", "programmers", "stats", "tex", "unix",
+        "webmasters", "wordpress")]
+    paper = load_suite("paper")
+    assert paper.datasets == MSMARCO + BEIR13
+    assert paper.splade.backbones == PAPER_BACKBONES and paper.splade.variants == ["baseline", "rescaled"]
+    assert paper.measures_of("msmarco-passage/dev/small") == ["RR@10", "R@1000"]
+    assert paper.measures_of("msmarco-passage/trec-dl-2019/judged") == ["nDCG@10", "R(rel=2)@1000"]
+    assert paper.measures_of("beir/nq") == ["nDCG@10", "R@100", "R@1000"]
+    assert load_suite("trec-dl").measures == ["nDCG@10", "R(rel=2)@1000"]
+    assert load_suite("msmarco").measures == ["RR@10", "R@1000"]
+    from benchmark.backbone import BACKBONES
+
+    assert all(b in BACKBONES for b in PAPER_BACKBONES)
+
+
+def test_paper_plan_is_the_full_matrix():
+    plan = build_plan(load_suite("paper"), Options())
+    kinds = Counter(c.system for c in plan.conditions)
+    assert kinds == {"splade": 9 * 2 * 16, "bm25": 16}
+    systems = {c.system_key for c in plan.conditions if c.system == "splade"}
+    assert systems == {("splade", b, v, True) for b in PAPER_BACKBONES for v in ("baseline", "rescaled")}
+    stages = Counter(s.kind for s in plan.stages())
+    assert stages["train"] == 18 and stages["backbone"] == 18 and stages["encode"] == 18 * 16
+    evaluate = {c.dataset: c.evaluate.config["measures"] for c in plan.conditions}
+    assert evaluate["msmarco-passage/dev/small"] == ["R@1000", "RR@10"]
+    assert evaluate["msmarco-passage/trec-dl-2020/judged"] == ["R(rel=2)@1000", "nDCG@10"]
+    assert plan.recipe["name"] == "msmarco-infonce"
+
+
+def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
+    assert run_cli("--suite", "paper", "--dry-run", "--runs-dir", str(tmp_path / "runs")) == 0
+    out = capsys.readouterr().out
+    assert "matrix: 9 backbone(s) × 2 variant(s) (trained) = 18 SPLADE system(s) + BM25; " \
+           "19 system(s) × 16 dataset(s) = 304 conditions" in out
+    assert "backbones: " + ", ".join(PAPER_BACKBONES) in out
+    assert "variants: baseline (MLM head as pretrained); rescaled (head norm matched to bert-base-uncased" in out
+    assert "training: recipe msmarco-infonce" in out
+    assert "datasets (16): " + ", ".join(MSMARCO + BEIR13) in out
+    assert "measures: nDCG@10, R@100, R@1000, RR@10, R(rel=2)@1000" in out
+    assert re.search(r"stages: .*train 18, encode 288 \(\d+ in all\)", out)
+    assert not (tmp_path / "runs").exists()  # a dry run writes nothing
+
+
+def test_beir_dry_run_and_cqadupstack_group(tmp_path, capsys):
+    assert run_cli("--suite", "beir", "--dry-run", "--runs-dir", str(tmp_path)) == 0
+    assert "5 system(s) × 13 dataset(s) = 65 conditions" in capsys.readouterr().out
+    plan = build_plan(load_suite("beir"), Options(datasets=["beir/scifact/test", "beir/cqadupstack"], backbones=["bert-tiny"]))
+    assert plan.columns == ["beir/scifact/test", "beir/cqadupstack"]
+    assert len(plan.datasets) == 13 and plan.groups["beir/cqadupstack"][0] == "beir/cqadupstack/android"
+    assert len(plan.conditions) == 13 * (1 + 2)
+
+
+def test_dry_run_loads_no_model_and_is_quick():
+    code = ("import sys, time; t = time.perf_counter(); from benchmark.run import main\n"
+            "for s in ('paper', 'beir'): assert main(['--suite', s, '--dry-run', '--runs-dir', '/nonexistent/runs']) == 0\n"
+            "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers', 'pyserini', 'jnius') if m in sys.modules]\n"
+            "print('HEAVY', heavy, 'SECONDS', time.perf_counter() - t)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    heavy, seconds = re.search(r"HEAVY (\[.*\]) SECONDS ([\d.]+)", proc.stdout).groups()
+    assert heavy == "[]"
+    assert float(seconds) < 30
+
+
+def test_scale_sweep_variants():
+    plan = build_plan(load_suite("scale-sweep"), Options())
+    factors = [(c.variant, c.factor) for c in plan.conditions if c.system == "splade"]
+    assert factors == [("baseline", "1"), ("x0.25", "0.25"), ("x0.5", "0.5"), ("x1", "1"), ("x2", "2"), ("x4", "4"),
+                       ("x8", "8"), ("x16", "16")]
+    assert all(c.trained for c in plan.conditions if c.system == "splade")
+    assert plan.recipe["name"] == "smoke"
+
+
+def test_every_bad_name_is_reported_at_once(tmp_path, capsys):
+    code = run_cli("--suite", "smoke", "--datasets", "beir/scifakt/test", "--variants", "baseline,shrunk",
+                   "--backbones", "bert-tinny", "--dry-run", "--runs-dir", str(tmp_path))
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "'beir/scifakt/test' not in suite 'smoke'; valid: beir/scifact/test" in err
+    assert "unknown variant(s) 'shrunk'; valid: baseline, rescaled" in err
+    assert "unknown backbone 'bert-tinny' (did you mean 'bert-tiny'?)" in err
+
+    suite = tmp_path / "bad.toml"
+    suite.write_text('name = "bad"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@ten"]\n'
+                     '[splade]\nbackbones = ["bert-tiny"]\n')
+    assert run_cli("--suite", str(suite), "--variants", "x3", "--dry-run", "--runs-dir", str(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "unknown variant(s) 'x3'" in err and "unknown measure(s) 'nDCG@ten'" in err
+
+
+def test_suite_cross_references_are_checked(tmp_path, capsys):
+    suite = tmp_path / "refs.toml"
+    suite.write_text('name = "refs"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
+                     '[table]\nmeasure = "RR@10"\n[[table.averages]]\nname = "avg"\ndatasets = ["beir/nq"]\n'
+                     '[[expected]]\ndataset = "beir/scifact/test"\nsystem = "dense"\nmeasure = "nDCG@10"\nvalue = 0.5\n')
+    assert run_cli("--suite", str(suite), "--dry-run", "--runs-dir", str(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "table.measure = 'RR@10' is not one of the suite's measures (nDCG@10)" in err
+    assert "table.averages['avg'] names dataset 'beir/nq', not in the suite" in err
+    assert "expected[0].system = 'dense'; valid: bm25, splade" in err
+
+
+@pytest.mark.parametrize("name", ["msmarco", "trec-dl", "beir", "paper"])
+def test_headline_suites_plan_offline(name):
+    plan = build_plan(load_suite(name), Options())
+    assert plan.conditions and all(c.evaluate is not None for c in plan.conditions)
+    trained = {c.trained for c in plan.conditions if c.system == "splade"}
+    assert trained == {True}
