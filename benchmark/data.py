@@ -109,7 +109,7 @@ def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             yield obj
 
 
-def _load_beir_folder(folder: Path, split: str) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
+def _load_beir_folder(folder: Path, split: str, docs: bool = True) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
     problem = _check_beir_folder(folder, split)
     if problem:
         raise BenchmarkError(problem)
@@ -122,56 +122,45 @@ def _load_beir_folder(folder: Path, split: str) -> tuple[Iterator[tuple[str, str
             if len(row) != 3 or not row[2].lstrip("-").isdigit():
                 raise BenchmarkError(f"{qrels_path}:{n} is {row!r}; each qrels row must be query-id<TAB>corpus-id<TAB>integer score")
             qrels.append(Qrel(row[0], row[1], int(row[2])))
-    query_ids = {str(q["_id"]) for q in _read_jsonl(folder / "queries.jsonl")}
-    unknown_q = sorted({q.query_id for q in qrels} - query_ids)
+    queries = {str(q["_id"]): str(q.get("text") or "") for q in _read_jsonl(folder / "queries.jsonl")}
+    unknown_q = sorted({q.query_id for q in qrels} - set(queries))
     if unknown_q:
         raise BenchmarkError(
             f"{qrels_path}: qrels refer to {len(unknown_q)} query id(s) not in queries.jsonl, e.g. {unknown_q[0]!r}; "
             "fix the qrels or the queries file so every judged query exists"
         )
-    # Fail on a bad line with its number, and on emptiness, before the beir loader sees the files.
-    if not sum(1 for _ in _read_jsonl(folder / "corpus.jsonl")):
-        raise BenchmarkError(f"dataset {str(folder)!r} has an empty corpus; give a corpus with at least one document")
-    if not query_ids:
+    if not queries:
         raise BenchmarkError(f"dataset {str(folder)!r} has no queries; queries.jsonl needs at least one line")
-    # The files are now known to be well-formed; the beir package's loader is the reference reader.
-    from beir.datasets.data_loader import GenericDataLoader
-
-    corpus, queries, _ = GenericDataLoader(data_folder=str(folder)).load(split=split)
-    docs = ((str(i), f"{d.get('title') or ''} {d.get('text') or ''}") for i, d in corpus.items())
-    return docs, {str(k): str(v or "") for k, v in queries.items()}, qrels
+    return (_iter_corpus(str(folder)) if docs else iter(())), queries, qrels
 
 
-# --------------------------------------------------------------------------- ir_datasets
-
-
-def _load_ir_datasets(name: str) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
+def _load_ir_datasets(name: str, docs: bool = True) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
     import ir_datasets
 
     try:
         ds = ir_datasets.load(name)
     except KeyError:
         raise BenchmarkError(f"unknown dataset {name!r}; give an ir_datasets id (e.g. beir/scifact/test) or a local BEIR folder") from None
-    fields = ds.docs_cls()._fields
-    has_title = "title" in fields
-
-    def docs() -> Iterator[tuple[str, str]]:
-        for d in ds.docs_iter():
-            yield d.doc_id, f"{d.title} {d.text}" if has_title else d.text
-
-    queries = {q.query_id: q.text for q in ds.queries_iter()}
-    qrels = [Qrel(q.query_id, q.doc_id, int(q.relevance)) for q in ds.qrels_iter()]
-    return docs(), queries, qrels
+    queries = {q.query_id: q.text for q in ds.queries_iter()} if ds.has_queries() else {}
+    qrels = [Qrel(q.query_id, q.doc_id, int(q.relevance)) for q in ds.qrels_iter()] if ds.has_qrels() else []
+    return (_ir_datasets_docs(ds) if docs else iter(())), queries, qrels
 
 
-def load_source(name: str) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
+def _ir_datasets_docs(ds: Any) -> Iterator[tuple[str, str]]:
+    has_title = "title" in ds.docs_cls()._fields
+    for d in ds.docs_iter():
+        yield d.doc_id, f"{d.title} {d.text}" if has_title else d.text
+
+
+def load_source(name: str, docs: bool = True) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
+    """(documents, queries, qrels) of a dataset id or local BEIR folder; documents lazily."""
     ref = DatasetRef(name)
     if ref.local is not None:
-        return _load_beir_folder(*ref.local)
-    return _load_ir_datasets(name)
+        return _load_beir_folder(*ref.local, docs=docs)
+    return _load_ir_datasets(name, docs=docs)
 
 
-# --------------------------------------------------------------------------- the stage
+# --------------------------------------------------------------------------- the stages
 
 
 def _rank(key: str, seed: int) -> str:
@@ -179,10 +168,45 @@ def _rank(key: str, seed: int) -> str:
     return hashlib.sha1(f"{seed}:{key}".encode()).hexdigest()
 
 
-def materialise(name: str, out: Path, max_docs: int | None = None, max_queries: int | None = None,
-                seed: int = 0, progress: bool = True) -> dict[str, Any]:
-    """Write the data stage's files; returns counts for its config.json."""
-    docs, queries, qrels = load_source(name)
+def corpus_source(name: str) -> str:
+    """The dataset that owns ``name``'s documents: query sets sharing a corpus share its stages.
+
+    ``msmarco-passage/dev/small`` and both TREC DL sets map to ``msmarco-passage``, so its 8.8M
+    passages are materialised, encoded and indexed once per model, not once per query set.
+    """
+    if DatasetRef(name).local is not None:
+        return str(DatasetRef(name).local[0])
+    import ir_datasets
+
+    return ir_datasets.docs_parent_id(name)
+
+
+def corpus_fingerprint(name: str) -> str | None:
+    """For a local folder, its corpus file's size and mtime (edits re-key the stages); None for ids."""
+    local = DatasetRef(name).local
+    if local is None:
+        return None
+    st = (local[0] / "corpus.jsonl").stat() if (local[0] / "corpus.jsonl").exists() else None
+    return f"{st.st_size}:{st.st_mtime_ns}" if st else "missing"
+
+
+def _iter_corpus(source: str) -> Iterator[tuple[str, str]]:
+    if Path(source).is_dir():
+        folder = Path(source)
+        if not sum(1 for _ in _read_jsonl(folder / "corpus.jsonl")):  # also fails on a bad line, with its number
+            raise BenchmarkError(f"dataset {source!r} has an empty corpus; give a corpus with at least one document")
+        from beir.datasets.data_loader import GenericDataLoader  # the reference reader of the format
+
+        corpus = GenericDataLoader(data_folder=str(folder)).load_corpus()
+        return ((str(i), f"{d.get('title') or ''} {d.get('text') or ''}") for i, d in corpus.items())
+    import ir_datasets
+
+    return _ir_datasets_docs(ir_datasets.load(source))
+
+
+def materialise_topics(name: str, out: Path, max_queries: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """The topics stage: judged queries (``queries.tsv``) and their qrels (``qrels.txt``)."""
+    _, queries, qrels = load_source(name, docs=False)
     unknown_q = sorted({q.query_id for q in qrels} - set(queries))
     if unknown_q:
         raise BenchmarkError(
@@ -190,48 +214,58 @@ def materialise(name: str, out: Path, max_docs: int | None = None, max_queries: 
             "fix the qrels or the queries file so every judged query exists"
         )
     judged = sorted({q.query_id for q in qrels if q.relevance > 0})
-    keep_q = sorted(judged, key=lambda q: _rank(q, seed))[:max_queries] if max_queries else judged
-    keep_q_set = set(keep_q)
-    qrels = [q for q in qrels if q.query_id in keep_q_set]
-    must_docs = {q.doc_id for q in qrels}
+    if not judged:
+        raise BenchmarkError(f"dataset {name!r} has no judged queries; give queries with at least one relevant qrel")
+    keep = sorted(judged, key=lambda q: _rank(q, seed))[:max_queries] if max_queries else judged
+    keep_set = set(keep)
+    qrels = [q for q in qrels if q.query_id in keep_set]
+    _write_lines(out / "queries.tsv", (f"{q}\t{_one_line(queries[q])}" for q in keep))
+    _write_lines(out / "qrels.txt", (f"{q.query_id} 0 {q.doc_id} {q.relevance}" for q in qrels))
+    return {"dataset": name, "queries": len(keep), "qrels": len(qrels)}
 
-    corpus_dir = out / "corpus"
-    corpus_dir.mkdir(parents=True, exist_ok=True)
-    if max_docs is not None:
-        # Two passes over ids only: judged docs always stay, the rest fill up in hash order.
-        all_ids = [d for d, _ in load_source(name)[0]]
-        others = sorted((d for d in all_ids if d not in must_docs), key=lambda d: _rank(d, seed))
-        keep_docs: set[str] | None = set(must_docs) | set(others[: max(0, max_docs - len(must_docs))])
-    else:
-        keep_docs = None
 
+def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed: int = 0,
+                       keep: set[str] | frozenset[str] = frozenset(), progress: bool = True) -> dict[str, Any]:
+    """The corpus stage: ``corpus/docs.jsonl`` and ``docids.txt``; a subset keeps every doc in ``keep``."""
     from tqdm.auto import tqdm
 
+    keep_docs: set[str] | None = None
+    if max_docs is not None:
+        # A pass over ids only: the judged docs always stay, the rest fill up in hash order.
+        others = sorted((d for d, _ in _iter_corpus(source) if d not in keep), key=lambda d: _rank(d, seed))
+        keep_docs = set(keep) | set(others[: max(0, max_docs - len(keep))])
+    corpus_dir = out / "corpus"
+    corpus_dir.mkdir(parents=True, exist_ok=True)
     n_docs, seen = 0, set()
     tmp = corpus_dir / ".docs.jsonl.tmp"
     with open(tmp, "w", encoding="utf-8") as fh, open(out / ".docids.tmp", "w", encoding="utf-8") as ids:
-        for doc_id, contents in tqdm(docs, desc=f"data {name}", unit="doc", disable=not progress, mininterval=2):
-            if keep_docs is not None and doc_id not in keep_docs:
-                continue
-            if doc_id in seen:
+        for doc_id, contents in tqdm(_iter_corpus(source), desc=f"corpus {source}", unit="doc", disable=not progress, mininterval=2):
+            if (keep_docs is not None and doc_id not in keep_docs) or doc_id in seen:
                 continue
             seen.add(doc_id)
             fh.write(json.dumps({"id": doc_id, "contents": contents}, ensure_ascii=False) + "\n")
             ids.write(doc_id + "\n")
             n_docs += 1
     if n_docs == 0:
-        raise BenchmarkError(f"dataset {name!r} has an empty corpus; give a corpus with at least one document")
-    if not keep_q:
-        raise BenchmarkError(f"dataset {name!r} has no judged queries; give queries with at least one relevant qrel")
+        raise BenchmarkError(f"dataset {source!r} has an empty corpus; give a corpus with at least one document")
     os.replace(tmp, corpus_dir / "docs.jsonl")
     faults.point("data:corpus")
     os.replace(out / ".docids.tmp", out / "docids.txt")
-    _write_lines(out / "queries.tsv", (f"{q}\t{_one_line(queries[q])}" for q in keep_q))
-    _write_lines(out / "qrels.txt", (f"{q.query_id} 0 {q.doc_id} {q.relevance}" for q in qrels))
-    record = {"dataset": name, "documents": n_docs, "queries": len(keep_q), "qrels": len(qrels),
-              "judged_docs_missing": len(must_docs - seen)}
-    write_json(out / "data.json", record)
-    return record
+    return {"source": source, "documents": n_docs, "judged_docs_missing": len(set(keep) - seen)}
+
+
+def judged_docs(topics_dir: Path) -> set[str]:
+    with open(qrels_path(topics_dir), encoding="utf-8") as fh:
+        return {line.split()[2] for line in fh}
+
+
+def materialise(name: str, out: Path, max_docs: int | None = None, max_queries: int | None = None,
+                seed: int = 0, progress: bool = True) -> dict[str, Any]:
+    """Topics and corpus of one dataset into one folder (for scripts; the pipeline runs them as two stages)."""
+    topics = materialise_topics(name, out, max_queries, seed)
+    corpus = materialise_corpus(corpus_source(name), out, max_docs, seed, judged_docs(out), progress)
+    return {"dataset": name, "documents": corpus["documents"], "queries": topics["queries"], "qrels": topics["qrels"],
+            "judged_docs_missing": corpus["judged_docs_missing"]}
 
 
 def _one_line(text: str) -> str:

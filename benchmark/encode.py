@@ -1,7 +1,7 @@
-"""The encode stage: a SPLADE model turns the corpus and the queries into integer impact vectors.
+"""The encode stages: a SPLADE model turns a corpus and a query set into integer impact vectors.
 
-Documents go to ``docs/part-NNNNN.jsonl`` (Pyserini JsonVectorCollection shards), queries to
-``queries.jsonl``; both as ``{token: int}`` after quantisation (see ``benchmark.splade.quantise``:
+Documents (stage ``encode``) go to ``docs/part-NNNNN.jsonl`` (Pyserini JsonVectorCollection shards),
+queries (stage ``queries``) to ``queries.jsonl``; both as ``{token: int}`` after quantisation (see ``benchmark.splade.quantise``:
 Anserini truncates float impacts, so we round ourselves). Each shard is renamed into place only when
 whole, so a killed encode resumes at the first missing shard.
 """
@@ -20,6 +20,7 @@ from benchmark import faults
 from benchmark.data import iter_docs, read_queries
 
 SHARD = "part-{:05d}.jsonl"
+QUERIES = "queries.jsonl"
 
 
 def vocabulary_terms(tokenizer: Any, vocab_size: int) -> list[str]:
@@ -75,9 +76,9 @@ def load_model(model_dir: Path, precision: str = "float32") -> tuple[Any, Any]:
     return model, AutoTokenizer.from_pretrained(model_dir)
 
 
-def encode_stage(model_dir: Path, data_dir: Path, out: Path, *, max_doc_length: int, max_query_length: int,
-                 batch_size: int, shard_size: int, scale: int, precision: str = "float32",
-                 progress: bool = True) -> dict[str, Any]:
+def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: int, batch_size: int,
+                      shard_size: int, scale: int, precision: str = "float32", progress: bool = True) -> dict[str, Any]:
+    """Documents → JsonVectorCollection shards, plus ``df.npy`` (per-term document frequency, for FLOPS)."""
     from benchmark.splade import encode, quantise
 
     model, tokenizer = load_model(model_dir, precision)
@@ -85,61 +86,74 @@ def encode_stage(model_dir: Path, data_dir: Path, out: Path, *, max_doc_length: 
     terms = vocabulary_terms(tokenizer, vocab)
     docs_dir = out / "docs"
     docs_dir.mkdir(parents=True, exist_ok=True)
-
-    for n, chunk in enumerate(_chunks(iter_docs(data_dir), shard_size)):
+    df, n_docs = np.zeros(vocab, dtype=np.int64), 0
+    for n, chunk in enumerate(_chunks(iter_docs(corpus_dir), shard_size)):
         shard = docs_dir / SHARD.format(n)
         stats = docs_dir / f"part-{n:05d}.df.npy"
+        n_docs += len(chunk)
         if shard.exists() and stats.exists():
+            df += np.load(stats)
             continue  # finished before a kill; shards only appear whole
-        reps = encode(model, tokenizer, [text for _, text in chunk], max_length=max_doc_length,
+        reps = encode(model, tokenizer, [text for _, text in chunk], max_length=max_length,
                       batch_size=batch_size, progress=f"encode docs {n}" if progress else None)
-        vectors = [to_vector(ids, w, terms, scale) for ids, w in reps]
-        df = np.zeros(vocab, dtype=np.int64)
+        shard_df = np.zeros(vocab, dtype=np.int64)
         for ids, w in reps:
-            df[ids[quantise(w, scale) > 0]] += 1
-        np.save(stats.with_name(f".{stats.name}"), df)
+            shard_df[ids[quantise(w, scale) > 0]] += 1
+        np.save(stats.with_name(f".{stats.name}"), shard_df)
         os.replace(stats.with_name(f".{stats.name}"), stats)
-        _write_jsonl(shard, ({"id": doc_id, "contents": "", "vector": v} for (doc_id, _), v in zip(chunk, vectors)))
+        _write_jsonl(shard, ({"id": doc_id, "contents": "", "vector": to_vector(ids, w, terms, scale)}
+                             for (doc_id, _), (ids, w) in zip(chunk, reps)))
+        df += shard_df
         faults.point("encode:shard")
+    np.save(out / "df.npy", df)
+    return {"documents": n_docs, "doc_nnz": float(df.sum() / max(n_docs, 1)), "vocab_size": vocab,
+            "scale": scale, "max_length": max_length, "precision": precision}
 
-    queries = read_queries(data_dir)
+
+def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_length: int, batch_size: int,
+                         scale: int, precision: str = "float32", progress: bool = True) -> dict[str, Any]:
+    """Queries → ``queries.jsonl`` of ``{token: int}``, plus ``qf.npy`` (per-term query frequency)."""
+    from benchmark.splade import encode
+
+    model, tokenizer = load_model(model_dir, precision)
+    vocab = int(model.config.vocab_size)
+    terms = vocabulary_terms(tokenizer, vocab)
+    queries = read_queries(topics_dir)
     qids = list(queries)
-    reps = encode(model, tokenizer, [queries[q] for q in qids], max_length=max_query_length,
+    reps = encode(model, tokenizer, [queries[q] for q in qids], max_length=max_length,
                   batch_size=batch_size, progress="encode queries" if progress else None)
     qvecs = {qid: to_vector(ids, w, terms, scale) for qid, (ids, w) in zip(qids, reps)}
     faults.point("encode:queries")
-    _write_jsonl(out / "queries.jsonl", ({"id": q, "vector": v} for q, v in qvecs.items()))
-    return {**summarise(docs_dir, qvecs, terms), "vocab_size": vocab, "scale": scale,
-            "max_doc_length": max_doc_length, "max_query_length": max_query_length, "precision": precision}
+    index = {t: i for i, t in enumerate(terms)}
+    qf = np.zeros(vocab, dtype=np.int64)
+    for v in qvecs.values():
+        qf[[index[t] for t in v]] += 1
+    np.save(out / "qf.npy", qf)
+    _write_jsonl(out / QUERIES, ({"id": q, "vector": v} for q, v in qvecs.items()))
+    return {"queries": len(qvecs), "query_nnz": float(qf.sum() / max(len(qvecs), 1)),
+            "empty_queries": sum(1 for v in qvecs.values() if not v), "vocab_size": vocab,
+            "scale": scale, "max_length": max_length, "precision": precision}
 
 
-def summarise(docs_dir: Path, queries: dict[str, dict[str, int]], terms: list[str]) -> dict[str, Any]:
-    """Sparsity in the papers' terms: mean non-zeros per doc and query, and FLOPS.
+def sparsity(encode_dir: Path, queries_dir: Path) -> dict[str, float]:
+    """Sparsity in the papers' terms: mean non-zeros per document and query, and FLOPS.
 
     FLOPS = Σ_j p_q(j)·p_d(j), with p the fraction of queries (documents) where term j is non-zero:
     the expected number of multiplications of one query–document dot product.
     """
-    df = sum(np.load(p) for p in sorted(docs_dir.glob("part-*.df.npy")))
-    n_docs = sum(1 for p in docs_dir.glob("part-*.jsonl") for _ in open(p, encoding="utf-8"))
-    index = {t: i for i, t in enumerate(terms)}
-    qf = np.zeros(len(terms), dtype=np.int64)
-    for v in queries.values():
-        qf[[index[t] for t in v]] += 1
-    n_q = max(len(queries), 1)
-    flops = float(np.dot(qf / n_q, df / max(n_docs, 1)))
-    return {
-        "documents": n_docs,
-        "queries": len(queries),
-        "doc_nnz": float(df.sum() / max(n_docs, 1)),
-        "query_nnz": float(qf.sum() / n_q),
-        "FLOPS": flops,
-        "empty_queries": sum(1 for v in queries.values() if not v),
-    }
+    docs, queries = _record(encode_dir), _record(queries_dir)
+    p_d = np.load(Path(encode_dir) / "df.npy") / max(docs["documents"], 1)
+    p_q = np.load(Path(queries_dir) / "qf.npy") / max(queries["queries"], 1)
+    return {"doc_nnz": docs["doc_nnz"], "query_nnz": queries["query_nnz"], "FLOPS": float(np.dot(p_q, p_d))}
+
+
+def _record(stage_dir: Path) -> dict[str, Any]:
+    return json.loads((Path(stage_dir) / "config.json").read_text(encoding="utf-8"))["record"]
 
 
 def read_query_vectors(encode_dir: Path) -> dict[str, dict[str, int]]:
     out = {}
-    with open(Path(encode_dir) / "queries.jsonl", encoding="utf-8") as fh:
+    with open(Path(encode_dir) / QUERIES, encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
             out[row["id"]] = row["vector"]

@@ -39,19 +39,19 @@ def measure_problems(names: Sequence[str]) -> list[str]:
     return []
 
 
-def evaluate_stage(run_file: Path, data_dir: Path, measures: Sequence[str], out: Path) -> dict[str, Any]:
+def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures: Sequence[str], out: Path) -> dict[str, Any]:
     import ir_measures
 
     parsed = parse_measures(measures)
     run = list(ir_measures.read_trec_run(str(run_file)))
-    corpus = set(read_docids(data_dir))
+    corpus = set(read_docids(corpus_dir))
     foreign = sorted({d.doc_id for d in run} - corpus)
     if foreign:
         raise BenchmarkError(
-            f"run file {run_file} ranks {len(foreign)} document(s) absent from the corpus of {data_dir}, e.g. {foreign[0]!r}; "
+            f"run file {run_file} ranks {len(foreign)} document(s) absent from the corpus of {corpus_dir}, e.g. {foreign[0]!r}; "
             "the run was made against another collection: rerun its search stage with --force"
         )
-    qrels = list(ir_measures.read_trec_qrels(str(qrels_path(data_dir))))
+    qrels = list(ir_measures.read_trec_qrels(str(qrels_path(topics_dir))))
     judged = sorted({q.query_id for q in qrels})
     per_query: dict[tuple[str, str], float] = {}
     for m in ir_measures.iter_calc(parsed, qrels, run):

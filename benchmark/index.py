@@ -15,7 +15,7 @@ from benchmark import faults, lucene
 from benchmark.errors import BenchmarkError
 
 INDEX_TYPE_TO_BUILDER = {
-    "bm25": (lucene.build_bm25_index, "corpus"),
+    "bm25": (lucene.build_bm25_index, "corpus"),  # the corpus stage's JsonCollection
     "impact": (lucene.build_impact_index, "docs"),
 }
 

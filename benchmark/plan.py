@@ -219,18 +219,16 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str]) -> Plan:
     max_queries = opts.max_queries if opts.max_queries is not None else suite.max_queries
     plan.max_docs, plan.max_queries = max_docs, max_queries
 
-    def data(name: str, docs: int | None = max_docs, queries: int | None = max_queries) -> Stage:
-        return Stage("data", {"dataset": DatasetRef(name).key(), "max_docs": docs, "max_queries": queries, "seed": 0})
-
-    def evaluate(search: Stage, d: Stage, name: str) -> Stage:
-        return Stage("evaluate", {"measures": sorted(suite.measures_of(name))}, {"run": search, "data": d})
+    def evaluate(search: Stage, name: str) -> Stage:
+        t, c = data_stages(name, max_docs, max_queries)
+        return Stage("evaluate", {"measures": sorted(suite.measures_of(name))}, {"run": search, "topics": t, "corpus": c})
 
     for name in datasets:
-        d = data(name)
         if suite.bm25 is not None:
-            idx = Stage("index", {"type": "bm25"}, {"source": d})
-            search = Stage("search", {"k": suite.k, "k1": suite.bm25.k1, "b": suite.bm25.b}, {"index": idx, "queries": d})
-            plan.conditions.append(Condition(name, "bm25", evaluate=evaluate(search, d, name)))
+            topics, corpus = data_stages(name, max_docs, max_queries)
+            idx = Stage("index", {"type": "bm25"}, {"source": corpus})
+            search = Stage("search", {"k": suite.k, "k1": suite.bm25.k1, "b": suite.bm25.b}, {"index": idx, "queries": topics})
+            plan.conditions.append(Condition(name, "bm25", evaluate=evaluate(search, name)))
 
     if suite.splade is None:
         return plan
@@ -252,7 +250,10 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str]) -> Plan:
             problems.append(str(exc))
     plan.backbones, plan.variants = list(backbones), dict(variants)
     plan.recipe = train_inputs[0] if train_inputs is not None else None
-    enc = dataclasses.asdict(suite.encode)
+    e = suite.encode
+    doc_cfg = {"max_length": e.max_doc_length, "batch_size": e.batch_size, "shard_size": e.shard_size,
+               "scale": e.scale, "precision": e.precision}
+    query_cfg = {"max_length": e.max_query_length, "batch_size": e.batch_size, "scale": e.scale, "precision": e.precision}
     for backbone in backbones:
         for vname, spec in variants.items():
             init = Stage("backbone", {"backbone": backbone, "rescale": dataclasses.asdict(spec)})
@@ -265,13 +266,14 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str]) -> Plan:
                 models.append((init, None))
             for model, train in models:
                 for name in datasets:
-                    d = data(name)
-                    encode = Stage("encode", enc, {"model": model, "data": d}, resumable=True)
+                    topics, corpus = data_stages(name, max_docs, max_queries)
+                    encode = Stage("encode", doc_cfg, {"model": model, "corpus": corpus}, resumable=True)
+                    queries = Stage("queries", query_cfg, {"model": model, "topics": topics})
                     idx = Stage("index", {"type": "impact"}, {"source": encode})
-                    search = Stage("search", {"k": suite.k}, {"index": idx, "queries": encode})
+                    search = Stage("search", {"k": suite.k}, {"index": idx, "queries": queries})
                     plan.conditions.append(Condition(
                         name, "splade", backbone, vname, _rescale_label(spec), trained=train is not None,
-                        evaluate=evaluate(search, d, name), train=train))
+                        evaluate=evaluate(search, name), train=train))
     return plan
 
 
@@ -284,13 +286,36 @@ def _train_inputs(suite: Suite, recipe_name: str) -> tuple[dict[str, Any], Stage
     dataset = as_dict.get("dataset") or as_dict.get("train_dataset")
     if not dataset:
         raise BenchmarkError(f"recipe {recipe_name!r} names no training dataset; add dataset = \"<ir_datasets id>\" to it")
-    max_queries = as_dict.get("max_train_queries")
-    d = Stage("data", {"dataset": DatasetRef(dataset).key(), "max_docs": None, "max_queries": max_queries, "seed": 0})
-    idx = Stage("index", {"type": "bm25"}, {"source": d})
+    negatives = as_dict.get("negatives", "bm25")
+    seed = suite.splade.seed if suite.splade else 42
+    # Enough examples for the whole run, when the recipe bounds it by steps.
+    limit = as_dict["max_steps"] * as_dict["batch_size"] if as_dict.get("max_steps", -1) > 0 else 0
+    if negatives != "bm25":
+        return as_dict, Stage("triples", {"negatives": negatives, "dataset": dataset, "limit": limit})
+    topics, corpus = data_stages(dataset, None, as_dict.get("max_train_queries"))
+    idx = Stage("index", {"type": "bm25"}, {"source": corpus})
     bm25 = suite.bm25 or type("B", (), {"k1": 0.9, "b": 0.4})()
-    search = Stage("search", {"k": TRAIN_SEARCH_K, "k1": bm25.k1, "b": bm25.b}, {"index": idx, "queries": d})
-    mined = Stage("mine", {"depth": MINE_DEPTH, "seed": suite.splade.seed if suite.splade else 42}, {"data": d, "run": search})
+    search = Stage("search", {"k": TRAIN_SEARCH_K, "k1": bm25.k1, "b": bm25.b}, {"index": idx, "queries": topics})
+    mined = Stage("triples", {"negatives": "bm25", "depth": MINE_DEPTH, "seed": seed, "limit": limit},
+                  {"topics": topics, "corpus": corpus, "run": search})
     return as_dict, mined
+
+
+def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tuple[Stage, Stage]:
+    """(topics, corpus) of a dataset. Query sets that share documents share the corpus stage (and so
+    its encodings and indexes), unless a subset is cut: then the corpus keeps the topics' judged docs."""
+    from benchmark.data import corpus_fingerprint, corpus_source
+
+    ref = DatasetRef(name)
+    dataset = str(ref.local[0]) + "@" + ref.local[1] if ref.local is not None else name
+    topics = Stage("topics", {"dataset": dataset, "key": ref.key(), "max_queries": max_queries, "seed": 0})
+    try:
+        source = corpus_source(name)
+    except Exception:  # an unknown id: validation reports it; the plan only needs a placeholder
+        source = name
+    corpus_cfg = {"source": source, "fingerprint": corpus_fingerprint(name), "max_docs": max_docs, "seed": 0}
+    corpus = Stage("corpus", corpus_cfg, {"topics": topics} if max_docs is not None else {})
+    return topics, corpus
 
 
 def parse_list(value: str | None) -> list[str] | None:
@@ -307,8 +332,10 @@ def check_factor(value: float | None) -> None:
 
 def describe(stage: Stage) -> str:
     cfg = stage.config
-    if stage.kind == "data":
-        return f"{cfg['dataset']}" + (f" (max_docs={cfg['max_docs']}, max_queries={cfg['max_queries']})" if cfg["max_docs"] or cfg["max_queries"] else "")
+    if stage.kind == "topics":
+        return f"{cfg['dataset']}" + (f" (max_queries={cfg['max_queries']})" if cfg["max_queries"] else "")
+    if stage.kind == "corpus":
+        return f"{cfg['source']}" + (f" (max_docs={cfg['max_docs']})" if cfg["max_docs"] else "")
     if stage.kind == "backbone":
         r = cfg["rescale"]
         return f"{cfg['backbone']} rescale={r.get('mode')}" + (f" factor={r.get('factor')}" if r.get("factor") else "") + (f" match={r.get('match')}" if r.get("match") else "")
@@ -320,10 +347,10 @@ def describe(stage: Stage) -> str:
         return f"top-{cfg['k']}"
     if stage.kind == "evaluate":
         return ", ".join(cfg["measures"])
-    if stage.kind == "encode":
-        return f"doc/query max length {cfg['max_doc_length']}/{cfg['max_query_length']}, scale {cfg['scale']}"
-    if stage.kind == "mine":
-        return f"BM25 negatives from top-{cfg['depth']}"
+    if stage.kind in ("encode", "queries"):
+        return f"max length {cfg['max_length']}, impacts round(w·{cfg['scale']}), {cfg['precision']}"
+    if stage.kind == "triples":
+        return f"BM25 negatives from top-{cfg['depth']}" if cfg["negatives"] == "bm25" else f"{cfg['negatives']} from {cfg['dataset']}"
     return ""
 
 

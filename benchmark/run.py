@@ -24,19 +24,30 @@ class Context:
 Runner = Callable[[Stage, dict[str, Path], Path, Context], dict[str, Any]]
 
 
-def _data(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> dict[str, Any]:
-    from benchmark.data import materialise
+def _topics(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> dict[str, Any]:
+    from benchmark.data import materialise_topics
 
-    name = stage.config["dataset"]
-    if name.startswith("local:"):  # the key carries the folder; strip the fingerprint back off
-        name = name[len("local:"):].rsplit(":", 1)[0]
-    return materialise(name, out, stage.config["max_docs"], stage.config["max_queries"], stage.config["seed"], ctx.progress)
+    return materialise_topics(stage.config["dataset"], out, stage.config["max_queries"], stage.config["seed"])
+
+
+def _corpus(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> dict[str, Any]:
+    from benchmark.data import judged_docs, materialise_corpus
+
+    keep = judged_docs(parents["topics"]) if "topics" in parents else frozenset()
+    return materialise_corpus(stage.config["source"], out, stage.config["max_docs"], stage.config["seed"], keep, ctx.progress)
 
 
 def _backbone(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> dict[str, Any]:
     from benchmark.rescale import Rescale, prepare_backbone
 
     return prepare_backbone(stage.config["backbone"], Rescale(**stage.config["rescale"]), out / "model")
+
+
+def _triples(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> dict[str, Any]:
+    from benchmark.mine import NEGATIVES_TO_MINER
+
+    config = dict(stage.config)
+    return NEGATIVES_TO_MINER[config.pop("negatives")](parents, out, **config)
 
 
 def _train(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> dict[str, Any]:
@@ -48,17 +59,16 @@ def _train(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> d
                         seed=stage.config["seed"], progress=ctx.progress)
 
 
-def _mine(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> dict[str, Any]:
-    from benchmark.mine import mine_stage
-    from benchmark.search import RUN
-
-    return mine_stage(parents["data"], parents["run"] / RUN, out, depth=stage.config["depth"], seed=stage.config["seed"])
-
-
 def _encode(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> dict[str, Any]:
-    from benchmark.encode import encode_stage
+    from benchmark.encode import encode_docs_stage
 
-    return encode_stage(parents["model"] / "model", parents["data"], out, progress=ctx.progress, **stage.config)
+    return encode_docs_stage(parents["model"] / "model", parents["corpus"], out, progress=ctx.progress, **stage.config)
+
+
+def _queries(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> dict[str, Any]:
+    from benchmark.encode import encode_queries_stage
+
+    return encode_queries_stage(parents["model"] / "model", parents["topics"], out, progress=ctx.progress, **stage.config)
 
 
 def _index(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -> dict[str, Any]:
@@ -78,12 +88,13 @@ def _evaluate(stage: Stage, parents: dict[str, Path], out: Path, ctx: Context) -
     from benchmark.evaluate import evaluate_stage
     from benchmark.search import RUN
 
-    return evaluate_stage(parents["run"] / RUN, parents["data"], stage.config["measures"], out)
+    return evaluate_stage(parents["run"] / RUN, parents["topics"], parents["corpus"], stage.config["measures"], out)
 
 
+# suite → topics/corpus → backbone (+ rescale) → triples → train → encode/queries → index → search → evaluate
 KIND_TO_RUNNER: dict[str, Runner] = {
-    "data": _data, "backbone": _backbone, "train": _train, "mine": _mine,
-    "encode": _encode, "index": _index, "search": _search, "evaluate": _evaluate,
+    "topics": _topics, "corpus": _corpus, "backbone": _backbone, "triples": _triples, "train": _train,
+    "encode": _encode, "queries": _queries, "index": _index, "search": _search, "evaluate": _evaluate,
 }
 
 

@@ -23,11 +23,14 @@ INDEX_TYPE_TO_SEARCH: dict[str, tuple[Callable[[Path], dict], Callable[..., luce
 }
 
 
+def _meta(stage_dir: Path) -> dict:
+    return json.loads((Path(stage_dir) / CONFIG).read_text(encoding="utf-8"))
+
+
 def index_type(index_dir: Path) -> str:
     """The type recorded by the index stage; a foreign folder gets a clear error."""
     try:
-        meta = json.loads((Path(index_dir) / CONFIG).read_text(encoding="utf-8"))
-        kind = meta["record"]["type"]
+        kind = _meta(index_dir)["record"]["type"]
     except (OSError, ValueError, KeyError, TypeError):
         raise BenchmarkError(f"{index_dir} is not an index stage folder (no valid {CONFIG}); rebuild it with --force") from None
     if kind not in INDEX_TYPE_TO_SEARCH:
@@ -52,8 +55,12 @@ def search_stage(index_dir: Path, queries_dir: Path, out: Path, k: int = 1000, t
     hits = search(Path(index_dir) / "index", queries, k=k, threads=threads, **params)
     write_text(out / RUN, format_run(hits))
     faults.point("search:written")
-    return {"type": kind, "queries": len(queries), "k": k,
-            "queries_without_hits": sum(1 for v in hits.values() if not v)}
+    record = {"type": kind, "queries": len(queries), "k": k, "queries_without_hits": sum(1 for v in hits.values() if not v)}
+    if kind == "impact":
+        from benchmark.encode import sparsity
+
+        record.update(sparsity(_meta(index_dir)["record"]["source"], queries_dir))
+    return record
 
 
 def read_run(path: Path) -> dict[str, list[tuple[str, float]]]:

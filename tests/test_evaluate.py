@@ -27,7 +27,7 @@ def test_values_match_hand_computation(tmp_path, data_dir):
     (tmp_path / "run.trec").write_text(RUN)
     out = tmp_path / "eval"
     out.mkdir()
-    record = evaluate_stage(tmp_path / "run.trec", data_dir, ["RR@10", "nDCG@10", "R@100"], out)
+    record = evaluate_stage(tmp_path / "run.trec", data_dir, data_dir, ["RR@10", "nDCG@10", "R@100"], out)
     per = read_perquery(out)
     assert per["RR@10"] == {"q1": 0.5, "q2": 1.0, "q3": 0.0}
     # q1: trec_eval's linear gains 0,1,2 at ranks 1..3 -> DCG = 1/log2(3) + 2/log2(4); ideal = 2 + 1/log2(3)
@@ -48,4 +48,4 @@ def test_unknown_measure_names_value_and_fix():
 def test_run_with_documents_outside_corpus(tmp_path, data_dir):
     (tmp_path / "run.trec").write_text("q1 Q0 zzz 1 1.0 t\n")
     with pytest.raises(BenchmarkError, match="absent from the corpus.*'zzz'.*--force"):
-        evaluate_stage(tmp_path / "run.trec", data_dir, ["RR@10"], tmp_path)
+        evaluate_stage(tmp_path / "run.trec", data_dir, data_dir, ["RR@10"], tmp_path)

@@ -13,14 +13,14 @@ def _stage_dirs(runs: Path, kind: str) -> list[Path]:
     return sorted(p for p in (runs / kind).iterdir() if not p.name.startswith("."))
 
 
-def _load_vectors(encode_dir: Path) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+def _load_vectors(encode_dir: Path, queries_dir: Path) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
     docs = {}
     for shard in sorted((encode_dir / "docs").glob("part-*.jsonl")):
         for line in shard.read_text().splitlines():
             row = json.loads(line)
             docs[row["id"]] = row["vector"]
     queries = {}
-    for line in (encode_dir / "queries.jsonl").read_text().splitlines():
+    for line in (queries_dir / "queries.jsonl").read_text().splitlines():
         row = json.loads(line)
         queries[row["id"]] = row["vector"]
     return docs, queries
@@ -33,7 +33,8 @@ def _dot(q: dict[str, int], d: dict[str, int]) -> int:
 def test_impact_scores_equal_integer_dot_products(untrained_splade):
     runs = untrained_splade["runs"]
     (encode_dir,) = _stage_dirs(runs, "encode")
-    docs, queries = _load_vectors(encode_dir)
+    (queries_dir,) = _stage_dirs(runs, "queries")
+    docs, queries = _load_vectors(encode_dir, queries_dir)
     assert all(isinstance(w, int) and w > 0 for v in docs.values() for w in v.values())
     impact_search = [p for p in _stage_dirs(runs, "search")
                      if json.loads((p / "config.json").read_text())["record"]["type"] == "impact"]

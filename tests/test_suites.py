@@ -58,7 +58,9 @@ def test_paper_plan_is_the_full_matrix():
     systems = {c.system_key for c in plan.conditions if c.system == "splade"}
     assert systems == {("splade", b, v, True) for b in PAPER_BACKBONES for v in ("baseline", "rescaled")}
     stages = Counter(s.kind for s in plan.stages())
-    assert stages["train"] == 18 and stages["backbone"] == 18 and stages["encode"] == 18 * 16
+    # MS MARCO dev, DL19 and DL20 share one passage corpus: 14 corpora to encode per model, 16 query sets.
+    assert stages["train"] == 18 and stages["backbone"] == 18 and stages["encode"] == 18 * 14
+    assert stages["queries"] == 18 * 16 and stages["corpus"] == 14
     evaluate = {c.dataset: c.evaluate.config["measures"] for c in plan.conditions}
     assert evaluate["msmarco-passage/dev/small"] == ["R@1000", "RR@10"]
     assert evaluate["msmarco-passage/trec-dl-2020/judged"] == ["R(rel=2)@1000", "nDCG@10"]
@@ -75,7 +77,7 @@ def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
     assert "training: recipe msmarco-infonce" in out
     assert "datasets (16): " + ", ".join(MSMARCO + BEIR13) in out
     assert "measures: nDCG@10, R@100, R@1000, RR@10, R(rel=2)@1000" in out
-    assert re.search(r"stages: .*train 18, encode 288 \(\d+ in all\)", out)
+    assert re.search(r"stages: .*train 18, encode 252, queries 288 \(\d+ in all\)", out)
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
 
 
