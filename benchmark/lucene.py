@@ -134,11 +134,15 @@ runpy.run_module("pyserini.index.lucene", run_name="__main__", alter_sys=True)
 
 
 def build_bm25_index(collection_dir: Path, index_dir: Path, threads: int = 2) -> None:
-    """JsonCollection (``{"id", "contents"}``) → Lucene index with positions and raw docs, as Pyserini's BEIR flat indexes."""
+    """JsonCollection (``{"id", "contents"}``) → Lucene BM25 index, analysed as Pyserini's BEIR flat indexes.
+
+    Raw text, doc vectors and positions are not stored: BM25 scores do not use them (same scores as
+    2CR's index), and without them indexing is faster and search about 2× faster (fewer stored bytes
+    to read per hit).
+    """
     _pyserini_index(
         ["--collection", "JsonCollection", "--input", str(collection_dir), "--index", str(index_dir),
-         "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads),
-         "--storePositions", "--storeDocvectors", "--storeRaw"],
+         "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads)],
         Path(index_dir).parent / f"{Path(index_dir).name}.log",
     )
 
