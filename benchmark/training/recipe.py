@@ -1,0 +1,141 @@
+"""Training recipes are data: one TOML file each in ``benchmark/recipes/``, loaded strictly.
+
+A recipe fixes everything that decides the trained model except the backbone, the examples and
+the seed: the loss, the optimiser schedule, max lengths, the FLOPS weights λ_q / λ_d and their
+warm-up, and the collapse thresholds. Each file cites the paper or config its numbers come from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from benchmark.config import from_dict, load_toml
+from benchmark.errors import BenchmarkError, unknown
+from benchmark.registry import Registry
+
+#: Ranking loss → the example keys it needs, in column order (the first column is the query).
+LOSS_COLUMNS: Registry[tuple[str, ...]] = Registry("loss", fix="Set loss to one of these in the recipe")
+LOSS_COLUMNS.register("infonce", ("query", "positive", "negative"))
+LOSS_COLUMNS.register("marginmse", ("query", "positive", "negative", "score"))
+
+#: How λ grows from 0 to its final value over the first ``lambda_warmup_ratio`` of the steps
+#: (names as in sentence-transformers' SpladeRegularizerWeightSchedulerCallback).
+LAMBDA_SCHEDULES = ("quadratic", "linear")
+DATASET_KINDS = ("ir_datasets", "huggingface")
+#: learning-rate schedules after the linear warm-up (transformers' SchedulerType names)
+LR_SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup", "polynomial", "inverse_sqrt")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One SPLADE training recipe; see ``benchmark/recipes/*.toml`` for what each key means."""
+
+    name: str
+    description: str
+    # data (the pipeline builds the examples; these say from what)
+    dataset_kind: str
+    dataset: str
+    negatives: str
+    max_examples: int  # 0: all
+    # ranking loss
+    loss: str
+    mnrl_scale: float  # InfoNCE logit scale (1 / temperature); ignored by marginmse
+    # optimisation
+    learning_rate: float
+    batch_size: int  # global: split evenly across DDP ranks
+    epochs: float
+    max_steps: int  # > 0 overrides epochs
+    warmup_ratio: float  # linear learning-rate warm-up
+    lr_scheduler: str
+    weight_decay: float
+    max_grad_norm: float
+    query_max_length: int
+    doc_max_length: int
+    # FLOPS regulariser
+    lambda_q: float
+    lambda_d: float
+    lambda_warmup_ratio: float
+    lambda_schedule: str
+    # memory: tokens per chunk of the vocabulary projection (0: one chunk, i.e. unchunked)
+    chunk_size: int
+    # bookkeeping
+    logging_steps: int
+    save_steps: int
+    # collapse detection
+    dense_fraction: float
+    dense_patience: int
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def with_overrides(self, overrides: dict[str, Any] | None, where: str = "overrides") -> Recipe:
+        """A copy with ``overrides`` applied, validated like a recipe file."""
+        if not overrides:
+            return self
+        if not isinstance(overrides, dict):
+            raise BenchmarkError(f"{where} must be a dict of recipe keys, got {type(overrides).__name__}")
+        if "name" in overrides:
+            raise BenchmarkError(f"{where}: 'name' cannot be overridden; load another recipe instead")
+        recipe = from_dict(Recipe, {**dataclasses.asdict(self), **overrides}, where)
+        recipe.validate(where)
+        return recipe
+
+    def validate(self, where: str) -> None:
+        """Range checks that types alone cannot express; ``where`` names the file in messages."""
+
+        def bad(key: str, rule: str) -> BenchmarkError:
+            return BenchmarkError(f"{where}: {key} = {getattr(self, key)!r} {rule}; fix the value")
+
+        if self.loss not in LOSS_COLUMNS:
+            raise BenchmarkError(f"{where}: {unknown('loss', self.loss, LOSS_COLUMNS)}")
+        choices = {"lambda_schedule": LAMBDA_SCHEDULES, "dataset_kind": DATASET_KINDS, "lr_scheduler": LR_SCHEDULERS}
+        for key, options in choices.items():
+            if getattr(self, key) not in options:
+                raise bad(key, f"must be one of {', '.join(options)}")
+        positive = ("learning_rate", "batch_size", "query_max_length", "doc_max_length", "logging_steps", "save_steps")
+        for key in positive:
+            if not getattr(self, key) > 0:
+                raise bad(key, "must be > 0")
+        for key in ("mnrl_scale", "dense_patience"):
+            if not getattr(self, key) > 0:
+                raise bad(key, "must be > 0")
+        for key in ("lambda_q", "lambda_d", "weight_decay", "max_grad_norm", "max_examples", "chunk_size"):
+            if not getattr(self, key) >= 0:
+                raise bad(key, "must be >= 0")
+        for key in ("warmup_ratio",):
+            if not 0 <= getattr(self, key) < 1:
+                raise bad(key, "must be in [0, 1)")
+        for key in ("lambda_warmup_ratio", "dense_fraction"):
+            if not 0 < getattr(self, key) <= 1:
+                raise bad(key, "must be in (0, 1]")
+        if self.max_steps <= 0 and not (self.epochs > 0 and math.isfinite(self.epochs)):
+            raise bad("epochs", "must be > 0 when max_steps <= 0")
+        if self.loss == "infonce" and self.batch_size < 2:
+            raise bad("batch_size", "must be >= 2 for in-batch negatives")
+
+
+def _recipe_dir() -> Path:
+    return Path(str(resources.files("benchmark.recipes")))
+
+
+#: Packaged recipe name → TOML path (the folder is scanned once, at import).
+RECIPES: Registry[Path] = Registry("recipe", fix="Pass one of these, or a path to a recipe .toml file")
+for _path in sorted(_recipe_dir().glob("*.toml")):
+    RECIPES.register(_path.stem, _path)
+
+
+def load_recipe(name: str | Path) -> Recipe:
+    """A packaged recipe by name (see ``RECIPES``), or a recipe TOML file by path."""
+    path = Path(name)
+    if not (path.suffix == ".toml" and path.is_file()):
+        path = RECIPES[str(name)]
+    recipe = from_dict(Recipe, load_toml(path), path.name)
+    if str(name) in RECIPES and recipe.name != path.stem:
+        raise BenchmarkError(f"{path.name}: name = {recipe.name!r} must equal the file name; set name = {path.stem!r}")
+    recipe.validate(path.name)
+    return recipe

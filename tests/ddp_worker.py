@@ -1,0 +1,81 @@
+"""Worker for tests/test_ddp.py: two training steps of SPLADE, dumping each step's gradients.
+
+``python tests/ddp_worker.py INIT_DIR OUT_DIR`` trains in one process; under
+``torchrun --nproc_per_node 2`` the same global batch of 8 is split 4 + 4 over two gloo processes.
+Each variant writes ``OUT_DIR/<variant>/`` (the usual training outputs) and, on rank 0,
+``OUT_DIR/<variant>/grads.pt``: per optimiser step, every parameter's gradient after the DDP
+all-reduce, before the optimiser step (clipping disabled so the raw gradient is compared).
+
+Variants: ``global`` is the code under test. ``local`` swaps in sentence-transformers' per-rank
+FlopsLoss (what GlobalFlopsLoss replaces) to show that the comparison can fail.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from benchmark.train import load_recipe, train_splade
+
+# λ at full strength from step 2 on (warm-up ends after 1 of 2 steps), so the FLOPS gradients count
+OVERRIDES = {
+    "batch_size": 8,
+    "max_steps": 2,
+    "logging_steps": 1,
+    "save_steps": 100,
+    "learning_rate": 1e-3,
+    "max_grad_norm": 0.0,
+    "warmup_ratio": 0.0,
+    "lambda_q": 0.05,
+    "lambda_d": 0.05,
+    "lambda_warmup_ratio": 0.5,
+    "query_max_length": 16,
+    "doc_max_length": 16,
+    "chunk_size": 4,
+}
+WORDS = "protein cell gene tumor virus brain heart blood drug trial mouse risk dose liver lung bone".split()
+
+
+def examples() -> list[dict[str, str]]:
+    """8 (query, positive, negative) triples with distinct texts (no duplicate is ever resampled)."""
+    out = []
+    for i in range(8):
+        a, b, c = WORDS[i], WORDS[(i + 3) % 16], WORDS[(i + 8) % 16]
+        out.append({"query": f"{a} {b}", "positive": f"{a} {b} study of {a} in {c}", "negative": f"{c} {WORDS[15 - i]} review"})
+    return out
+
+
+class DumpGrads(TrainerCallback):
+    def __init__(self) -> None:
+        self.steps: list[dict[str, torch.Tensor]] = []
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        self.steps.append({n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None})
+
+
+def per_rank_flops(self, embeddings: torch.Tensor) -> torch.Tensor:
+    """sentence-transformers' FlopsLoss: the mean over the local rows only."""
+    value = torch.sum(torch.mean(embeddings, dim=0) ** 2)
+    self.probe.observe(self.side, embeddings, value)
+    return value
+
+
+def run(init_dir: Path, out_dir: Path, variant: str = "global") -> None:
+    if variant == "local":
+        from benchmark.training.losses import GlobalFlopsLoss
+
+        GlobalFlopsLoss.compute_loss_from_embeddings = per_rank_flops
+    dump = DumpGrads()
+    train_splade(init_dir, examples(), load_recipe("smoke"), out_dir / variant, progress=False, overrides=OVERRIDES, callbacks=[dump])
+    rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    if rank == 0:
+        torch.save(dump.steps, out_dir / variant / "grads.pt")
+
+
+if __name__ == "__main__":
+    init, out = Path(sys.argv[1]), Path(sys.argv[2])
+    for name in sys.argv[3:] or ["global"]:
+        run(init, out, name)

@@ -1,0 +1,79 @@
+"""DDP: two gloo processes on a global batch of 8 (4 + 4) train like one process on the same 8.
+
+What is compared, per optimiser step (2 steps; λ_q = λ_d = 0.05 at full strength in step 2):
+the logged loss and its parts (ranking loss, FLOPS regulariser of queries and documents), the
+activation statistics, the gradient norm, and every parameter's gradient after the DDP
+all-reduce; then the final weights. For this to hold, InfoNCE must see the in-batch negatives of
+both ranks (ST's ``gather_across_devices``) and FLOPS must be the FLOPS of the global batch
+(``GlobalFlopsLoss``). The ``local`` variant, ST's per-rank FlopsLoss, is run too and must differ:
+it shows the comparison is sharp enough to catch a per-rank regulariser.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from _tiny_models import tiny_bert
+from ddp_worker import run
+from transformers import AutoModelForMaskedLM
+
+TESTS = Path(__file__).resolve().parent
+COMPARED = ("loss", "ranking_loss", "flops_reg_q", "flops_reg_d", "flops", "nnz_q", "nnz_d", "max_q", "max_d", "grad_norm", "lambda_q")
+
+
+def _rows(folder: Path) -> list[dict[str, float]]:
+    with open(folder / "telemetry.csv", newline="") as fh:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
+def _max_relative_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[n] - b[n]).abs().max()) / (float(b[n].abs().max()) + 1e-12) for n in a if b[n].abs().max() > 1e-6)
+
+
+def test_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
+    init = tiny_bert(tmp_path / "models")
+    config = json.loads((init / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # same forward on every rank
+    (init / "config.json").write_text(json.dumps(config))
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(TESTS / "ddp_worker.py"), str(init), str(tmp_path / "two"), "global", "local"]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    run(init, tmp_path / "one")
+
+    one, two, local = tmp_path / "one" / "global", tmp_path / "two" / "global", tmp_path / "two" / "local"
+    assert json.loads((two / "record.json").read_text())["world_size"] == 2
+    rows_one, rows_two, rows_local = _rows(one), _rows(two), _rows(local)
+    assert [r["step"] for r in rows_one] == [r["step"] for r in rows_two] == [1.0, 2.0]
+    assert [r["lambda_q"] for r in rows_one] == [0.0, 0.05]
+    for r1, r2 in zip(rows_one, rows_two):
+        for column in COMPARED:
+            assert abs(r2[column] - r1[column]) <= 1e-4 * abs(r1[column]) + 1e-7, (r1["step"], column, r1[column], r2[column])
+
+    grads_one, grads_two, grads_local = (torch.load(f / "grads.pt") for f in (one, two, local))
+    assert len(grads_one) == len(grads_two) == 2
+    diffs = [_max_relative_difference(g2, g1) for g1, g2 in zip(grads_one, grads_two)]
+    local_diffs = [_max_relative_difference(gl, g1) for g1, gl in zip(grads_one, grads_local)]
+    print("relative gradient differences, 2 processes:", diffs, "per-rank FLOPS:", local_diffs)
+    # step 1: same weights, float32 summation order only. Step 2 starts from weights that Adam
+    # moved by ±lr wherever a gradient was float noise (e.g. attention key biases, exactly 0 in
+    # exact arithmetic), so it gets a looser bound; measured 1e-6 and 3e-4.
+    assert diffs[0] < 1e-4 and diffs[1] < 2e-3, diffs
+    # the per-rank FLOPS: same first step (λ = 0), then a gradient 100x further off (measured 4e-2)
+    assert local_diffs[0] < 1e-4 and local_diffs[1] > 1e-2, local_diffs
+    assert abs(rows_local[1]["flops_reg_d"] / rows_one[1]["flops_reg_d"] - 1) > 1e-3  # rank 0's own FLOPS
+
+    # final weights: at most 2 Adam steps of lr = 1e-3 apart, on those noise coordinates
+    w1 = AutoModelForMaskedLM.from_pretrained(one / "model").state_dict()
+    w2 = AutoModelForMaskedLM.from_pretrained(two / "model").state_dict()
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=0, atol=2 * 2 * 1e-3, msg=name)
