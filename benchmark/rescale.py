@@ -23,6 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmark import faults
 from benchmark.errors import BenchmarkError, unknown
 
 if TYPE_CHECKING:
@@ -242,5 +243,6 @@ def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
     with quiet_transformers():
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+    faults.point("backbone:saved")
     _replace_dir(tmp, out_dir)
     return record

@@ -37,6 +37,7 @@ from sentence_transformers.sparse_encoder.data_collator import SparseEncoderData
 from transformers import PrinterCallback, TrainerCallback, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
+from benchmark import faults
 from benchmark.errors import BenchmarkError
 from benchmark.training.losses import Probe, build_loss
 from benchmark.training.pooling import SpladeMLM
@@ -180,6 +181,9 @@ class _CollapseCallback(TrainerCallback):
                 control.should_training_stop = True
         if control.should_training_stop or state.global_step >= state.max_steps:
             control.should_log = True  # the last row covers the last steps
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        faults.point("train:checkpoint")  # the kill-anywhere tests stop here, after a whole checkpoint
 
 
 def _training_args(
@@ -356,6 +360,7 @@ def train_splade(
     if trainer.is_world_process_zero():
         with _quiet(progress):
             _save_model(model, out_dir / "model")
+        faults.point("train:saved")
         write_csv(rows, out_dir / "telemetry.csv")
         plot_png(rows, out_dir / "telemetry.png", f"{recipe.name}: {init_dir.name} ({record['status']})", detector.step)
         _atomic_json(record_path, record)
