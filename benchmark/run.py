@@ -117,6 +117,24 @@ def execute(stage: Stage, ctx: Context, done: dict[str, dict[str, Any] | None]) 
     return meta
 
 
+def follow_training(plan: Plan, ctx: Context, poll: float = 2.0) -> None:
+    """Ranks > 0 under ``torchrun``: join each training stage once rank 0 has its inputs ready.
+
+    Rank 0 runs the whole pipeline; training is the only stage that is data-parallel, so the other
+    ranks wait for a train stage's parents (files in runs/), train with rank 0 into the same partial
+    folder (the HF Trainer synchronises them; rank 0 saves and publishes), then move on.
+    """
+    for stage in plan.stages():
+        if stage.kind != "train" or ctx.store.is_done(stage):
+            continue
+        while not all(ctx.store.load(p) is not None for p in stage.parents.values()):
+            time.sleep(poll)
+        out = ctx.store.partial_path(stage)
+        out.mkdir(parents=True, exist_ok=True)
+        parents = {role: ctx.store.path(p) for role, p in stage.parents.items()}
+        KIND_TO_RUNNER["train"](stage, parents, out, ctx)
+
+
 def validate(plan: Plan, opts: Options, found: list[str] | None = None) -> None:
     """Check everything the plan names before any work starts; report every problem at once
     (with ``found``, those build_plan already collected: datasets outside the suite, variants)."""
@@ -232,6 +250,9 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     store.check_writable()
     ctx = Context(store, args.threads, progress=not args.no_progress)
+    if int(os.environ.get("RANK", "0")) > 0:  # a torchrun worker: it only helps train
+        follow_training(plan, ctx)
+        return 0
     start = time.perf_counter()
     done: dict[str, dict[str, Any] | None] = {}
     for cond in plan.conditions:
