@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 class HeadLayout:
     """Dotted attribute paths of an MLM head inside a ``*ForMaskedLM`` model.
 
-    transform: modules between the encoder output and the vocabulary projection.
+    transform: modules between the encoder output and the vocabulary projection, as state-dict
+               prefixes for the missing-head check; they are never applied in sequence here
+               (RoBERTa's and DistilBERT's activation sits in their forward, between them).
     decoder:   the ``nn.Linear`` hidden → vocabulary (the "MLM-head projection" that gets rescaled).
     biases:    every parameter that holds the decoder's vocabulary bias; BERT and RoBERTa keep an
                alias (``cls.predictions.bias`` / ``lm_head.bias``) tied to ``decoder.bias``, and

@@ -1,0 +1,305 @@
+"""SPLADE encoding: ``w_j = max_t log(1 + relu(logit_{t,j}))`` over the attention-masked tokens.
+
+Why not ``SparseEncoder.encode_document``: it materialises the [batch, length, vocab] logits and
+runs mask/relu/log1p/max as separate passes over them (≈1 GB per batch of 32×256 on a 30k
+vocabulary, ≈3 GB peak RSS). Here the same vectors come from
+
+* length-sorted batches (little padding; input order restored on return);
+* the model's own forward up to the MLM decoder, captured by a pre-hook that stops the forward
+  there, so the [B, L, V] logits are never built;
+* the decoder applied in blocks of (a few documents × a vocabulary slice) that fit in cache,
+  each reduced by ``amax`` over tokens at once. log1p∘relu is monotone, so
+  ``max_t log1p(relu(x_t)) == log1p(relu(max_t x_t))``: the transcendental runs on [B, V] only,
+  and the decoder bias is added after the max for the same reason (rounding is monotone);
+* padding positions overwritten with the document's first token, so they never change a max and
+  no mask pass is needed.
+
+Quantisation (``quantise``) is separate: Anserini's impact indexing truncates float weights, so the
+pipeline writes integer impacts ``round(w · QUANT_SCALE)`` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from benchmark.errors import BenchmarkError
+from benchmark.registry import Registry
+
+if TYPE_CHECKING:
+    import torch
+
+QUANT_SCALE = 100
+
+#: Compute precision → autocast dtype name (None: the model's own dtype, no autocast).
+PRECISIONS: Registry[str | None] = Registry("precision", fix="Pass precision='float32' or 'bfloat16'")
+PRECISIONS.register("float32", None)
+PRECISIONS.register("bfloat16", "bfloat16")
+
+#: Decoder blocks: about this many token rows per matmul (several short documents, or one long
+#: one), and this many logits per block (4 MiB in float32, cache-sized; measured fastest on CPU).
+BLOCK_ROWS = 512
+BLOCK_ELEMENTS = 1 << 20
+#: Texts tokenised at a time (a fast tokenizer's output for a whole corpus costs ~70 KB per text).
+TOKENIZE_CHUNK = 256
+
+
+class _Captured(Exception):
+    """Raised by the decoder pre-hook to stop the forward once the decoder input is known."""
+
+    def __init__(self, hidden: torch.Tensor) -> None:
+        super().__init__()
+        self.hidden = hidden
+
+
+def _capture(module: Any, args: tuple[Any, ...]) -> None:
+    raise _Captured(args[0])
+
+
+def _check_inputs(texts: Sequence[str], max_length: int, batch_size: int = 1) -> list[str]:
+    if isinstance(texts, str):
+        raise BenchmarkError("texts must be a sequence of strings, got one str; wrap it in a list")
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise BenchmarkError(f"texts[{i}] is {type(text).__name__}, expected str; pass the document text")
+    if not isinstance(max_length, int) or max_length < 1:
+        raise BenchmarkError(f"max_length must be a positive int, got {max_length!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise BenchmarkError(f"batch_size must be a positive int, got {batch_size!r}")
+    return texts
+
+
+def _decoder(model: Any) -> Any:
+    """The vocabulary projection if it is a plain ``nn.Linear`` (every HF *ForMaskedLM), else None."""
+    from torch import nn
+
+    decoder = model.get_output_embeddings()
+    return decoder if type(decoder) is nn.Linear else None
+
+
+def _tokenize(tokenizer: Any, texts: list[str], max_length: int) -> list[np.ndarray]:
+    """Token ids per text, truncated; in chunks, so the tokenizer's rich per-token objects stay small."""
+    ids: list[np.ndarray] = []
+    for start in range(0, len(texts), TOKENIZE_CHUNK):
+        enc = tokenizer(texts[start : start + TOKENIZE_CHUNK], truncation=True, max_length=max_length,
+                        return_attention_mask=False, return_token_type_ids=False)
+        ids.extend(np.asarray(x, dtype=np.int64) for x in enc["input_ids"])
+    return ids
+
+
+def _pad(ids: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any) -> tuple[Any, Any]:
+    """Right-pad ``rows`` into (input_ids, attention_mask): positions never depend on batch-mates.
+
+    Token types are left to the model's default (all zeros), which is what tokenizers give a single text.
+    """
+    import torch
+
+    width = max(1, max(len(ids[r]) for r in rows))  # a tokenizer without special tokens can give none
+    input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        input_ids[i, : len(ids[r])] = ids[r]
+        mask[i, : len(ids[r])] = 1
+    return torch.from_numpy(input_ids).to(device), torch.from_numpy(mask).to(device)
+
+
+def _pool_decoder(hidden: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                  pool: Any = None, workers: int = 1) -> torch.Tensor:
+    """max over tokens of ``hidden @ weight.T + bias`` per document, in cache-sized blocks → [B, V] float32.
+
+    With a thread ``pool`` (CPU) the document groups are spread over its ``workers``, single-threaded:
+    each block is a few ms of work, and an OpenMP barrier after every one of them stalls whenever
+    the machine is shared; independent workers never wait for each other.
+    """
+    import torch
+
+    n_docs, length, _ = hidden.shape
+    vocab = weight.shape[0]
+    # Padding positions copy the first token: duplicates cannot change a max, so no mask pass.
+    hidden = torch.where(mask.unsqueeze(-1).bool(), hidden, hidden[:, :1]).to(weight.dtype).contiguous()
+    cpu = hidden.device.type == "cpu"
+    rows_target, elements = (BLOCK_ROWS, BLOCK_ELEMENTS) if cpu else (n_docs * length, 64 * BLOCK_ELEMENTS)
+    docs = max(1, rows_target // max(length, 1))
+    cols = min(vocab, max(128, elements // (docs * max(length, 1))))
+    pooled = torch.empty(n_docs, vocab, dtype=torch.float32, device=hidden.device)
+
+    @torch.inference_mode()  # thread-local, like the thread count
+    def work(starts: list[int], single_threaded: bool = False) -> None:
+        if single_threaded:
+            torch.set_num_threads(1)
+        buf = torch.empty(docs * length * cols, dtype=weight.dtype, device=hidden.device)
+        for d0 in starts:
+            x = hidden[d0 : d0 + docs]
+            rows = x.shape[0] * length
+            x2 = x.reshape(rows, -1)
+            for v0 in range(0, vocab, cols):
+                w = weight[v0 : v0 + cols]
+                out = buf[: rows * w.shape[0]].view(rows, w.shape[0])
+                torch.mm(x2, w.T, out=out)
+                pooled[d0 : d0 + docs, v0 : v0 + cols] = out.view(x.shape[0], length, -1).amax(dim=1)
+
+    starts = list(range(0, n_docs, docs))
+    if pool is not None and len(starts) > 1:
+        threads = torch.get_num_threads()
+        try:
+            list(pool.map(work, [starts[i::workers] for i in range(workers)], [True] * workers))
+        finally:
+            torch.set_num_threads(threads)  # the setting is process-wide
+    else:
+        work(starts)
+    if bias is not None:
+        pooled += bias.float()
+    return pooled
+
+
+def _pool_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Fallback for heads that are not a plain Linear: max over masked tokens, vocabulary-chunked."""
+    import torch
+
+    n_docs, length, vocab = logits.shape
+    cols = max(128, BLOCK_ELEMENTS // max(n_docs * length, 1))
+    pooled = torch.empty(n_docs, vocab, dtype=torch.float32, device=logits.device)
+    drop = ~mask.unsqueeze(-1)
+    for v0 in range(0, vocab, cols):
+        pooled[:, v0 : v0 + cols] = logits[..., v0 : v0 + cols].float().masked_fill(drop, float("-inf")).amax(dim=1)
+    return pooled
+
+
+def encode(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    *,
+    max_length: int,
+    batch_size: int = 32,
+    progress: str | None = None,
+    precision: str = "float32",
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """SPLADE vectors, one ``(token_ids int32 ascending, weights float32 > 0)`` per text, in input order.
+
+    ``model`` is any ``*ForMaskedLM`` (run on its device, in eval mode, its training flag restored);
+    texts are truncated to ``max_length`` tokens. ``precision='bfloat16'`` autocasts the forward and
+    the decoder to bfloat16 (about 2× faster on CPUs with AVX512-BF16/AMX, weights change in the
+    third significant digit); 'float32' keeps the model's dtype and matches ``reference_encode``.
+    ``progress`` is a tqdm description, or None for silence. On CPU the decoder blocks run on
+    ``torch.get_num_threads()`` single-threaded workers (the process-wide thread count is set to 1
+    while they run, then restored).
+    """
+    import torch
+
+    texts = _check_inputs(texts, max_length, batch_size)
+    autocast = PRECISIONS[precision]
+    if not texts:
+        return []
+    device = next(model.parameters()).device
+    tokens = _tokenize(tokenizer, texts, max_length)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    lengths = np.array([len(x) for x in tokens])
+    order = np.argsort(-lengths, kind="stable")  # longest first: peak memory shows up at once
+
+    decoder = _decoder(model)
+    dtype = getattr(torch, autocast) if autocast else None
+    weight = bias = None
+    if decoder is not None:
+        weight = decoder.weight.detach()
+        weight = weight.to(dtype) if dtype is not None else weight
+        bias = None if decoder.bias is None else decoder.bias.detach()
+
+    threads = torch.get_num_threads()
+    pool = None
+    if device.type == "cpu" and threads > 1 and decoder is not None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="splade-head")
+    bar = None
+    if progress is not None:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(texts), desc=progress, unit="doc")
+    results: list[tuple[np.ndarray, np.ndarray]] = [None] * len(texts)  # type: ignore[list-item]
+    hook = decoder.register_forward_pre_hook(_capture) if decoder is not None else None
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            for start in range(0, len(texts), batch_size):
+                rows = order[start : start + batch_size]
+                input_ids, mask = _pad(tokens, rows, pad_id, device)
+                batch = {"input_ids": input_ids, "attention_mask": mask}
+                if decoder is not None:
+                    hidden = None
+                    try:
+                        model(**batch)
+                    except _Captured as captured:
+                        hidden = captured.hidden
+                    if hidden is None:
+                        raise BenchmarkError(f"{type(model).__name__} never called its output embeddings; "
+                                             "cannot pool its MLM head")
+                    pooled = _pool_decoder(hidden, mask, weight, bias, pool, threads)
+                else:
+                    pooled = _pool_logits(model(**batch).logits, mask.bool())
+                pooled[torch.from_numpy(lengths[rows] == 0).to(pooled.device)] = 0.0
+                pooled = torch.log1p(torch.relu(pooled)).cpu().numpy()
+                for i, r in enumerate(rows):
+                    ids = np.flatnonzero(pooled[i] > 0)
+                    results[r] = (ids.astype(np.int32), pooled[i, ids].astype(np.float32))
+                if bar is not None:
+                    bar.update(len(rows))
+    finally:
+        if hook is not None:
+            hook.remove()
+        model.train(was_training)
+        if pool is not None:
+            pool.shutdown()
+        if bar is not None:
+            bar.close()
+    return results
+
+
+def reference_encode(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int) -> torch.Tensor:
+    """The textbook SPLADE: one right-padded batch, full [n, L, V] logits → dense [n, V] float32.
+
+    Memory-hungry on purpose; the oracle that ``encode`` is tested against.
+    """
+    import torch
+
+    texts = _check_inputs(texts, max_length)
+    device = next(model.parameters()).device
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt",
+                      padding_side="right").to(device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            logits = model(**batch).logits.float()
+    finally:
+        model.train(was_training)
+    weights = torch.log1p(torch.relu(logits)) * batch["attention_mask"].unsqueeze(-1)
+    return weights.amax(dim=1)
+
+
+def quantise(weights: np.ndarray, scale: int = QUANT_SCALE) -> np.ndarray:
+    """Integer impacts ``round(w · scale)`` as int32, for Anserini (which truncates float impacts).
+
+    The product is taken in float64 from the float32 weight, then rounded half to even — the same as
+    Python's ``round`` used by Pyserini's own SPLADE encoders. So 0.004 → 0, 1.234 → 123, and exact
+    halves go to the even neighbour: 0.125 → 12, 0.375 → 38. (0.005 is 0.0049999999 in float32 → 0.)
+    Weights below 0.5/scale become 0: callers drop those terms (``quantise_vector`` does).
+    """
+    if not isinstance(scale, (int, np.integer)) or isinstance(scale, bool) or scale < 1:
+        raise BenchmarkError(f"scale must be a positive int, got {scale!r}; "
+                             f"the pipeline uses QUANT_SCALE={QUANT_SCALE}")
+    w = np.asarray(weights)
+    if w.size and not np.isfinite(w).all():
+        raise BenchmarkError("weights contain NaN or inf; the model produced non-finite logits")
+    return np.rint(w.astype(np.float64) * int(scale)).astype(np.int32)
+
+
+def quantise_vector(ids: np.ndarray, weights: np.ndarray, scale: int = QUANT_SCALE) -> tuple[np.ndarray, np.ndarray]:
+    """``quantise`` one vector and drop the terms that round to 0 (impact 0 means absent)."""
+    q = quantise(weights, scale)
+    keep = q > 0
+    return np.asarray(ids)[keep], q[keep]
