@@ -19,7 +19,7 @@ from typing import Any
 
 from benchmark import faults
 from benchmark.errors import BenchmarkError
-from benchmark.stage import write_json
+from benchmark.atomic import write_lines
 
 LOCAL_SPLIT_SEP = "@"
 BEIR_FILES = ("corpus.jsonl", "queries.jsonl")
@@ -219,8 +219,8 @@ def materialise_topics(name: str, out: Path, max_queries: int | None = None, see
     keep = sorted(judged, key=lambda q: _rank(q, seed))[:max_queries] if max_queries else judged
     keep_set = set(keep)
     qrels = [q for q in qrels if q.query_id in keep_set]
-    _write_lines(out / "queries.tsv", (f"{q}\t{_one_line(queries[q])}" for q in keep))
-    _write_lines(out / "qrels.txt", (f"{q.query_id} 0 {q.doc_id} {q.relevance}" for q in qrels))
+    write_lines(out / "queries.tsv", (f"{q}\t{_one_line(queries[q])}" for q in keep))
+    write_lines(out / "qrels.txt", (f"{q.query_id} 0 {q.doc_id} {q.relevance}" for q in qrels))
     return {"dataset": name, "queries": len(keep), "qrels": len(qrels)}
 
 
@@ -271,13 +271,6 @@ def materialise(name: str, out: Path, max_docs: int | None = None, max_queries: 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
-
-def _write_lines(path: Path, lines: Iterator[str]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for line in lines:
-            fh.write(line + "\n")
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------- readers for later stages

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from benchmark import faults
+from benchmark.atomic import write_jsonl
 from benchmark.data import iter_docs, read_queries
 
 SHARD = "part-{:05d}.jsonl"
@@ -53,14 +54,6 @@ def _chunks(items: Iterator[tuple[str, str]], size: int) -> Iterator[list[tuple[
             batch = []
     if batch:
         yield batch
-
-
-def _write_jsonl(path: Path, rows: Iterator[dict[str, Any]]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
 
 
 def load_model(model_dir: Path, precision: str = "float32") -> tuple[Any, Any]:
@@ -101,7 +94,7 @@ def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_lengt
             shard_df[ids[quantise(w, scale) > 0]] += 1
         np.save(stats.with_name(f".{stats.name}"), shard_df)
         os.replace(stats.with_name(f".{stats.name}"), stats)
-        _write_jsonl(shard, ({"id": doc_id, "contents": "", "vector": to_vector(ids, w, terms, scale)}
+        write_jsonl(shard, ({"id": doc_id, "contents": "", "vector": to_vector(ids, w, terms, scale)}
                              for (doc_id, _), (ids, w) in zip(chunk, reps)))
         df += shard_df
         faults.point("encode:shard")
@@ -129,7 +122,7 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
     for v in qvecs.values():
         qf[[index[t] for t in v]] += 1
     np.save(out / "qf.npy", qf)
-    _write_jsonl(out / QUERIES, ({"id": q, "vector": v} for q, v in qvecs.items()))
+    write_jsonl(out / QUERIES, ({"id": q, "vector": v} for q, v in qvecs.items()))
     return {"queries": len(qvecs), "query_nnz": float(qf.sum() / max(len(qvecs), 1)),
             "empty_queries": sum(1 for v in qvecs.values() if not v), "vocab_size": vocab,
             "scale": scale, "max_length": max_length, "precision": precision}

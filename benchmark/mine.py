@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from benchmark.atomic import write_jsonl
 from benchmark.data import iter_docs, qrels_path, read_queries
 from benchmark.errors import BenchmarkError
 from benchmark.search import RUN, read_run
@@ -25,14 +25,10 @@ TRIPLES = "triples.jsonl"
 
 
 def _write(out: Path, triples: Iterator[dict[str, Any]]) -> int:
-    tmp, n = out / f".{TRIPLES}.tmp", 0
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for t in triples:
-            fh.write(json.dumps(t, ensure_ascii=False) + "\n")
-            n += 1
+    n = write_jsonl(out / TRIPLES, triples)
     if n == 0:
+        (out / TRIPLES).unlink()
         raise BenchmarkError(f"no training triples could be made in {out}; the training data needs queries with relevant documents")
-    os.replace(tmp, out / TRIPLES)
     return n
 
 

@@ -10,8 +10,9 @@ module measures both sides on a fixed text sample, optionally after rescaling.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+
+from benchmark.atomic import save_figure, write_text
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,12 +164,6 @@ def to_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     """Bar chart: head vs embedding norm, and non-zeros per document, per backbone (atomic write)."""
     import matplotlib
@@ -190,10 +185,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     for ax in (ax_norm, ax_nnz):
         ax.set_xticks(list(xs), labels, fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fig.savefig(tmp, format="png", dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -221,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [diagnose(name, spec) for name in args.backbones]
         out = args.results_dir / "norms"
         out.mkdir(parents=True, exist_ok=True)
-        _atomic_write_text(out / "norms.csv", to_csv(rows))
+        write_text(out / "norms.csv", to_csv(rows))
         plot(rows, out / "norms.png")
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark.atomic import save_figure, write_json, write_text
 from benchmark.errors import BenchmarkError
-from benchmark.stage import Store, write_json, write_text
+from benchmark.stage import Store
 
 MANIFEST = "manifest.json"
 METRIC_COLUMNS = ["suite", "dataset", "system", "backbone", "variant", "factor", "trained", "measure", "value",
@@ -525,9 +526,7 @@ def averages_plot(table: Table, path: Path) -> bool:
 
 
 def _save(fig: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120)
-    tmp.replace(path)
+    save_figure(fig, path, dpi=120)
 
 
 # --------------------------------------------------------------------------- one suite's outputs

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmark.errors import BenchmarkError
-from benchmark.plan import Condition, Options, Plan, build_plan, check_factor, describe, parse_list
+from benchmark.plan import Options, Plan, build_plan, check_factor, describe, parse_list
 from benchmark.stage import Stage, Store
 
 COLLAPSED = "collapsed"
@@ -171,7 +171,7 @@ def drop_encoded(plan: Plan, store: Store) -> None:
 
 def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
     """Per-stage wall time (0 when cached this run) and disk footprint: results/<suite>/stages.csv."""
-    from benchmark.stage import write_text
+    from benchmark.atomic import write_text
 
     lines = ["stage,id,seconds,bytes"]
     for stage in plan.stages():

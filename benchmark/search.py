@@ -11,7 +11,8 @@ from benchmark import faults, lucene
 from benchmark.data import read_queries
 from benchmark.encode import read_query_vectors
 from benchmark.errors import BenchmarkError
-from benchmark.stage import CONFIG, write_text
+from benchmark.atomic import write_text
+from benchmark.stage import CONFIG
 
 RUN = "run.trec"
 RUN_TAG = "benchmark"

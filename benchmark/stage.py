@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import faults
+from benchmark.atomic import write_json
 from benchmark.errors import BenchmarkError
 
 CONFIG = "config.json"
@@ -26,28 +27,6 @@ COMPLETE = "complete"
 
 def canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def write_json(path: Path, obj: Any) -> None:
-    """Atomic JSON write: a reader sees the old file or the new one, never half of one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=True, default=str)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def disk_usage(path: Path) -> int:

@@ -38,6 +38,7 @@ from transformers import PrinterCallback, TrainerCallback, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
 from benchmark import faults
+from benchmark.atomic import write_json
 from benchmark.errors import BenchmarkError
 from benchmark.training.losses import Probe, build_loss
 from benchmark.training.pooling import SpladeMLM
@@ -85,12 +86,6 @@ def _fingerprint(
         "examples": len(examples),
         "examples_sample_sha256": digest.hexdigest(),
     }
-
-
-def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 def _check_head_as_saved(init_dir: Path, auto_model: Any) -> None:
@@ -285,7 +280,7 @@ def train_splade(
             "delete the folder or use another out_dir"
         )
     if args.process_index == 0:
-        _atomic_json(fingerprint_path, fingerprint)
+        write_json(fingerprint_path, fingerprint)
 
     set_seed(seed)
     with _quiet(progress):
@@ -363,7 +358,7 @@ def train_splade(
         faults.point("train:saved")
         write_csv(rows, out_dir / "telemetry.csv")
         plot_png(rows, out_dir / "telemetry.png", f"{recipe.name}: {init_dir.name} ({record['status']})", detector.step)
-        _atomic_json(record_path, record)
+        write_json(record_path, record)
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     if world > 1:
         torch.distributed.barrier()

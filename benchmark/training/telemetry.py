@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmark.atomic import save_figure, write_text
 
 #: CSV columns, in order. Loss parts: ``loss = ranking_loss + lambda_q·flops_reg_q + lambda_d·flops_reg_d``.
 COLUMNS = (
@@ -99,19 +100,13 @@ def telemetry_rows(log_history: Sequence[dict[str, Any]]) -> list[dict[str, Any]
     return [entry for entry in log_history if "ranking_loss" in entry and "nnz_d" in entry]
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: row.get(k, "") for k in COLUMNS})
-    _atomic_write_text(path, buf.getvalue())
+    write_text(path, buf.getvalue())
 
 
 #: plot panels: title → (columns, log scale)
@@ -152,7 +147,5 @@ def plot_png(rows: Sequence[dict[str, Any]], path: Path, title: str = "", collap
         ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
-    fig.savefig(tmp, dpi=80)
+    save_figure(fig, path, dpi=80)
     plt.close(fig)
-    os.replace(tmp, path)
