@@ -10,7 +10,7 @@ Parts (``--only``, comma-separated, or ``all``; the default leaves out ``e2e``, 
 * ``search``: queries/s of ``benchmark.lucene.impact_search`` against Pyserini's own pre-encoded
   path (``LuceneImpactSearcher`` with a ``CachedDataQueryEncoder`` jsonl), 1 and 2 threads.
 * ``e2e``: wall time of ``python -m benchmark.run --suite smoke`` (fresh runs dir), and per stage
-  kind from the run's ``timings.csv``.
+  kind from the run's ``stages.csv``.
 
 Each encoder runs in its own fresh subprocess (``--worker``), so its peak RSS (VmHWM) is its own and
 the imports are paid by both. The machine may be shared: CPU seconds are reported next to wall time.
@@ -435,9 +435,9 @@ def part_e2e(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[str]
         tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
         raise BenchmarkError(f"smoke run failed (exit {proc.returncode}): {tail}; see {log}")
     rows = [Row("e2e", "benchmark.run --suite smoke", wall_s=wall, note="total wall, fresh runs dir")]
-    timings = results / "smoke" / "timings.csv"
+    timings = results / "smoke" / "stages.csv"
     if not timings.exists():
-        return rows, ["no per-stage timings: benchmark.run wrote no results/smoke/timings.csv"]
+        return rows, ["no per-stage timings: benchmark.run wrote no results/smoke/stages.csv"]
     per_kind: dict[str, list[float]] = {}
     for rec in csv.DictReader(timings.open()):
         per_kind.setdefault(rec["stage"], []).append(float(rec["seconds"]))

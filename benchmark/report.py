@@ -596,8 +596,6 @@ def write_suite_results(plan: Any, store: Store, results_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = make_manifest(plan, store)
     write_json(out_dir / MANIFEST, manifest)
-    timings = [{"stage": sid.split("-")[0], "id": sid, "seconds": f"{sec:.2f}"} for sid, sec in store.timings.items()]
-    write_text(out_dir / "timings.csv", to_csv(timings, ["stage", "id", "seconds"]))
     return render(plan.suite.name, manifest, Path(store.root), out_dir)
 
 
