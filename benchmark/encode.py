@@ -38,11 +38,10 @@ def vocabulary_terms(tokenizer: Any, vocab_size: int) -> list[str]:
 
 
 def to_vector(ids: np.ndarray, weights: np.ndarray, terms: list[str], scale: int) -> dict[str, int]:
-    from benchmark.splade import quantise
+    from benchmark.splade import quantise_vector
 
-    q = quantise(weights, scale)
-    keep = q > 0
-    return {terms[i]: int(w) for i, w in zip(ids[keep].tolist(), q[keep].tolist())}
+    kept, impacts = quantise_vector(ids, weights, scale)
+    return {terms[i]: int(w) for i, w in zip(kept.tolist(), impacts.tolist())}
 
 
 def _chunks(items: Iterator[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
@@ -56,13 +55,13 @@ def _chunks(items: Iterator[tuple[str, str]], size: int) -> Iterator[list[tuple[
         yield batch
 
 
-def load_model(model_dir: Path, precision: str = "float32") -> tuple[Any, Any]:
-    """Load a saved ``*ForMaskedLM`` for inference, on the GPU when there is one."""
+def load_model(model_dir: Path) -> tuple[Any, Any]:
+    """Load a saved ``*ForMaskedLM`` for inference (float32 weights; bf16 is autocast in ``encode``),
+    on the GPU when there is one."""
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[precision]
-    model = AutoModelForMaskedLM.from_pretrained(model_dir, dtype=dtype)
+    model = AutoModelForMaskedLM.from_pretrained(model_dir, dtype=torch.float32)
     model.eval()
     if torch.cuda.is_available():
         model.to("cuda")
@@ -74,7 +73,7 @@ def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_lengt
     """Documents → JsonVectorCollection shards, plus ``df.npy`` (per-term document frequency, for FLOPS)."""
     from benchmark.splade import encode, quantise
 
-    model, tokenizer = load_model(model_dir, precision)
+    model, tokenizer = load_model(model_dir)
     vocab = int(model.config.vocab_size)
     terms = vocabulary_terms(tokenizer, vocab)
     docs_dir = out / "docs"
@@ -87,8 +86,8 @@ def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_lengt
         if shard.exists() and stats.exists():
             df += np.load(stats)
             continue  # finished before a kill; shards only appear whole
-        reps = encode(model, tokenizer, [text for _, text in chunk], max_length=max_length,
-                      batch_size=batch_size, progress=f"encode docs {n}" if progress else None)
+        reps = encode(model, tokenizer, [text for _, text in chunk], max_length=max_length, batch_size=batch_size,
+                      progress=f"encode docs {n}" if progress else None, precision=precision)
         shard_df = np.zeros(vocab, dtype=np.int64)
         for ids, w in reps:
             shard_df[ids[quantise(w, scale) > 0]] += 1
@@ -108,13 +107,13 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
     """Queries → ``queries.jsonl`` of ``{token: int}``, plus ``qf.npy`` (per-term query frequency)."""
     from benchmark.splade import encode
 
-    model, tokenizer = load_model(model_dir, precision)
+    model, tokenizer = load_model(model_dir)
     vocab = int(model.config.vocab_size)
     terms = vocabulary_terms(tokenizer, vocab)
     queries = read_queries(topics_dir)
     qids = list(queries)
-    reps = encode(model, tokenizer, [queries[q] for q in qids], max_length=max_length,
-                  batch_size=batch_size, progress="encode queries" if progress else None)
+    reps = encode(model, tokenizer, [queries[q] for q in qids], max_length=max_length, batch_size=batch_size,
+                  progress="encode queries" if progress else None, precision=precision)
     qvecs = {qid: to_vector(ids, w, terms, scale) for qid, (ids, w) in zip(qids, reps)}
     faults.point("encode:queries")
     index = {t: i for i, t in enumerate(terms)}

@@ -194,7 +194,6 @@ def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 
     # Queries whose every token is absent from the index (or empty) get no hits; Lucene rejects an empty query.
     live = [q for q in qids if any(t in searcher.idf for t in queries[q])]
     results = searcher.batch_search(live, live, k=k, threads=threads) if live else {}
-    searcher.close() if hasattr(searcher, "close") else None
     return {q: [(h.docid, float(h.score)) for h in results.get(q, [])] for q in qids}
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from benchmark.data import DatasetRef
 from benchmark.errors import BenchmarkError
 from benchmark.stage import Stage
-from benchmark.suites import Suite
+from benchmark.suites import Bm25, Suite
 
 MINE_DEPTH = 50
 TRAIN_SEARCH_K = 100
@@ -294,7 +294,7 @@ def _train_inputs(suite: Suite, recipe_name: str) -> tuple[dict[str, Any], Stage
         return as_dict, Stage("triples", {"negatives": negatives, "dataset": dataset, "limit": limit})
     topics, corpus = data_stages(dataset, None, as_dict.get("max_train_queries"))
     idx = Stage("index", {"type": "bm25"}, {"source": corpus})
-    bm25 = suite.bm25 or type("B", (), {"k1": 0.9, "b": 0.4})()
+    bm25 = suite.bm25 or Bm25()  # mining uses BM25 even in a suite that does not report it
     search = Stage("search", {"k": TRAIN_SEARCH_K, "k1": bm25.k1, "b": bm25.b}, {"index": idx, "queries": topics})
     mined = Stage("triples", {"negatives": "bm25", "depth": MINE_DEPTH, "seed": seed, "limit": limit},
                   {"topics": topics, "corpus": corpus, "run": search})
