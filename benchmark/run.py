@@ -170,14 +170,20 @@ def drop_encoded(plan: Plan, store: Store) -> None:
 
 
 def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
-    """Per-stage wall time (0 when cached this run) and disk footprint: results/<suite>/stages.csv."""
-    from benchmark.atomic import write_text
+    """Every finished stage of the plan: the wall time it took when computed, its bytes on disk, and
+    whether this run computed it or found it cached (``results/<suite>/stages.csv``)."""
+    from benchmark.atomic import write_lines
+    from benchmark.stage import disk_usage
 
-    lines = ["stage,id,seconds,bytes"]
-    for stage in plan.stages():
-        if stage.id in store.timings:
-            lines.append(f"{stage.kind},{stage.id},{store.timings[stage.id]:.2f},{store.sizes.get(stage.id, 0)}")
-    write_text(out_dir / "stages.csv", "\n".join(lines) + "\n")
+    def rows():
+        yield "stage,id,seconds,bytes,this_run"
+        for stage in plan.stages():
+            meta = store.load(stage)
+            if meta is not None:
+                state = "computed" if store.timings.get(stage.id) else "cached"
+                yield f"{stage.kind},{stage.id},{meta['seconds']:.2f},{disk_usage(store.path(stage))},{state}"
+
+    write_lines(out_dir / "stages.csv", rows())
 
 
 def dry_run(plan: Plan, store: Store) -> None:
