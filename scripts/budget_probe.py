@@ -1,11 +1,11 @@
-"""GPU throughput probe behind the compute budget in docs/suites.md (run on the GPU box).
+"""GPU throughput probe behind the compute budget in README.md (run on the GPU box).
 
 For each paper backbone, built from its published config with random weights (speed does not
 depend on the weights): SPLADE document encoding through ``benchmark.splade.encode`` at fixed token
 lengths, and one SPLADE training step (InfoNCE with in-batch + 1 hard negative, FLOPS, AdamW) at
 the msmarco-infonce recipe's batch size. Prints one JSON line per measurement.
 
-    python docs/budget_probe.py [--backbones ettin-17m,...] [--steps 5]
+    python scripts/budget_probe.py [--backbones ettin-17m,...] [--steps 5]
 """
 from __future__ import annotations
 
