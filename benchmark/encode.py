@@ -133,14 +133,12 @@ def sparsity(encode_dir: Path, queries_dir: Path) -> dict[str, float]:
     FLOPS = Σ_j p_q(j)·p_d(j), with p the fraction of queries (documents) where term j is non-zero:
     the expected number of multiplications of one query–document dot product.
     """
-    docs, queries = _record(encode_dir), _record(queries_dir)
+    from benchmark.stage import read_meta
+
+    docs, queries = read_meta(encode_dir)["record"], read_meta(queries_dir)["record"]
     p_d = np.load(Path(encode_dir) / "df.npy") / max(docs["documents"], 1)
     p_q = np.load(Path(queries_dir) / "qf.npy") / max(queries["queries"], 1)
     return {"doc_nnz": docs["doc_nnz"], "query_nnz": queries["query_nnz"], "FLOPS": float(np.dot(p_q, p_d))}
-
-
-def _record(stage_dir: Path) -> dict[str, Any]:
-    return json.loads((Path(stage_dir) / "config.json").read_text(encoding="utf-8"))["record"]
 
 
 def read_query_vectors(encode_dir: Path) -> dict[str, dict[str, int]]:

@@ -10,7 +10,6 @@ import dataclasses
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from benchmark.data import DatasetRef
@@ -353,6 +352,3 @@ def describe(stage: Stage) -> str:
         return f"BM25 negatives from top-{cfg['depth']}" if cfg["negatives"] == "bm25" else f"{cfg['negatives']} from {cfg['dataset']}"
     return ""
 
-
-def stage_dir(runs: Path, stage: Stage) -> Path:
-    return Path(runs) / stage.kind / stage.id

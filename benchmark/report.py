@@ -25,7 +25,7 @@ from typing import Any
 
 from benchmark.atomic import save_figure, write_json, write_text
 from benchmark.errors import BenchmarkError
-from benchmark.stage import Store
+from benchmark.stage import CONFIG, Store, read_meta
 
 MANIFEST = "manifest.json"
 METRIC_COLUMNS = ["suite", "dataset", "system", "backbone", "variant", "factor", "trained", "measure", "value",
@@ -82,9 +82,9 @@ class Runs:
 
     def metrics(self, evaluate_id: str) -> dict[str, float]:
         if evaluate_id not in self._metrics:
-            path = self.root / "evaluate" / evaluate_id / "config.json"
+            path = self.root / "evaluate" / evaluate_id / CONFIG
             try:
-                meta = json.loads(path.read_text(encoding="utf-8"))
+                meta = read_meta(path.parent)
             except (OSError, ValueError):
                 raise BenchmarkError(
                     f"evaluate stage {evaluate_id} is not in {self.root} ({path} unreadable); pass the runs folder the "

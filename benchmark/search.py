@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from benchmark.data import read_queries
 from benchmark.encode import read_query_vectors
 from benchmark.errors import BenchmarkError
 from benchmark.atomic import write_text
-from benchmark.stage import CONFIG
+from benchmark.stage import CONFIG, read_meta
 
 RUN = "run.trec"
 RUN_TAG = "benchmark"
@@ -24,14 +23,10 @@ INDEX_TYPE_TO_SEARCH: dict[str, tuple[Callable[[Path], dict], Callable[..., luce
 }
 
 
-def _meta(stage_dir: Path) -> dict:
-    return json.loads((Path(stage_dir) / CONFIG).read_text(encoding="utf-8"))
-
-
 def index_type(index_dir: Path) -> str:
     """The type recorded by the index stage; a foreign folder gets a clear error."""
     try:
-        kind = _meta(index_dir)["record"]["type"]
+        kind = read_meta(index_dir)["record"]["type"]
     except (OSError, ValueError, KeyError, TypeError):
         raise BenchmarkError(f"{index_dir} is not an index stage folder (no valid {CONFIG}); rebuild it with --force") from None
     if kind not in INDEX_TYPE_TO_SEARCH:
@@ -60,7 +55,7 @@ def search_stage(index_dir: Path, queries_dir: Path, out: Path, k: int = 1000, t
     if kind == "impact":
         from benchmark.encode import sparsity
 
-        record.update(sparsity(_meta(index_dir)["record"]["source"], queries_dir))
+        record.update(sparsity(read_meta(index_dir)["record"]["source"], queries_dir))
     return record
 
 

@@ -29,6 +29,11 @@ def canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def read_meta(stage_dir: Path | str) -> dict[str, Any]:
+    """A stage folder's config.json as written by ``Store.run`` (raises OSError/ValueError if unreadable)."""
+    return json.loads((Path(stage_dir) / CONFIG).read_text(encoding="utf-8"))
+
+
 def disk_usage(path: Path) -> int:
     path = Path(path)
     if path.is_file():
@@ -122,9 +127,9 @@ class Store:
         meta = self.load(stage)
         return meta is not None and not meta.get("dropped")
 
-    def run(self, stage: Stage, fn: StageFn, label: str = "") -> dict[str, Any]:
+    def run(self, stage: Stage, fn: StageFn) -> dict[str, Any]:
         """Return the stage's config.json, computing and publishing it first if needed."""
-        name = f"{stage.id}{f' ({label})' if label else ''}"
+        name = stage.id
         if self.is_done(stage):
             meta = self.load(stage)
             assert meta is not None
