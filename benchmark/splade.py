@@ -112,6 +112,26 @@ def _decoder(model: Any) -> Any:
     return decoder if type(decoder) is nn.Linear else None
 
 
+@dataclass(frozen=True)
+class Tokenized:
+    """Token ids of texts truncated to ``max_length``; ``encode`` takes it in place of the texts.
+
+    Lets a caller tokenise the next corpus shard in a thread while the model encodes this one
+    (fast tokenizers release the GIL).
+    """
+
+    ids: list[np.ndarray]
+    max_length: int
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def tokenize(tokenizer: Any, texts: Sequence[str], max_length: int) -> Tokenized:
+    """``texts`` as ``encode`` would tokenise them."""
+    return Tokenized(_tokenize(tokenizer, _check_inputs(texts, max_length), max_length), max_length)
+
+
 def _tokenize(tokenizer: Any, texts: list[str], max_length: int) -> list[np.ndarray]:
     """Token ids per text, truncated; in chunks, so the tokenizer's rich per-token objects stay small."""
     ids: list[np.ndarray] = []
@@ -254,7 +274,7 @@ def _sparse_rows(pooled: torch.Tensor) -> list[tuple[np.ndarray, np.ndarray]]:
 def encode(
     model: Any,
     tokenizer: Any,
-    texts: Sequence[str],
+    texts: Sequence[str] | Tokenized,
     *,
     max_length: int,
     batch_size: int = 32,
@@ -265,7 +285,7 @@ def encode(
     """SPLADE vectors, one ``(token_ids int32 ascending, weights float32 > 0)`` per text, in input order.
 
     ``model`` is any ``*ForMaskedLM`` (run on its device, in eval mode, its training flag restored);
-    texts are truncated to ``max_length`` tokens. ``precision='bfloat16'`` autocasts the forward and
+    texts (or a ``Tokenized`` from ``tokenize``) are truncated to ``max_length`` tokens. ``precision='bfloat16'`` autocasts the forward and
     the decoder to bfloat16 (about 2× faster on CPUs with AVX512-BF16/AMX, weights change in the
     third significant digit); 'float32' keeps the model's dtype and matches ``reference_encode``.
     ``screen`` (None: where the CPU has bf16 dot products) screens a float32 decoder in bf16 and
@@ -275,12 +295,18 @@ def encode(
     """
     import torch
 
-    texts = _check_inputs(texts, max_length, batch_size)
     autocast = PRECISIONS[precision]
-    if not texts:
+    if isinstance(texts, Tokenized):
+        _check_inputs([], max_length, batch_size)
+        if texts.max_length != max_length:
+            raise BenchmarkError(f"texts were tokenised with max_length={texts.max_length}, not {max_length}; "
+                                 "tokenize them again with the same max_length")
+        tokens = texts.ids
+    else:
+        tokens = _tokenize(tokenizer, _check_inputs(texts, max_length, batch_size), max_length)
+    if not tokens:
         return []
     device = next(model.parameters()).device
-    tokens = _tokenize(tokenizer, texts, max_length)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     lengths = np.array([len(x) for x in tokens])
     order = np.argsort(-lengths, kind="stable")  # longest first: peak memory shows up at once
@@ -307,14 +333,14 @@ def encode(
     if progress is not None:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(texts), desc=progress, unit="doc")
-    results: list[tuple[np.ndarray, np.ndarray]] = [None] * len(texts)  # type: ignore[list-item]
+        bar = tqdm(total=len(tokens), desc=progress, unit="doc")
+    results: list[tuple[np.ndarray, np.ndarray]] = [None] * len(tokens)  # type: ignore[list-item]
     hook = decoder.register_forward_pre_hook(_capture) if decoder is not None else None
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            for start in range(0, len(texts), batch_size):
+            for start in range(0, len(tokens), batch_size):
                 rows = order[start : start + batch_size]
                 input_ids, mask = _pad(tokens, rows, pad_id, device, multiple)
                 batch = {"input_ids": input_ids, "attention_mask": mask}

@@ -11,7 +11,8 @@ from torch import nn
 
 from benchmark.errors import BenchmarkError
 import benchmark.splade as splade
-from benchmark.splade import QUANT_SCALE, SCREEN_MARGIN, encode, quantise, quantise_vector, reference_encode
+from benchmark.splade import (QUANT_SCALE, SCREEN_MARGIN, encode, quantise, quantise_vector, reference_encode,
+                              tokenize)
 from _tiny_models import tiny_bert, tiny_modernbert
 
 
@@ -243,6 +244,16 @@ def test_screening_stops_for_dense_vectors(modernbert, monkeypatch):
     _assert_same(_dense(ours, model.config.vocab_size), ref)
     assert screens[0] is not None and not screens[0].worthwhile()
     assert screens[1:] == [None, None]
+
+
+def test_pretokenized_input_gives_the_same_vectors(bert):
+    model, tokenizer = bert
+    texts = _texts(tokenizer, 11, seed=51)
+    direct = encode(model, tokenizer, texts, max_length=40, batch_size=4)
+    ahead = encode(model, tokenizer, tokenize(tokenizer, texts, 40), max_length=40, batch_size=4)
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(direct, ahead))
+    with pytest.raises(BenchmarkError, match="tokenised with max_length=40, not 64"):
+        encode(model, tokenizer, tokenize(tokenizer, texts, 40), max_length=64)
 
 
 def test_padded_widths_match_reference(bert, monkeypatch):
