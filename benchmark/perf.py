@@ -260,6 +260,14 @@ def part_encode(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
         qd, qr = _quantised(d, QUANT_SCALE), _quantised(ref_d, QUANT_SCALE)
         changed = (qd != qr).nnz
         notes[name] = f"nDCG@10 {ndcg:.4f}; max|Δw| vs ST {diff:.2e}; impacts differing {changed}/{qr.nnz}"
+    import torch
+
+    from benchmark.splade import has_fast_bf16
+
+    screened = has_fast_bf16(torch.device("cpu"))
+    lines.append("encode: ours float32 " + ("screens the vocabulary in bf16 and recomputes candidates in float32 "
+                                           "(this CPU has bf16 dot products)" if screened else
+                                           "runs plain float32 (no bf16 dot products on this CPU)"))
     lines.append(f"encode: nDCG@10 on {len(doc_ids)} SciFact docs (all judged ones included) and {len(queries)} "
                  f"test queries, ranking by exact integer dot products of impacts round(w·{QUANT_SCALE})")
     rows = [_row("encode", name, best[name], notes[name]) for name in systems]

@@ -142,7 +142,7 @@ def _tokenize(tokenizer: Any, texts: list[str], max_length: int) -> list[np.ndar
     return ids
 
 
-def _fast_bf16(device: Any) -> bool:
+def has_fast_bf16(device: Any) -> bool:
     """Whether this CPU has bfloat16 dot-product instructions (else a bf16 matmul is slower than float32)."""
     import torch
 
@@ -319,7 +319,7 @@ def encode(
         weight = weight.to(dtype) if dtype is not None else weight
         bias = None if decoder.bias is None else decoder.bias.detach()
     screened = None
-    if weight is not None and weight.dtype == torch.float32 and (_fast_bf16(device) if screen is None else screen):
+    if weight is not None and weight.dtype == torch.float32 and (has_fast_bf16(device) if screen is None else screen):
         screened = _Screen(weight.to(torch.bfloat16), weight.norm(dim=1))
     multiple = WIDTH_MULTIPLE.get(device.type, 1)
 

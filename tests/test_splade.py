@@ -229,7 +229,7 @@ def test_screen_without_margin_loses_terms(real_bert_tiny, monkeypatch):
 def test_screening_stops_for_dense_vectors(modernbert, monkeypatch):
     """Random ModernBERT weights give dense vectors: after one batch the screen is dropped, same output."""
     model, tokenizer = modernbert
-    monkeypatch.setattr(splade, "_fast_bf16", lambda device: True)  # auto mode, as on a bf16 CPU
+    monkeypatch.setattr(splade, "has_fast_bf16", lambda device: True)  # auto mode, as on a bf16 CPU
     screens = []
     pool = splade._pool_decoder
 
