@@ -285,8 +285,8 @@ def encode(
     """SPLADE vectors, one ``(token_ids int32 ascending, weights float32 > 0)`` per text, in input order.
 
     ``model`` is any ``*ForMaskedLM`` (run on its device, in eval mode, its training flag restored);
-    texts (or a ``Tokenized`` from ``tokenize``) are truncated to ``max_length`` tokens. ``precision='bfloat16'`` autocasts the forward and
-    the decoder to bfloat16 (about 2× faster on CPUs with AVX512-BF16/AMX, weights change in the
+    texts (or a ``Tokenized`` from ``tokenize``) are truncated to ``max_length`` tokens.
+    ``precision='bfloat16'`` autocasts the forward and the decoder to bfloat16 (weights change in the
     third significant digit); 'float32' keeps the model's dtype and matches ``reference_encode``.
     ``screen`` (None: where the CPU has bf16 dot products) screens a float32 decoder in bf16 and
     recomputes the candidates in float32: same vectors, ~2× faster. ``progress`` is a tqdm

@@ -173,7 +173,7 @@ def test_bfloat16_is_close_and_float32_is_default(bert_tiny):
 
 @pytest.mark.parametrize("hidden", [128, 768])
 def test_screen_margin_bounds_the_bf16_error(hidden):
-    """The screen's premise, on this CPU's kernels: |bf16 logit − float32 logit| ≤ SCREEN_MARGIN·‖h‖·‖w‖."""
+    """The screen's premise on this CPU's kernels: |bf16 logit − float32 logit| ≤ SCREEN_MARGIN·‖h‖·‖w‖."""
     torch.manual_seed(hidden)
     h = torch.randn(256, hidden) * torch.logspace(-2, 2, 256)[:, None]  # norms over four decades
     aligned = h[torch.randint(0, 256, (2048,))] + 0.1 * torch.randn(2048, hidden)  # |logit| ≈ ‖h‖‖w‖
