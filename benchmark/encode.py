@@ -51,7 +51,10 @@ def vocabulary_terms(tokenizer: Any, vocab_size: int) -> list[str]:
 def to_vector(ids: np.ndarray, weights: np.ndarray, terms: list[str], scale: int) -> dict[str, int]:
     from benchmark.splade import quantise_vector
 
-    kept, impacts = quantise_vector(ids, weights, scale)
+    return _term_impacts(*quantise_vector(ids, weights, scale), terms)
+
+
+def _term_impacts(kept: np.ndarray, impacts: np.ndarray, terms: list[str]) -> dict[str, int]:
     return {terms[i]: int(w) for i, w in zip(kept.tolist(), impacts.tolist())}
 
 
@@ -98,21 +101,25 @@ def _writer_init(terms: list[str]) -> None:
 
 def write_shard(shard: Path, doc_ids: list[str], reps: list[tuple[np.ndarray, np.ndarray]], scale: int,
                 terms: list[str] | None = None) -> np.ndarray:
-    """One JsonVectorCollection shard and its per-term document frequencies (``.df.npy``), each atomic.
+    """One JsonVectorCollection shard, then its per-term document frequencies (``.df.npy``), each atomic.
 
-    The frequencies go first: a shard is finished when both files exist.
+    A shard is finished when both files exist; a kill between the two redoes the shard.
     """
-    from benchmark.splade import quantise
+    from benchmark.splade import quantise_vector
 
     terms = _WRITER_TERMS if terms is None else terms
     df = np.zeros(len(terms), dtype=np.int64)
-    for ids, w in reps:
-        df[ids[quantise(w, scale) > 0]] += 1
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for doc_id, (ids, w) in zip(doc_ids, reps):
+            kept, impacts = quantise_vector(ids, w, scale)  # once per document, for both outputs
+            df[kept] += 1
+            yield {"id": doc_id, "contents": "", "vector": _term_impacts(kept, impacts, terms)}
+
+    write_jsonl(shard, rows())
     stats = _stats_path(shard)
     np.save(stats.with_name(f".{stats.name}"), df)
     os.replace(stats.with_name(f".{stats.name}"), stats)
-    write_jsonl(shard, ({"id": doc_id, "contents": "", "vector": to_vector(ids, w, terms, scale)}
-                         for doc_id, (ids, w) in zip(doc_ids, reps)))
     return df
 
 
