@@ -71,11 +71,17 @@ class _Screen:
 
     weight: torch.Tensor
     norms: torch.Tensor
-    counts: list[tuple[int, int]] = field(default_factory=list)  # (candidates, terms) per document group
+    counts: list[tuple[int, int]] = field(default_factory=list)  # (candidates, terms), appended by workers
+    candidates: int = 0
+    terms: int = 0
 
     def worthwhile(self) -> bool:
-        candidates, terms = np.sum(self.counts, axis=0) if self.counts else (0, 1)
-        return candidates <= SCREEN_MAX_FRACTION * terms
+        """Fold the workers' counts into the running totals (called between batches, no worker running)."""
+        for candidates, terms in self.counts:
+            self.candidates += candidates
+            self.terms += terms
+        self.counts.clear()
+        return self.candidates <= SCREEN_MAX_FRACTION * max(self.terms, 1)
 
 
 class _Captured(Exception):

@@ -55,7 +55,7 @@ def main() -> int:
         return time.perf_counter()
 
     t = time.perf_counter()
-    tokens = splade._tokenize(tok, docs, 256)
+    tokens = splade.tokenize(tok, docs, 256).ids
     out["tokenize_s"] = round(time.perf_counter() - t, 2)
     order = np.argsort(-np.array([len(x) for x in tokens]), kind="stable")
     multiple = splade.WIDTH_MULTIPLE.get(device.type, 1)
