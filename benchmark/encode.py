@@ -48,14 +48,12 @@ def vocabulary_terms(tokenizer: Any, vocab_size: int) -> list[str]:
     return terms
 
 
-def to_vector(ids: np.ndarray, weights: np.ndarray, terms: list[str], scale: int) -> dict[str, int]:
+def to_vector(ids: np.ndarray, weights: np.ndarray, terms: list[str], scale: int) -> tuple[np.ndarray, dict[str, int]]:
+    """Quantised ``{term: impact}`` of one SPLADE vector, and the vocabulary ids it kept (for df/qf counts)."""
     from benchmark.splade import quantise_vector
 
-    return _term_impacts(*quantise_vector(ids, weights, scale), terms)
-
-
-def _term_impacts(kept: np.ndarray, impacts: np.ndarray, terms: list[str]) -> dict[str, int]:
-    return {terms[i]: int(w) for i, w in zip(kept.tolist(), impacts.tolist())}
+    kept, impacts = quantise_vector(ids, weights, scale)
+    return kept, {terms[i]: int(w) for i, w in zip(kept.tolist(), impacts.tolist())}
 
 
 def _chunks(items: Iterator[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
@@ -105,16 +103,14 @@ def write_shard(shard: Path, doc_ids: list[str], reps: list[tuple[np.ndarray, np
 
     A shard is finished when both files exist; a kill between the two redoes the shard.
     """
-    from benchmark.splade import quantise_vector
-
     terms = _WRITER_TERMS if terms is None else terms
     df = np.zeros(len(terms), dtype=np.int64)
 
     def rows() -> Iterator[dict[str, Any]]:
         for doc_id, (ids, w) in zip(doc_ids, reps):
-            kept, impacts = quantise_vector(ids, w, scale)  # once per document, for both outputs
+            kept, vector = to_vector(ids, w, terms, scale)
             df[kept] += 1
-            yield {"id": doc_id, "contents": "", "vector": _term_impacts(kept, impacts, terms)}
+            yield {"id": doc_id, "contents": "", "vector": vector}
 
     write_jsonl(shard, rows())
     stats = _stats_path(shard)
@@ -223,12 +219,12 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
     qids = list(queries)
     reps = encode(model, tokenizer, [queries[q] for q in qids], max_length=max_length, batch_size=batch_size,
                   progress="encode queries" if progress else None, precision=precision)
-    qvecs = {qid: to_vector(ids, w, terms, scale) for qid, (ids, w) in zip(qids, reps)}
-    faults.point("encode:queries")
-    index = {t: i for i, t in enumerate(terms)}
     qf = np.zeros(vocab, dtype=np.int64)
-    for v in qvecs.values():
-        qf[[index[t] for t in v]] += 1
+    qvecs: dict[str, dict[str, int]] = {}
+    for qid, (ids, w) in zip(qids, reps):
+        kept, qvecs[qid] = to_vector(ids, w, terms, scale)
+        qf[kept] += 1
+    faults.point("encode:queries")
     np.save(out / "qf.npy", qf)
     write_jsonl(out / QUERIES, ({"id": q, "vector": v} for q, v in qvecs.items()))
     return {"queries": len(qvecs), "query_nnz": float(qf.sum() / max(len(qvecs), 1)),
