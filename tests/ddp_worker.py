@@ -6,6 +6,12 @@ Each variant writes ``OUT_DIR/<variant>/`` (the usual training outputs) and, on 
 ``OUT_DIR/<variant>/grads.pt``: per optimiser step, every parameter's gradient after the DDP
 all-reduce, before the optimiser step (clipping disabled so the raw gradient is compared).
 
+The gradients are zeroed once dumped (and weight decay is 0), so AdamW leaves the weights exactly
+as they were: step 2 runs from the same weights in both runs. Otherwise Adam's normalised step
+turns float noise in a gradient (±1e-9 where the exact value is 0) into a move of ±lr, and step 2
+would compare two different models. The optimiser step itself is a deterministic function of the
+all-reduced gradient, so equal gradients at every step are what "trains like one process" needs.
+
 Variants: ``global`` is the code under test. ``local`` swaps in sentence-transformers' per-rank
 FlopsLoss (what GlobalFlopsLoss replaces) to show that the comparison can fail.
 """
@@ -28,6 +34,7 @@ OVERRIDES = {
     "save_steps": 100,
     "learning_rate": 1e-3,
     "max_grad_norm": 0.0,
+    "weight_decay": 0.0,
     "warmup_ratio": 0.0,
     "lambda_q": 0.05,
     "lambda_d": 0.05,
@@ -54,6 +61,9 @@ class DumpGrads(TrainerCallback):
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         self.steps.append({n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None})
+        for p in model.parameters():  # freeze: the next step starts from the same weights (module doc)
+            if p.grad is not None:
+                p.grad.zero_()
 
 
 def per_rank_flops(self, embeddings: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@
 What is compared, per optimiser step (2 steps; λ_q = λ_d = 0.05 at full strength in step 2):
 the logged loss and its parts (ranking loss, FLOPS regulariser of queries and documents), the
 activation statistics, the gradient norm, and every parameter's gradient after the DDP
-all-reduce; then the final weights. For this to hold, InfoNCE must see the in-batch negatives of
+all-reduce, each step from the same weights (see ``ddp_worker``). For this to hold, InfoNCE must see the in-batch negatives of
 both ranks (ST's ``gather_across_devices``) and FLOPS must be the FLOPS of the global batch
 (``GlobalFlopsLoss``). The ``local`` variant, ST's per-rank FlopsLoss, is run too and must differ:
 it shows the comparison is sharp enough to catch a per-rank regulariser.
@@ -21,7 +21,6 @@ from pathlib import Path
 import torch
 from _tiny_models import tiny_bert
 from ddp_worker import run
-from transformers import AutoModelForMaskedLM
 
 TESTS = Path(__file__).resolve().parent
 COMPARED = ("loss", "ranking_loss", "flops_reg_q", "flops_reg_d", "flops", "nnz_q", "nnz_d", "max_q", "max_d", "grad_norm", "lambda_q")
@@ -55,25 +54,24 @@ def test_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
     rows_one, rows_two, rows_local = _rows(one), _rows(two), _rows(local)
     assert [r["step"] for r in rows_one] == [r["step"] for r in rows_two] == [1.0, 2.0]
     assert [r["lambda_q"] for r in rows_one] == [0.0, 0.05]
+    # Both runs evaluate the same weights at every step (the worker freezes them), so they differ
+    # only in float32 summation order. Reordering a float32 sum of n terms moves it by at most
+    # (n - 1)·u·Σ|x_i| (Higham, Accuracy and Stability, §4.2; u = 2^-24). The longest reduction here
+    # is a gradient entry summed over batch × length × hidden = 8·16·32 = 4096 products, so
+    # 4096·2^-24 = 2.4e-4 of Σ|x_i|; RTOL allows 4x that for cancellation (|Σx| < Σ|x|).
+    # Measured on AMD EPYC: 1.2e-6. The per-rank FLOPS control below misses it by 40x.
+    rtol = 4 * 4096 * 2.0**-24
     for r1, r2 in zip(rows_one, rows_two):
         for column in COMPARED:
-            assert abs(r2[column] - r1[column]) <= 1e-4 * abs(r1[column]) + 1e-7, (r1["step"], column, r1[column], r2[column])
+            assert abs(r2[column] - r1[column]) <= rtol * abs(r1[column]) + 1e-7, (r1["step"], column, r1[column], r2[column])
 
     grads_one, grads_two, grads_local = (torch.load(f / "grads.pt") for f in (one, two, local))
     assert len(grads_one) == len(grads_two) == 2
     diffs = [_max_relative_difference(g2, g1) for g1, g2 in zip(grads_one, grads_two)]
     local_diffs = [_max_relative_difference(gl, g1) for g1, gl in zip(grads_one, grads_local)]
     print("relative gradient differences, 2 processes:", diffs, "per-rank FLOPS:", local_diffs)
-    # step 1: same weights, float32 summation order only. Step 2 starts from weights that Adam
-    # moved by ±lr wherever a gradient was float noise (e.g. attention key biases, exactly 0 in
-    # exact arithmetic), so it gets a looser bound; measured 1e-6 and 3e-4.
-    assert diffs[0] < 1e-4 and diffs[1] < 2e-3, diffs
-    # the per-rank FLOPS: same first step (λ = 0), then a gradient 100x further off (measured 4e-2)
-    assert local_diffs[0] < 1e-4 and local_diffs[1] > 1e-2, local_diffs
-    assert abs(rows_local[1]["flops_reg_d"] / rows_one[1]["flops_reg_d"] - 1) > 1e-3  # rank 0's own FLOPS
-
-    # final weights: at most 2 Adam steps of lr = 1e-3 apart, on those noise coordinates
-    w1 = AutoModelForMaskedLM.from_pretrained(one / "model").state_dict()
-    w2 = AutoModelForMaskedLM.from_pretrained(two / "model").state_dict()
-    for name in w1:
-        torch.testing.assert_close(w2[name], w1[name], rtol=0, atol=2 * 2 * 1e-3, msg=name)
+    assert max(diffs) < rtol, diffs
+    # the per-rank FLOPS: same first step (λ = 0), then a gradient far off (measured 4e-2 > 40·rtol)
+    assert local_diffs[0] < rtol and local_diffs[1] > 10 * rtol, local_diffs
+    # rank 0 logs its own shard's FLOPS there, not the global one (measured 5.8e-3 apart: 6x rtol)
+    assert abs(rows_local[1]["flops_reg_d"] / rows_one[1]["flops_reg_d"] - 1) > 2 * rtol
