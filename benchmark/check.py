@@ -49,7 +49,7 @@ def _matches(entry: Any, cond: Any) -> bool:
     if entry.system == "bm25":
         return True
     return ((not entry.backbone or cond.backbone == entry.backbone)
-            and cond.variant == (entry.variant or "baseline")
+            and (entry.variant or "baseline") in (getattr(cond, "variants", ()) or (cond.variant,))
             and (entry.trained is None or cond.trained == entry.trained))
 
 

@@ -236,7 +236,7 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
         keep_docs = set(keep) | set(others[: max(0, max_docs - len(keep))])
     corpus_dir = out / "corpus"
     corpus_dir.mkdir(parents=True, exist_ok=True)
-    n_docs, seen = 0, set()
+    n_docs, empty, seen = 0, 0, set()
     tmp = corpus_dir / ".docs.jsonl.tmp"
     with open(tmp, "w", encoding="utf-8") as fh, open(out / ".docids.tmp", "w", encoding="utf-8") as ids:
         for doc_id, contents in tqdm(_iter_corpus(source), desc=f"corpus {source}", unit="doc", disable=not progress, mininterval=2):
@@ -246,12 +246,13 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
             fh.write(json.dumps({"id": doc_id, "contents": contents}, ensure_ascii=False) + "\n")
             ids.write(doc_id + "\n")
             n_docs += 1
+            empty += not contents.strip()  # Lucene indexes no document without terms
     if n_docs == 0:
         raise BenchmarkError(f"dataset {source!r} has an empty corpus; give a corpus with at least one document")
     os.replace(tmp, corpus_dir / "docs.jsonl")
     faults.point("data:corpus")
     os.replace(out / ".docids.tmp", out / "docids.txt")
-    return {"source": source, "documents": n_docs, "judged_docs_missing": len(set(keep) - seen)}
+    return {"source": source, "documents": n_docs, "empty_documents": empty, "judged_docs_missing": len(set(keep) - seen)}
 
 
 def judged_docs(topics_dir: Path) -> set[str]:

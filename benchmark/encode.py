@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from benchmark import faults
-from benchmark.atomic import write_jsonl
+from benchmark.atomic import atomic_path, save_npy, write_jsonl
 from benchmark.data import iter_docs, read_queries
 
 SHARD = "part-{:05d}.jsonl"
@@ -48,11 +48,11 @@ def vocabulary_terms(tokenizer: Any, vocab_size: int) -> list[str]:
     return terms
 
 
-def to_vector(ids: np.ndarray, weights: np.ndarray, terms: list[str], scale: int) -> tuple[np.ndarray, dict[str, int]]:
+def to_vector(ids: np.ndarray, weights: np.ndarray, terms: list[str]) -> tuple[np.ndarray, dict[str, int]]:
     """Quantised ``{term: impact}`` of one SPLADE vector, and the vocabulary ids it kept (for df/qf counts)."""
     from benchmark.splade import quantise_vector
 
-    kept, impacts = quantise_vector(ids, weights, scale)
+    kept, impacts = quantise_vector(ids, weights)
     return kept, {terms[i]: int(w) for i, w in zip(kept.tolist(), impacts.tolist())}
 
 
@@ -97,30 +97,39 @@ def _writer_init(terms: list[str]) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def write_shard(shard: Path, doc_ids: list[str], reps: list[tuple[np.ndarray, np.ndarray]], scale: int,
-                terms: list[str] | None = None) -> np.ndarray:
-    """One JsonVectorCollection shard, then its per-term document frequencies (``.df.npy``), each atomic.
+def write_shard(shard: Path, doc_ids: list[str], reps: list[tuple[np.ndarray, np.ndarray]],
+                terms: list[str] | None = None) -> tuple[np.ndarray, int]:
+    """One JsonVectorCollection shard, then its stats (``.stats.npz``: per-term document frequencies
+    and the number of empty vectors, which Lucene does not index), each atomic.
 
     A shard is finished when both files exist; a kill between the two redoes the shard.
     """
     terms = _WRITER_TERMS if terms is None else terms
     df = np.zeros(len(terms), dtype=np.int64)
+    empty = 0
 
     def rows() -> Iterator[dict[str, Any]]:
+        nonlocal empty
         for doc_id, (ids, w) in zip(doc_ids, reps):
-            kept, vector = to_vector(ids, w, terms, scale)
+            kept, vector = to_vector(ids, w, terms)
             df[kept] += 1
+            empty += not vector
             yield {"id": doc_id, "contents": "", "vector": vector}
 
     write_jsonl(shard, rows())
-    stats = _stats_path(shard)
-    np.save(stats.with_name(f".{stats.name}"), df)
-    os.replace(stats.with_name(f".{stats.name}"), stats)
-    return df
+    with atomic_path(_stats_path(shard)) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, df=df, empty=np.int64(empty))
+    return df, empty
+
+
+def read_shard_stats(shard: Path) -> tuple[np.ndarray, int]:
+    with np.load(_stats_path(shard)) as stats:
+        return stats["df"], int(stats["empty"])
 
 
 def _stats_path(shard: Path) -> Path:
-    return shard.with_name(shard.name.replace(".jsonl", ".df.npy"))
+    return shard.with_name(shard.name.replace(".jsonl", ".stats.npz"))
 
 
 def _writer_pool(terms: list[str], workers: int) -> Any:
@@ -131,13 +140,13 @@ def _writer_pool(terms: list[str], workers: int) -> Any:
                                initializer=_writer_init, initargs=(terms,))
 
 
-def load_model(model_dir: Path) -> tuple[Any, Any]:
+def load_model(model_dir: Path, attn_implementation: str = "sdpa") -> tuple[Any, Any]:
     """Load a saved ``*ForMaskedLM`` for inference (float32 weights; bf16 is autocast in ``encode``),
-    on the GPU when there is one."""
+    on the GPU when there is one, with the attention implementation pinned (it is part of the stage id)."""
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    model = AutoModelForMaskedLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = AutoModelForMaskedLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn_implementation)
     model.eval()
     if torch.cuda.is_available():
         model.to("cuda")
@@ -145,24 +154,26 @@ def load_model(model_dir: Path) -> tuple[Any, Any]:
 
 
 def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: int, batch_size: int,
-                      shard_size: int, scale: int, precision: str = "float32", progress: bool = True) -> dict[str, Any]:
+                      shard_size: int, precision: str = "float32", attn_implementation: str = "sdpa",
+                      progress: bool = True) -> dict[str, Any]:
     """Documents → JsonVectorCollection shards, plus ``df.npy`` (per-term document frequency, for FLOPS)."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from benchmark.splade import encode, tokenize
 
-    model, tokenizer = load_model(model_dir)
+    model, tokenizer = load_model(model_dir, attn_implementation)
     vocab = int(model.config.vocab_size)
     terms = vocabulary_terms(tokenizer, vocab)
     docs_dir = out / "docs"
     docs_dir.mkdir(parents=True, exist_ok=True)
-    df, n_docs = np.zeros(vocab, dtype=np.int64), 0
+    df, n_docs, empty = np.zeros(vocab, dtype=np.int64), 0, 0
     pool, pending = None, deque()
     writers = max(1, min(MAX_WRITERS, (os.cpu_count() or 2) - 1))
 
-    def finished(shard_df: np.ndarray) -> None:
-        nonlocal df
-        df += shard_df
+    def finished(stats: tuple[np.ndarray, int]) -> None:
+        nonlocal df, empty
+        df += stats[0]
+        empty += stats[1]
         faults.point("encode:shard")
 
     def done(n: int) -> bool:
@@ -179,7 +190,9 @@ def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_lengt
             shard = docs_dir / SHARD.format(n)
             n_docs += len(chunk)
             if done(n):
-                df += np.load(_stats_path(shard))
+                shard_df, shard_empty = read_shard_stats(shard)
+                df += shard_df
+                empty += shard_empty
                 continue  # finished before a kill; shards only appear whole
             if n not in tokens:
                 tokens[n] = ahead.submit(tokenize, tokenizer, texts(chunk), max_length)
@@ -190,10 +203,10 @@ def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_lengt
                           precision=precision)
             doc_ids = [doc_id for doc_id, _ in chunk]
             if following is None:  # nothing left to overlap with
-                finished(write_shard(shard, doc_ids, reps, scale, terms))
+                finished(write_shard(shard, doc_ids, reps, terms))
                 continue
             pool = pool or _writer_pool(terms, writers)
-            pending.append(pool.submit(write_shard, shard, doc_ids, reps, scale))
+            pending.append(pool.submit(write_shard, shard, doc_ids, reps))
             while len(pending) > writers:  # bounded: encoded shards wait in memory
                 finished(pending.popleft().result())
         while pending:
@@ -202,17 +215,18 @@ def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_lengt
         ahead.shutdown(cancel_futures=True)
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    np.save(out / "df.npy", df)
-    return {"documents": n_docs, "doc_nnz": float(df.sum() / max(n_docs, 1)), "vocab_size": vocab,
-            "scale": scale, "max_length": max_length, "precision": precision}
+    save_npy(out / "df.npy", df)
+    return {"documents": n_docs, "empty_documents": empty, "doc_nnz": float(df.sum() / max(n_docs, 1)), "vocab_size": vocab,
+            "max_length": max_length, "precision": precision, "attn_implementation": attn_implementation}
 
 
 def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_length: int, batch_size: int,
-                         scale: int, precision: str = "float32", progress: bool = True) -> dict[str, Any]:
+                         precision: str = "float32", attn_implementation: str = "sdpa",
+                         progress: bool = True) -> dict[str, Any]:
     """Queries → ``queries.jsonl`` of ``{token: int}``, plus ``qf.npy`` (per-term query frequency)."""
     from benchmark.splade import encode
 
-    model, tokenizer = load_model(model_dir)
+    model, tokenizer = load_model(model_dir, attn_implementation)
     vocab = int(model.config.vocab_size)
     terms = vocabulary_terms(tokenizer, vocab)
     queries = read_queries(topics_dir)
@@ -222,28 +236,20 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
     qf = np.zeros(vocab, dtype=np.int64)
     qvecs: dict[str, dict[str, int]] = {}
     for qid, (ids, w) in zip(qids, reps):
-        kept, qvecs[qid] = to_vector(ids, w, terms, scale)
+        kept, qvecs[qid] = to_vector(ids, w, terms)
         qf[kept] += 1
     faults.point("encode:queries")
-    np.save(out / "qf.npy", qf)
+    save_npy(out / "qf.npy", qf)
     write_jsonl(out / QUERIES, ({"id": q, "vector": v} for q, v in qvecs.items()))
     return {"queries": len(qvecs), "query_nnz": float(qf.sum() / max(len(qvecs), 1)),
             "empty_queries": sum(1 for v in qvecs.values() if not v), "vocab_size": vocab,
-            "scale": scale, "max_length": max_length, "precision": precision}
+            "max_length": max_length, "precision": precision, "attn_implementation": attn_implementation}
 
 
-def sparsity(encode_dir: Path, queries_dir: Path) -> dict[str, float]:
-    """Sparsity in the papers' terms: mean non-zeros per document and query, and FLOPS.
-
-    FLOPS = Σ_j p_q(j)·p_d(j), with p the fraction of queries (documents) where term j is non-zero:
-    the expected number of multiplications of one query–document dot product.
-    """
-    from benchmark.stage import read_meta
-
-    docs, queries = read_meta(encode_dir)["record"], read_meta(queries_dir)["record"]
-    p_d = np.load(Path(encode_dir) / "df.npy") / max(docs["documents"], 1)
-    p_q = np.load(Path(queries_dir) / "qf.npy") / max(queries["queries"], 1)
-    return {"doc_nnz": docs["doc_nnz"], "query_nnz": queries["query_nnz"], "FLOPS": float(np.dot(p_q, p_d))}
+def flops(df: np.ndarray, documents: int, qf: np.ndarray, queries: int) -> float:
+    """FLOPS = Σ_j p_q(j)·p_d(j), with p the fraction of queries (documents) where term j is non-zero:
+    the expected number of multiplications of one query–document dot product (Paria et al., 2020)."""
+    return float(np.dot(qf / max(queries, 1), df / max(documents, 1)))
 
 
 def read_query_vectors(encode_dir: Path) -> dict[str, dict[str, int]]:

@@ -19,7 +19,7 @@ from typing import Any
 from benchmark.atomic import write_jsonl
 from benchmark.data import iter_docs, qrels_path, read_queries
 from benchmark.errors import BenchmarkError
-from benchmark.search import RUN, read_run
+from benchmark.stages.search import Search
 
 TRIPLES = "triples.jsonl"
 
@@ -41,7 +41,7 @@ def mine_bm25(parents: dict[str, Path], out: Path, *, depth: int = 50, seed: int
             qid, _, docid, rel = line.split()
             if int(rel) > 0:
                 positives.setdefault(qid, []).append(docid)
-    run = read_run(parents["run"] / RUN)
+    run = Search.hits(parents["run"])
     texts = dict(iter_docs(parents["corpus"]))
 
     def triples() -> Iterator[dict[str, str]]:

@@ -1,13 +1,15 @@
 """From a suite to a graph of stages: suite → data → backbone (+ rescale) → train → encode → index → search → evaluate.
 
 Building the plan loads no model and touches no index, so it can be validated and printed
-(``--dry-run``) before any work starts.
+(``--dry-run``) before any work starts. Variants that give the same weights (``x1`` and
+``baseline``; a head matched to its own backbone) share one stage and one table row.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,10 +17,12 @@ from typing import Any
 from benchmark.data import DatasetRef
 from benchmark.errors import BenchmarkError
 from benchmark.stage import Stage
+from benchmark.stages import Backbone, Corpus, Encode, Evaluate, Index, Queries, Search, Topics, Train, Triples
 from benchmark.suites import Bm25, Suite
 
 MINE_DEPTH = 50
 TRAIN_SEARCH_K = 100
+BASELINE = "baseline"
 
 
 @dataclass(frozen=True)
@@ -33,29 +37,54 @@ class Options:
     max_docs: int | None = None
     max_queries: int | None = None
     recipe: str | None = None
+    seeds: list[int] | None = None
+
+    def narrowing(self) -> list[tuple[str, str]]:
+        """The command-line flags that make this run a subset of its suite, as (flag, value)."""
+        out = []
+        for name in ("datasets", "backbones", "variants", "seeds"):
+            value = getattr(self, name)
+            if value is not None:
+                out.append((name, ",".join(map(str, value))))
+        for name in ("recipe", "rescale_factor", "match_norm", "max_docs", "max_queries"):
+            value = getattr(self, name)
+            if value is not None:
+                out.append((name.replace("_", "-"), f"{value:g}" if isinstance(value, float) else str(value)))
+        return out
 
 
 @dataclass(frozen=True)
 class Condition:
-    """One cell of the result tables: a system on a dataset."""
+    """One cell of the result tables for one seed: a system on a dataset."""
 
     dataset: str
-    system: str
+    system: str  # bm25 | splade
     backbone: str = ""
-    variant: str = ""
+    variant: str = ""  # the row label; variants that share one model are joined: "baseline = x1"
+    variants: tuple[str, ...] = ()  # the variant names behind the label
     factor: str = ""
+    method: str = ""  # how the head was rescaled ("" when it was not)
     trained: bool = False
+    seed: int | None = None
     evaluate: Stage | None = None
     train: Stage | None = None
+    search: Stage | None = None
+    backbone_stage: Stage | None = None
+    command: str = ""  # the command that reproduces this row
 
     @property
     def system_key(self) -> tuple[str, str, str, bool]:
-        """What identifies a row of the result tables: the same system on every dataset."""
+        """What identifies a row of the result tables: the same system on every dataset and seed."""
         return (self.system, self.backbone, self.variant, self.trained)
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.system == "splade" and BASELINE in self.variants
 
     def row(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "system": self.system, "backbone": self.backbone, "variant": self.variant,
-                "factor": self.factor, "trained": self.trained}
+                "variants": list(self.variants), "factor": self.factor, "method": self.method,
+                "trained": self.trained, "seed": self.seed, "command": self.command}
 
 
 @dataclass
@@ -70,8 +99,11 @@ class Plan:
     max_queries: int | None = None
     dataset_measures: dict[str, list[str]] = field(default_factory=dict)  # dataset → measures evaluated on it
     backbones: list[str] = field(default_factory=list)
-    variants: dict[str, Any] = field(default_factory=dict)  # variant name → Rescale spec
+    variants: dict[str, Any] = field(default_factory=dict)  # variant name → (Rescale spec, recipe overrides)
     recipe: dict[str, Any] | None = None  # the training recipe as data, None: untrained only
+    seeds: list[int] = field(default_factory=list)
+    subset: str | None = None  # a label when the command line narrowed the suite, else None
+    suite_arg: str = ""  # the --suite value as given (for the reproduce commands)
 
     def summary(self) -> str:
         """The matrix in a few lines: what --dry-run prints before the stage list."""
@@ -83,26 +115,30 @@ class Plan:
             lines.append(f"matrix: {len(self.backbones)} backbone(s) × {len(self.variants)} variant(s)"
                          f" ({' + '.join(states)}) = {len(splade)} SPLADE system(s)"
                          f"{' + BM25' if self.suite.bm25 is not None else ''}; {len(systems)} system(s) × "
-                         f"{len(self.datasets)} dataset(s) = {len(self.conditions)} conditions")
+                         f"{len(self.datasets)} dataset(s) = {len({(c.system_key, c.dataset) for c in self.conditions})}"
+                         f" conditions" + (f", {len(self.seeds)} seeds each" if len(self.seeds) > 1 and self.recipe else ""))
             lines.append(f"backbones: {', '.join(self.backbones)}")
-            lines.append("variants: " + "; ".join(f"{n} ({_describe_rescale(v)})" for n, v in self.variants.items()))
+            lines.append("variants: " + "; ".join(f"{n} ({_describe_variant(*v)})" for n, v in self.variants.items()))
             if self.recipe is not None:
                 r = self.recipe
                 lines.append(f"training: recipe {r.get('name')} — {r.get('description', '')}")
-                keys = ("loss", "dataset", "negatives", "batch_size", "max_steps", "epochs", "learning_rate", "lambda_q", "lambda_d")
-                lines.append("  " + ", ".join(f"{k}={r[k]}" for k in keys if k in r))
+                keys = ("loss", "dataset", "negatives", "batch_size", "max_steps", "epochs", "learning_rate",
+                        "lambda_q", "lambda_d", "max_grad_norm")
+                lines.append("  " + ", ".join(f"{k}={r[k]}" for k in keys if k in r) + f"; seeds {self.seeds}")
             else:
                 lines.append("training: none (untrained backbones)")
         else:
             lines.append(f"matrix: BM25 × {len(self.datasets)} dataset(s) = {len(self.conditions)} conditions")
-        subset = f" (subset: max_docs={self.max_docs}, max_queries={self.max_queries})" if self.max_docs or self.max_queries else ""
-        lines.append(f"datasets ({len(self.datasets)}){subset}: {', '.join(self.datasets)}")
+        cut = f" (max_docs={self.max_docs}, max_queries={self.max_queries})" if self.max_docs or self.max_queries else ""
+        lines.append(f"datasets ({len(self.datasets)}){cut}: {', '.join(self.datasets)}")
+        if self.subset:
+            lines.append(f"subset of the suite: {self.subset}")
         for group, members in self.groups.items():
             lines.append(f"  {group}: mean over {len(members)} members")
         lines.append(f"measures: {', '.join(self.measures)}")
         counts: dict[str, int] = {}
         for stage in self.stages():
-            counts[stage.kind] = counts.get(stage.kind, 0) + 1
+            counts[stage.kind.name] = counts.get(stage.kind.name, 0) + 1
         lines.append("stages: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + f" ({sum(counts.values())} in all)")
         return "\n".join(lines)
 
@@ -128,15 +164,17 @@ def _fmt_factor(f: float) -> str:
     return f"{f:g}"
 
 
-def _describe_rescale(spec: Any) -> str:
+def _describe_variant(spec: Any, overrides: dict[str, Any]) -> str:
     if spec.mode == "none":
-        return "MLM head as pretrained"
-    what = f"head × {spec.factor:g}" if spec.mode == "factor" else f"head norm matched to {spec.match}"
-    return what + (", bias scaled too" if spec.scale_bias else ", bias kept")
+        text = "MLM head as pretrained"
+    else:
+        text = f"head × {spec.factor:g}" if spec.mode == "factor" else f"head matched to {spec.match}"
+        text += ", bias scaled too" if spec.scale_bias else ", bias kept"
+    return text + "".join(f", {k} = {v:g}" if isinstance(v, float) else f", {k} = {v}" for k, v in sorted(overrides.items()))
 
 
 def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variants: bool = False) -> dict[str, Any]:
-    """Variant name → Rescale spec; every bad name is reported at once with the valid ones."""
+    """Variant name → (Rescale spec, recipe overrides); every bad name is reported at once with the valid ones."""
     from benchmark.rescale import Rescale
 
     assert suite.splade is not None
@@ -148,11 +186,14 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
     elif opts.match_norm is not None:
         mode, match, factor = "match", opts.match_norm, None
     table: dict[str, Any] = {
-        "baseline": Rescale(mode="none"),
-        "rescaled": Rescale(mode=mode, factor=factor, match=match, scale_bias=rs.scale_bias),
+        BASELINE: (Rescale(mode="none"), {}),
+        "rescaled": (Rescale(mode=mode, factor=factor, match=match, scale_bias=rs.scale_bias), {}),
     }
     for f in suite.splade.sweep:
-        table[f"x{_fmt_factor(f)}"] = Rescale(mode="factor", factor=f, scale_bias=rs.scale_bias)
+        table[f"x{_fmt_factor(f)}"] = (Rescale(mode="factor", factor=f, scale_bias=rs.scale_bias), {})
+    for v in suite.splade.extra_variants:
+        spec = Rescale(mode="factor", factor=v.factor, scale_bias=rs.scale_bias) if v.factor is not None else Rescale()
+        table[v.name] = (spec, dict(v.overrides))
     if all_variants:
         return table
     bad = [n for n in names if n not in table]
@@ -161,7 +202,18 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
     return {n: table[n] for n in names}
 
 
-def _rescale_label(spec: Any) -> str:
+def _identity(spec: Any, backbone: str) -> bool:
+    """The spec leaves ``backbone``'s weights as they are: factor 1, or a head matched to itself."""
+    from benchmark.backbone import backbone_key
+
+    if spec.mode == "factor":
+        return spec.factor == 1.0
+    if spec.mode == "match" and isinstance(spec.match, str):
+        return backbone_key(spec.match) == backbone_key(backbone)
+    return spec.mode == "none"
+
+
+def _factor_label(spec: Any) -> str:
     if spec.mode == "none":
         return "1"
     if spec.mode == "factor":
@@ -195,7 +247,45 @@ def _select_datasets(suite: Suite, requested: Sequence[str], problems: list[str]
     return list(dict.fromkeys(datasets)), list(dict.fromkeys(columns)), groups
 
 
-def build_plan(suite: Suite, opts: Options, problems: list[str] | None = None) -> Plan:
+def subset_label(opts: Options) -> str | None:
+    """A short, filesystem-safe name for what the command line narrowed (None: the whole suite)."""
+    import hashlib
+    import re
+
+    parts = []
+    for flag, value in opts.narrowing():
+        if flag == "datasets":
+            value = "+".join(_short_dataset(d) for d in value.split(","))
+        parts.append(f"{flag}={value}")
+    if not parts:
+        return None
+    label = re.sub(r"[^A-Za-z0-9=+,.:_-]", "_", ",".join(parts))
+    if len(label) > 80:
+        label = label[:60] + "-" + hashlib.sha1(label.encode()).hexdigest()[:8]
+    return label
+
+
+def _short_dataset(name: str) -> str:
+    ref = DatasetRef(name)
+    if ref.local is not None:
+        return ref.local[0].name
+    parts = name.split("/")
+    return parts[1] if parts[0] == "beir" and len(parts) > 1 else parts[-1]
+
+
+def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
+    """The command that recomputes one table row (a narrowing of the suite run)."""
+    args = ["python", "-m", "benchmark.run", "--suite", suite_arg]
+    flags = dict(opts.narrowing())
+    flags.update({k: str(v) for k, v in row.items() if v is not None})
+    for flag in ("datasets", "backbones", "variants", "seeds", "recipe", "rescale-factor", "match-norm",
+                 "max-docs", "max-queries"):
+        if flag in flags:
+            args += [f"--{flag}", flags[flag]]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def build_plan(suite: Suite, opts: Options, problems: list[str] | None = None, suite_arg: str | None = None) -> Plan:
     """The plan for ``suite`` under ``opts``.
 
     Every problem found (datasets outside the suite, unknown variants, an unknown recipe) is
@@ -204,30 +294,34 @@ def build_plan(suite: Suite, opts: Options, problems: list[str] | None = None) -
     """
     found: list[str] = [] if problems is None else problems
     start = len(found)
-    plan = _build_plan(suite, opts, found)
+    plan = _build_plan(suite, opts, found, suite_arg or suite.name)
     if problems is None and len(found) > start:
         raise BenchmarkError(" | ".join(found[start:]))
     return plan
 
 
-def _build_plan(suite: Suite, opts: Options, problems: list[str]) -> Plan:
+def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str) -> Plan:
     datasets, columns, groups = _select_datasets(suite, opts.datasets or list(suite.datasets), problems)
-    plan = Plan(suite, datasets, suite.all_measures(), columns=columns, groups=groups)
+    plan = Plan(suite, datasets, suite.all_measures(), columns=columns, groups=groups, suite_arg=suite_arg)
     plan.dataset_measures = {name: suite.measures_of(name) for name in datasets}
     max_docs = opts.max_docs if opts.max_docs is not None else suite.max_docs
     max_queries = opts.max_queries if opts.max_queries is not None else suite.max_queries
     plan.max_docs, plan.max_queries = max_docs, max_queries
+    plan.subset = subset_label(opts)
 
     def evaluate(search: Stage, name: str) -> Stage:
         t, c = data_stages(name, max_docs, max_queries)
-        return Stage("evaluate", {"measures": sorted(suite.measures_of(name))}, {"run": search, "topics": t, "corpus": c})
+        return Stage(Evaluate, Evaluate.Config(tuple(sorted(suite.measures_of(name)))),
+                     {"run": search, "topics": t, "corpus": c})
 
     for name in datasets:
         if suite.bm25 is not None:
             topics, corpus = data_stages(name, max_docs, max_queries)
-            idx = Stage("index", {"type": "bm25"}, {"source": corpus})
-            search = Stage("search", {"k": suite.k, "k1": suite.bm25.k1, "b": suite.bm25.b}, {"index": idx, "queries": topics})
-            plan.conditions.append(Condition(name, "bm25", evaluate=evaluate(search, name)))
+            idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
+            search = Stage(Search, Search.Config(suite.k, suite.bm25.k1, suite.bm25.b, suite.removes_query(name)),
+                           {"index": idx, "queries": topics})
+            plan.conditions.append(Condition(name, "bm25", evaluate=evaluate(search, name), search=search,
+                                             command=reproduce_command(suite_arg, opts)))
 
     if suite.splade is None:
         return plan
@@ -247,37 +341,51 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str]) -> Plan:
             train_inputs = _train_inputs(suite, recipe_name)
         except BenchmarkError as exc:
             problems.append(str(exc))
-    plan.backbones, plan.variants = list(backbones), dict(variants)
+    seeds = list(opts.seeds or sp.seeds)
+    plan.backbones, plan.variants, plan.seeds = list(backbones), dict(variants), seeds
     plan.recipe = train_inputs[0] if train_inputs is not None else None
     e = suite.encode
-    doc_cfg = {"max_length": e.max_doc_length, "batch_size": e.batch_size, "shard_size": e.shard_size,
-               "scale": e.scale, "precision": e.precision}
-    query_cfg = {"max_length": e.max_query_length, "batch_size": e.batch_size, "scale": e.scale, "precision": e.precision}
+    doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation)
+    query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
     for backbone in backbones:
-        for vname, spec in variants.items():
-            init = Stage("backbone", {"backbone": backbone, "rescale": dataclasses.asdict(spec)})
-            models: list[tuple[Stage, Stage | None]] = []
+        # variants that give the same weights and training share one stage and one row
+        arms: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
+        from benchmark.rescale import Rescale
+
+        for vname, (spec, overrides) in variants.items():
+            spec = Rescale(mode="none") if _identity(spec, backbone) else spec
+            key = repr((dataclasses.asdict(spec), sorted(overrides.items())))
+            arms.setdefault(key, ([], spec, overrides))[0].append(vname)
+        for vnames, spec, overrides in arms.values():
+            label = " = ".join(vnames)
+            init = Stage(Backbone, Backbone.Config(backbone, dataclasses.asdict(spec)))
+            models: list[tuple[Stage, Stage | None, int | None]] = []
             if train_inputs is not None:
                 recipe, mined = train_inputs
-                train = Stage("train", {"recipe": recipe, "seed": sp.seed}, {"init": init, "triples": mined}, resumable=True)
-                models.append((train, train))
-            if train_inputs is None or sp.untrained:
-                models.append((init, None))
-            for model, train in models:
+                for seed in seeds:
+                    train = Stage(Train, Train.Config(recipe, seed, dict(overrides)), {"init": init, "triples": mined})
+                    models.append((train, train, seed))
+            if (train_inputs is None or sp.untrained) and not overrides:
+                models.append((init, None, None))
+            for model, train, seed in models:
+                row = {"backbones": backbone, "variants": vnames[0]}
                 for name in datasets:
                     topics, corpus = data_stages(name, max_docs, max_queries)
-                    encode = Stage("encode", doc_cfg, {"model": model, "corpus": corpus}, resumable=True)
-                    queries = Stage("queries", query_cfg, {"model": model, "topics": topics})
-                    idx = Stage("index", {"type": "impact"}, {"source": encode})
-                    search = Stage("search", {"k": suite.k}, {"index": idx, "queries": queries})
+                    encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
+                    queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
+                    idx = Stage(Index, Index.Config("impact"), {"source": encode})
+                    search = Stage(Search, Search.Config(suite.k, remove_query=suite.removes_query(name)),
+                                   {"index": idx, "queries": queries, "docs": encode})
                     plan.conditions.append(Condition(
-                        name, "splade", backbone, vname, _rescale_label(spec), trained=train is not None,
-                        evaluate=evaluate(search, name), train=train))
+                        name, "splade", backbone, label, tuple(vnames), _factor_label(spec),
+                        getattr(spec, "method", "") if spec.mode != "none" else "", trained=train is not None,
+                        seed=seed, evaluate=evaluate(search, name), train=train, search=search, backbone_stage=init,
+                        command=reproduce_command(suite_arg, opts, **row)))
     return plan
 
 
 def _train_inputs(suite: Suite, recipe_name: str) -> tuple[dict[str, Any], Stage]:
-    """The recipe (as data, so edits to it re-key the stage) and the mined-triples stage it trains on."""
+    """The recipe (as data, so edits to it re-key the stage) and the triples stage it trains on."""
     from benchmark.train import load_recipe
 
     recipe = load_recipe(recipe_name)
@@ -286,16 +394,16 @@ def _train_inputs(suite: Suite, recipe_name: str) -> tuple[dict[str, Any], Stage
     if not dataset:
         raise BenchmarkError(f"recipe {recipe_name!r} names no training dataset; add dataset = \"<ir_datasets id>\" to it")
     negatives = as_dict.get("negatives", "bm25")
-    seed = suite.splade.seed if suite.splade else 42
+    seed = suite.splade.data_seed if suite.splade else 42
     # Enough examples for the whole run, when the recipe bounds it by steps.
     limit = as_dict["max_steps"] * as_dict["batch_size"] if as_dict.get("max_steps", -1) > 0 else 0
     if negatives != "bm25":
-        return as_dict, Stage("triples", {"negatives": negatives, "dataset": dataset, "limit": limit})
+        return as_dict, Stage(Triples, Triples.Config(negatives, dataset=dataset, limit=limit))
     topics, corpus = data_stages(dataset, None, as_dict.get("max_train_queries"))
-    idx = Stage("index", {"type": "bm25"}, {"source": corpus})
+    idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
     bm25 = suite.bm25 or Bm25()  # mining uses BM25 even in a suite that does not report it
-    search = Stage("search", {"k": TRAIN_SEARCH_K, "k1": bm25.k1, "b": bm25.b}, {"index": idx, "queries": topics})
-    mined = Stage("triples", {"negatives": "bm25", "depth": MINE_DEPTH, "seed": seed, "limit": limit},
+    search = Stage(Search, Search.Config(TRAIN_SEARCH_K, bm25.k1, bm25.b), {"index": idx, "queries": topics})
+    mined = Stage(Triples, Triples.Config("bm25", depth=MINE_DEPTH, seed=seed, limit=limit),
                   {"topics": topics, "corpus": corpus, "run": search})
     return as_dict, mined
 
@@ -303,17 +411,16 @@ def _train_inputs(suite: Suite, recipe_name: str) -> tuple[dict[str, Any], Stage
 def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tuple[Stage, Stage]:
     """(topics, corpus) of a dataset. Query sets that share documents share the corpus stage (and so
     its encodings and indexes), unless a subset is cut: then the corpus keeps the topics' judged docs."""
-    from benchmark.data import corpus_fingerprint, corpus_source
+    from benchmark.data import corpus_source
 
     ref = DatasetRef(name)
     dataset = str(ref.local[0]) + "@" + ref.local[1] if ref.local is not None else name
-    topics = Stage("topics", {"dataset": dataset, "key": ref.key(), "max_queries": max_queries, "seed": 0})
+    topics = Stage(Topics, Topics.Config(dataset, max_queries, 0))
     try:
         source = corpus_source(name)
     except Exception:  # an unknown id: validation reports it; the plan only needs a placeholder
         source = name
-    corpus_cfg = {"source": source, "fingerprint": corpus_fingerprint(name), "max_docs": max_docs, "seed": 0}
-    corpus = Stage("corpus", corpus_cfg, {"topics": topics} if max_docs is not None else {})
+    corpus = Stage(Corpus, Corpus.Config(source, max_docs, 0), {"topics": topics} if max_docs is not None else {})
     return topics, corpus
 
 
@@ -327,28 +434,3 @@ def parse_list(value: str | None) -> list[str] | None:
 def check_factor(value: float | None) -> None:
     if value is not None and (not math.isfinite(value) or value <= 0):
         raise BenchmarkError(f"rescale factor {value!r} is not a positive finite number; pass e.g. --rescale-factor 0.25")
-
-
-def describe(stage: Stage) -> str:
-    cfg = stage.config
-    if stage.kind == "topics":
-        return f"{cfg['dataset']}" + (f" (max_queries={cfg['max_queries']})" if cfg["max_queries"] else "")
-    if stage.kind == "corpus":
-        return f"{cfg['source']}" + (f" (max_docs={cfg['max_docs']})" if cfg["max_docs"] else "")
-    if stage.kind == "backbone":
-        r = cfg["rescale"]
-        return f"{cfg['backbone']} rescale={r.get('mode')}" + (f" factor={r.get('factor')}" if r.get("factor") else "") + (f" match={r.get('match')}" if r.get("match") else "")
-    if stage.kind == "train":
-        return f"recipe={cfg['recipe'].get('name')} seed={cfg['seed']}"
-    if stage.kind == "index":
-        return f"{cfg['type']}"
-    if stage.kind == "search":
-        return f"top-{cfg['k']}"
-    if stage.kind == "evaluate":
-        return ", ".join(cfg["measures"])
-    if stage.kind in ("encode", "queries"):
-        return f"max length {cfg['max_length']}, impacts round(w·{cfg['scale']}), {cfg['precision']}"
-    if stage.kind == "triples":
-        return f"BM25 negatives from top-{cfg['depth']}" if cfg["negatives"] == "bm25" else f"{cfg['negatives']} from {cfg['dataset']}"
-    return ""
-

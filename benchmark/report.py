@@ -591,8 +591,8 @@ def make_manifest(plan: Any, store: Store) -> dict[str, Any]:
             "conditions": collect_rows(plan, store)}
 
 
-def write_suite_results(plan: Any, store: Store, results_dir: Path) -> Path:
-    out_dir = Path(results_dir) / plan.suite.name
+def write_suite_results(plan: Any, store: Store, out_dir: Path) -> Path:
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = make_manifest(plan, store)
     write_json(out_dir / MANIFEST, manifest)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from benchmark import encode as encode_mod
-from benchmark.encode import SHARD, encode_docs_stage
+from benchmark.encode import SHARD, encode_docs_stage, read_shard_stats
 
 WORDS = ("vitamin deficiency tuberculosis risk microglia macrophage nervous system aspirin trial brca1 "
          "mutation cancer cell protein gene expression patients randomized cohort").split()
@@ -29,13 +29,13 @@ def _read(docs_dir) -> tuple[dict[str, dict], np.ndarray]:
         for line in part.read_text().splitlines():
             row = json.loads(line)
             vectors[row["id"]] = row["vector"]
-    df = sum(np.load(p) for p in sorted(docs_dir.glob("part-*.df.npy")))
+    df = sum(read_shard_stats(p)[0] for p in sorted(docs_dir.glob("part-*.jsonl")))
     return vectors, df
 
 
 def test_pooled_shards_equal_inline_shards(tmp_path, bert_tiny, monkeypatch):
     corpus = _corpus(tmp_path / "data", 47)
-    kw = {"max_length": 48, "batch_size": 8, "scale": 100, "progress": False}
+    kw = {"max_length": 48, "batch_size": 8, "progress": False}
     pools = []
     make_pool = encode_mod._writer_pool
     monkeypatch.setattr(encode_mod, "_writer_pool", lambda *a: pools.append(make_pool(*a)) or pools[-1])

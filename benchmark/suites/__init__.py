@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from benchmark.config import from_dict, load_toml
 from benchmark.errors import BenchmarkError, unknown
@@ -22,8 +23,8 @@ class Encode:
     max_query_length: int = 64
     batch_size: int = 32
     shard_size: int = 10000
-    scale: int = 100  # quantisation: impact = round(w · scale)
     precision: str = "float32"
+    attn_implementation: str = "sdpa"  # pinned: part of the encode stages' ids and records
 
 
 @dataclass(frozen=True)
@@ -37,14 +38,27 @@ class RescaleSettings:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A named arm beyond baseline/rescaled/x<f>: a head factor and recipe overrides (e.g. λ chosen so
+    that FLOPS match the baseline's, separating the head's scale from the density it trains to)."""
+
+    name: str
+    factor: float | None = None  # None: the head as pretrained
+    overrides: dict[str, Any] = field(default_factory=dict)  # recipe keys for this arm (lambda_q, lambda_d)
+    note: str = ""  # why this arm exists, shown in --dry-run
+
+
+@dataclass(frozen=True)
 class Splade:
     backbones: list[str]
     variants: list[str] = field(default_factory=lambda: ["baseline"])
     recipe: str | None = None  # None: the untrained backbone only
     untrained: bool = False  # with a recipe, also evaluate the untrained backbone
     sweep: list[float] = field(default_factory=list)  # extra variants x<factor>
+    extra_variants: list[Variant] = field(default_factory=list)
     rescale: RescaleSettings = field(default_factory=RescaleSettings)
-    seed: int = 42
+    seeds: list[int] = field(default_factory=lambda: [42])  # one training run per seed
+    data_seed: int = 42  # negatives mining: shared by every seed, so seeds differ by training only
 
 
 @dataclass(frozen=True)
@@ -110,6 +124,19 @@ class Suite:
     dataset_measures: dict[str, list[str]] = field(default_factory=dict)
     table: Table = field(default_factory=Table)
     expected: list[Expected] = field(default_factory=list)  # the 2CR-style regression table
+    # dataset or group → drop the hit whose id equals the query id (Pyserini's --remove-query);
+    # unlisted datasets: on for BEIR (ids beir/… and local BEIR folders), as 2CR scores BEIR
+    remove_query: dict[str, bool] = field(default_factory=dict)
+
+    def removes_query(self, dataset: str) -> bool:
+        if dataset in self.remove_query:
+            return self.remove_query[dataset]
+        for group, members in self.groups.items():
+            if dataset in members and group in self.remove_query:
+                return self.remove_query[group]
+        from benchmark.data import DatasetRef
+
+        return dataset.startswith("beir/") or DatasetRef(dataset).local is not None
 
     def known_datasets(self) -> list[str]:
         """Every name --datasets accepts: the datasets, the optional ones, the groups and their members."""

@@ -1,0 +1,43 @@
+"""The stage kinds, one module each, in pipeline order:
+
+topics, corpus → backbone (+ rescale) → triples → train → encode, queries → index → search → evaluate.
+
+``KINDS`` maps a kind's name to its class (a registry that refuses duplicates). Importing this
+package imports no heavy library: each kind imports torch, transformers or pyserini inside ``run``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from benchmark.registry import Registry
+from benchmark.stage import StageKind
+from benchmark.stages.backbone import Backbone
+from benchmark.stages.corpus import Corpus
+from benchmark.stages.encode import Encode
+from benchmark.stages.evaluate import Evaluate
+from benchmark.stages.index import Index
+from benchmark.stages.queries import Queries
+from benchmark.stages.search import Search
+from benchmark.stages.topics import Topics
+from benchmark.stages.train import Train
+from benchmark.stages.triples import Triples
+
+KINDS: Registry[type[StageKind]] = Registry("stage kind")
+for _kind in (Topics, Corpus, Backbone, Triples, Train, Encode, Queries, Index, Search, Evaluate):
+    KINDS.register(_kind.name, _kind)
+
+
+@dataclass
+class Context:
+    """How stages run in this process (not part of any id): threads, progress bars, the log."""
+
+    threads: int = 1
+    progress: bool = True
+    log: Callable[[str], None] = print
+    extra: dict[str, Any] | None = None
+
+
+__all__ = ["KINDS", "Context", "Topics", "Corpus", "Backbone", "Triples", "Train", "Encode", "Queries", "Index",
+           "Search", "Evaluate"]

@@ -1,0 +1,65 @@
+"""The corpus stage: a collection's documents as a Pyserini JsonCollection (``corpus/docs.jsonl``).
+
+Query sets that share documents share this stage (MS MARCO dev, DL19 and DL20 encode and index the
+8.8M passages once per model). A subset (``max_docs``) keeps every document its topics judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.stage import Inputs, StageKind
+
+
+class Corpus(StageKind):
+    name = "corpus"
+    VERSION = 1
+    optional_parents = ("topics",)  # with max_docs: the judged documents to keep
+    sources = ("benchmark.data", "benchmark.stages.corpus")
+
+    @dataclass(frozen=True)
+    class Config:
+        source: str  # the dataset that owns the documents (ir_datasets docs parent, or a local folder)
+        max_docs: int | None = None
+        seed: int = 0
+
+    @classmethod
+    def external(cls, config: Config) -> dict[str, Any]:
+        from benchmark.data import corpus_fingerprint
+
+        fingerprint = corpus_fingerprint(config.source)
+        return {"content": fingerprint} if fingerprint is not None else {}
+
+    @classmethod
+    def describe(cls, config: Config) -> str:
+        return config.source + (f" (max_docs={config.max_docs})" if config.max_docs else "")
+
+    @classmethod
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+        from benchmark.data import materialise_corpus
+        from benchmark.stages.topics import Topics
+
+        keep = Topics.judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()
+        return materialise_corpus(config.source, out, config.max_docs, config.seed, keep, ctx.progress)
+
+    # readers for later stages
+    @staticmethod
+    def collection(folder: Path) -> Path:
+        """The JsonCollection folder (what the BM25 index reads)."""
+        return Path(folder) / "corpus"
+
+    @staticmethod
+    def docs(folder: Path) -> Iterator[tuple[str, str]]:
+        from benchmark.data import iter_docs
+
+        return iter_docs(folder)
+
+    @staticmethod
+    def docids(folder: Path) -> list[str]:
+        from benchmark.data import read_docids
+
+        return read_docids(folder)
+

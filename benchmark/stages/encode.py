@@ -1,0 +1,72 @@
+"""The encode stage: a SPLADE model turns a corpus into integer impact vectors.
+
+``docs/part-NNNNN.jsonl`` are Pyserini JsonVectorCollection shards (``{token: impact}``, impacts
+``round(w · QUANT_SCALE)``), each with its per-term document frequencies; ``df.npy`` sums them (for
+FLOPS). Shards appear whole, so a killed encode resumes at the first missing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.stage import Inputs, StageKind
+
+
+class Encode(StageKind):
+    name = "encode"
+    VERSION = 1
+    parents = ("model", "corpus")
+    resumable = True
+    device = "gpu"
+    sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.encode")
+
+    @dataclass(frozen=True)
+    class Config:
+        max_length: int = 256
+        batch_size: int = 32
+        shard_size: int = 10000
+        precision: str = "float32"
+        attn_implementation: str = "sdpa"
+
+    @classmethod
+    def describe(cls, config: Config) -> str:
+        from benchmark.splade import QUANT_SCALE
+
+        return (f"max length {config.max_length}, impacts round(w·{QUANT_SCALE}), {config.precision}, "
+                f"{config.attn_implementation} attention")
+
+    @classmethod
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+        from benchmark.encode import encode_docs_stage
+
+        return encode_docs_stage(_model(inputs), inputs.path("corpus"), out, max_length=config.max_length,
+                                 batch_size=config.batch_size, shard_size=config.shard_size,
+                                 precision=config.precision, attn_implementation=config.attn_implementation,
+                                 progress=ctx.progress)
+
+    @classmethod
+    def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
+        corpus = parents.get("corpus", {}).get("documents")
+        if corpus is not None and record.get("documents") != corpus:
+            return f"{record.get('documents')} documents encoded, but the corpus holds {corpus}"
+        return None
+
+    # readers for later stages
+    @staticmethod
+    def shards(folder: Path) -> Path:
+        """The JsonVectorCollection folder (what the impact index reads)."""
+        return Path(folder) / "docs"
+
+    @staticmethod
+    def df(folder: Path) -> Any:
+        import numpy as np
+
+        return np.load(Path(folder) / "df.npy")
+
+
+def _model(inputs: Inputs) -> Path:
+    """The parent model's checkpoint folder: a backbone stage or a train stage both keep it in model/."""
+    return Path(inputs.path("model")) / "model"

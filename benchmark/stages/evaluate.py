@@ -1,0 +1,47 @@
+"""The evaluate stage: ir_measures on a search stage's run, per query (``perquery.tsv``, for the
+significance tests) and aggregated over every judged query (0 where the run has none, as trec_eval -c)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.stage import Inputs, StageKind
+
+
+class Evaluate(StageKind):
+    name = "evaluate"
+    VERSION = 1
+    parents = ("run", "topics", "corpus")
+    sources = ("benchmark.evaluate", "benchmark.stages.evaluate")
+
+    @dataclass(frozen=True)
+    class Config:
+        measures: tuple[str, ...]  # ir_measures strings, canonical and sorted
+
+    @classmethod
+    def describe(cls, config: Config) -> str:
+        return ", ".join(config.measures)
+
+    @classmethod
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+        from benchmark.evaluate import evaluate_stage
+        from benchmark.stages.search import Search
+
+        return evaluate_stage(Search.run_file(inputs.path("run")), inputs.path("topics"), inputs.path("corpus"),
+                              list(config.measures), out)
+
+    @classmethod
+    def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
+        topics = parents.get("topics", {}).get("queries")
+        if topics is not None and record.get("queries") != topics:
+            return f"{record.get('queries')} queries evaluated, but the topics hold {topics}"
+        return None
+
+    @staticmethod
+    def perquery(folder: Path) -> dict[str, dict[str, float]]:
+        from benchmark.evaluate import read_perquery
+
+        return read_perquery(folder)

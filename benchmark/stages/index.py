@@ -1,0 +1,82 @@
+"""The index stage: a Lucene index. ``bm25`` indexes a corpus stage's JsonCollection; ``impact`` an
+encode stage's JsonVectorCollection shards, with ``--impact --pretokenized``."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.stage import Inputs, StageKind
+
+
+def _bm25_input(folder: Path) -> Path:
+    from benchmark.stages.corpus import Corpus
+
+    return Corpus.collection(folder)
+
+
+def _impact_input(folder: Path) -> Path:
+    from benchmark.stages.encode import Encode
+
+    return Encode.shards(folder)
+
+
+def _builder(index_type: str) -> Callable[..., None]:
+    from benchmark import lucene
+
+    return {"bm25": lucene.build_bm25_index, "impact": lucene.build_impact_index}[index_type]
+
+
+#: index type → (parent stage kind, the parent's collection folder)
+INDEX_TYPE_TO_SOURCE: dict[str, tuple[str, Callable[[Path], Path]]] = {
+    "bm25": ("corpus", _bm25_input),
+    "impact": ("encode", _impact_input),
+}
+
+
+class Index(StageKind):
+    name = "index"
+    VERSION = 1
+    parents = ("source",)
+    sources = ("benchmark.lucene", "benchmark.stages.index")
+
+    @dataclass(frozen=True)
+    class Config:
+        type: str  # bm25 | impact
+
+    @classmethod
+    def describe(cls, config: Config) -> str:
+        return config.type
+
+    @classmethod
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+        from benchmark import faults, lucene
+        from benchmark.errors import BenchmarkError
+
+        _, collection = INDEX_TYPE_TO_SOURCE[config.type]
+        target = out / "index"
+        if target.exists():  # a half-built Lucene index is never reused
+            shutil.rmtree(target)
+        _builder(config.type)(collection(inputs.path("source")), target, ctx.threads)
+        faults.point("index:built")
+        stats = lucene.index_stats(target)
+        if stats["documents"] == 0:
+            raise BenchmarkError(f"the {config.type} index holds no documents; check the {inputs.path('source')} stage")
+        return {"type": config.type, **stats}
+
+    @classmethod
+    def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
+        source = parents.get("source")
+        if not source or "documents" not in source:
+            return None
+        expected = source["documents"] - source.get("empty_documents", 0)  # Lucene skips empty documents
+        if record.get("documents") != expected:
+            return f"the index holds {record.get('documents')} documents, but its source has {expected} to index"
+        return None
+
+    @staticmethod
+    def lucene_index(folder: Path) -> Path:
+        return Path(folder) / "index"

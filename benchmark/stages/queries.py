@@ -1,0 +1,62 @@
+"""The queries stage: a SPLADE model turns a query set into ``queries.jsonl`` of ``{token: impact}``,
+with ``qf.npy`` (per-term query frequencies, for FLOPS)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.stage import Inputs, StageKind
+
+
+class Queries(StageKind):
+    name = "queries"
+    VERSION = 1
+    parents = ("model", "topics")
+    device = "gpu"
+    sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.queries")
+
+    @dataclass(frozen=True)
+    class Config:
+        max_length: int = 64
+        batch_size: int = 32
+        precision: str = "float32"
+        attn_implementation: str = "sdpa"
+
+    @classmethod
+    def describe(cls, config: Config) -> str:
+        from benchmark.splade import QUANT_SCALE
+
+        return (f"max length {config.max_length}, impacts round(w·{QUANT_SCALE}), {config.precision}, "
+                f"{config.attn_implementation} attention")
+
+    @classmethod
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+        from benchmark.encode import encode_queries_stage
+
+        return encode_queries_stage(Path(inputs.path("model")) / "model", inputs.path("topics"), out,
+                                    max_length=config.max_length, batch_size=config.batch_size,
+                                    precision=config.precision, attn_implementation=config.attn_implementation,
+                                    progress=ctx.progress)
+
+    @classmethod
+    def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
+        topics = parents.get("topics", {}).get("queries")
+        if topics is not None and record.get("queries") != topics:
+            return f"{record.get('queries')} queries encoded, but the topics hold {topics}"
+        return None
+
+    # readers for later stages
+    @staticmethod
+    def vectors(folder: Path) -> dict[str, dict[str, int]]:
+        from benchmark.encode import read_query_vectors
+
+        return read_query_vectors(folder)
+
+    @staticmethod
+    def qf(folder: Path) -> Any:
+        import numpy as np
+
+        return np.load(Path(folder) / "qf.npy")

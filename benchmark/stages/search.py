@@ -1,0 +1,110 @@
+"""The search stage: top-k retrieval from an index into a TREC run file (``run.trec``).
+
+BM25 searches the topics' query texts; impact search the queries stage's pre-encoded vectors, and
+records FLOPS from the encode stage's document frequencies (a declared parent). With
+``remove_query`` (on for BEIR, as Pyserini's ``--remove-query`` in 2CR) a hit whose document id
+equals the query id is dropped after retrieving k, so recall at k matches 2CR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.stage import Inputs, StageKind
+
+RUN = "run.trec"
+RUN_TAG = "benchmark"
+
+
+def format_run(hits: Mapping[str, list[tuple[str, float]]]) -> str:
+    lines = []
+    for qid, ranked in hits.items():
+        for rank, (docid, score) in enumerate(ranked, 1):
+            lines.append(f"{qid} Q0 {docid} {rank} {score:.6f} {RUN_TAG}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def read_run(path: Path) -> dict[str, list[tuple[str, float]]]:
+    run: dict[str, list[tuple[str, float]]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            qid, _, docid, _, score, _ = line.split()
+            run.setdefault(qid, []).append((docid, float(score)))
+    return run
+
+
+class Search(StageKind):
+    name = "search"
+    VERSION = 1
+    parents = ("index", "queries")
+    optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
+    sources = ("benchmark.lucene", "benchmark.stages.search")
+
+    @dataclass(frozen=True)
+    class Config:
+        k: int = 1000
+        k1: float | None = None  # BM25 only
+        b: float | None = None
+        remove_query: bool = False
+
+    @classmethod
+    def describe(cls, config: Config) -> str:
+        bm25 = f" k1={config.k1} b={config.b}" if config.k1 is not None else ""
+        return f"top-{config.k}{bm25}" + (", self-hits removed" if config.remove_query else "")
+
+    @classmethod
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+        from benchmark import faults, lucene
+        from benchmark.atomic import write_text
+        from benchmark.stages.index import Index
+
+        index_type = inputs.record("index")["type"]
+        index = Index.lucene_index(inputs.path("index"))
+        if index_type == "bm25":
+            from benchmark.stages.topics import Topics
+
+            queries: Mapping[str, Any] = Topics.queries(inputs.path("queries"))
+            hits = lucene.bm25_search(index, queries, k=config.k, threads=ctx.threads, k1=config.k1, b=config.b)
+        else:
+            from benchmark.stages.queries import Queries
+
+            queries = Queries.vectors(inputs.path("queries"))
+            hits = lucene.impact_search(index, queries, k=config.k, threads=ctx.threads)
+        removed = 0
+        if config.remove_query:
+            for qid, ranked in hits.items():
+                kept = [(d, s) for d, s in ranked if d != qid]
+                removed += len(ranked) - len(kept)
+                hits[qid] = kept
+        write_text(out / RUN, format_run(hits))
+        faults.point("search:written")
+        record = {"type": index_type, "queries": len(queries), "k": config.k, "removed_self_hits": removed,
+                  "queries_without_hits": sum(1 for v in hits.values() if not v)}
+        if "docs" in inputs:
+            from benchmark.encode import flops
+            from benchmark.stages.encode import Encode
+            from benchmark.stages.queries import Queries
+
+            docs, query_rec = inputs.record("docs"), inputs.record("queries")
+            record.update({"doc_nnz": docs["doc_nnz"], "query_nnz": query_rec["query_nnz"],
+                           "FLOPS": flops(Encode.df(inputs.path("docs")), docs["documents"],
+                                          Queries.qf(inputs.path("queries")), query_rec["queries"])})
+        return record
+
+    @classmethod
+    def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
+        queries = parents.get("queries", {}).get("queries")
+        if queries is not None and record.get("queries") != queries:
+            return f"{record.get('queries')} queries searched, but its query stage holds {queries}"
+        return None
+
+    @staticmethod
+    def run_file(folder: Path) -> Path:
+        return Path(folder) / RUN
+
+    @staticmethod
+    def hits(folder: Path) -> dict[str, list[tuple[str, float]]]:
+        return read_run(Path(folder) / RUN)

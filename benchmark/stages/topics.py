@@ -1,0 +1,58 @@
+"""The topics stage: the judged queries of one query set (``queries.tsv``) and their qrels (``qrels.txt``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.stage import Inputs, StageKind
+
+
+class Topics(StageKind):
+    name = "topics"
+    VERSION = 1
+    sources = ("benchmark.data", "benchmark.stages.topics")
+
+    @dataclass(frozen=True)
+    class Config:
+        dataset: str  # an ir_datasets id, or a local BEIR folder as an absolute PATH@split
+        max_queries: int | None = None
+        seed: int = 0
+
+    @classmethod
+    def external(cls, config: Config) -> dict[str, Any]:
+        from benchmark.data import DatasetRef
+
+        ref = DatasetRef(config.dataset)
+        return {"content": ref.key()} if ref.local is not None else {}
+
+    @classmethod
+    def describe(cls, config: Config) -> str:
+        return config.dataset + (f" (max_queries={config.max_queries})" if config.max_queries else "")
+
+    @classmethod
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+        from benchmark.data import materialise_topics
+
+        return materialise_topics(config.dataset, out, config.max_queries, config.seed)
+
+    # readers for later stages
+    @staticmethod
+    def queries(folder: Path) -> dict[str, str]:
+        from benchmark.data import read_queries
+
+        return read_queries(folder)
+
+    @staticmethod
+    def qrels(folder: Path) -> Path:
+        from benchmark.data import qrels_path
+
+        return qrels_path(folder)
+
+    @staticmethod
+    def judged_docs(folder: Path) -> set[str]:
+        from benchmark.data import judged_docs
+
+        return judged_docs(folder)
+

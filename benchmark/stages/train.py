@@ -1,0 +1,49 @@
+"""The train stage: SPLADE trained from a backbone on a triples stage, by a recipe and a seed.
+
+Resumable: a killed run continues from its last checkpoint in the partial folder. Under torchrun
+or Ray Train every rank joins the stage that rank 0 claimed; rank 0 saves and publishes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmark.stage import Inputs, StageKind
+
+
+class Train(StageKind):
+    name = "train"
+    VERSION = 1
+    parents = ("init", "triples")
+    resumable = True
+    device = "gpu"
+    sources = ("benchmark.train", "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.pooling",
+               "benchmark.training.telemetry", "benchmark.training.recipe", "benchmark.stages.train")
+
+    @dataclass(frozen=True)
+    class Config:
+        recipe: dict[str, Any]  # the recipe as data: editing it re-keys the stage
+        seed: int = 42
+        overrides: dict[str, Any] = field(default_factory=dict)  # recipe keys a suite variant changes (λ)
+
+    @classmethod
+    def describe(cls, config: Config) -> str:
+        extra = "".join(f" {k}={v}" for k, v in sorted(config.overrides.items()))
+        return f"recipe={config.recipe.get('name')} seed={config.seed}{extra}"
+
+    @classmethod
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+        from benchmark.config import from_dict
+        from benchmark.mine import read_triples
+        from benchmark.stages.backbone import Backbone
+        from benchmark.train import Recipe, train_splade
+
+        recipe = from_dict(Recipe, config.recipe, f"recipe {config.recipe.get('name')!r}")
+        return train_splade(Backbone.model(inputs.path("init")), read_triples(inputs.path("triples")), recipe, out,
+                            seed=config.seed, progress=ctx.progress, overrides=config.overrides or None)
+
+    @staticmethod
+    def model(folder: Path) -> Path:
+        return Path(folder) / "model"

@@ -1,0 +1,44 @@
+"""The triples stage: (query, positive, negative[, score]) training examples, by the recipe's ``negatives``
+(``benchmark.mine``): BM25-mined hard negatives, a collection's own triples, or a Hugging Face dataset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.stage import Inputs, StageKind
+
+
+class Triples(StageKind):
+    name = "triples"
+    VERSION = 1
+    optional_parents = ("topics", "corpus", "run")  # BM25 mining: the training topics, their corpus, a BM25 run
+    sources = ("benchmark.mine", "benchmark.stages.triples")
+
+    @dataclass(frozen=True)
+    class Config:
+        negatives: str  # bm25 | official-triples | dataset-hard-negatives
+        dataset: str | None = None  # the source of official/HF triples
+        depth: int | None = None  # BM25: negatives drawn from the top `depth` non-relevant hits
+        seed: int = 42
+        limit: int = 0  # at most this many triples (0: all)
+
+    @classmethod
+    def describe(cls, config: Config) -> str:
+        if config.negatives == "bm25":
+            return f"BM25 negatives from top-{config.depth}"
+        return f"{config.negatives} from {config.dataset}"
+
+    @classmethod
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+        from benchmark.mine import NEGATIVES_TO_MINER
+
+        options = {k: v for k, v in vars(config).items() if k != "negatives" and v is not None}
+        return NEGATIVES_TO_MINER[config.negatives](dict(inputs.paths), out, **options)
+
+    @staticmethod
+    def file(folder: Path) -> Path:
+        from benchmark.mine import TRIPLES
+
+        return Path(folder) / TRIPLES
