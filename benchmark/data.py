@@ -46,18 +46,15 @@ class DatasetRef:
         return None
 
     def key(self) -> str:
-        """What goes into the stage hash: the id, or the folder's path, split and content fingerprint."""
+        """What goes into the stage hash: the id, or the folder's path, split and content digest."""
         local = self.local
         if local is None:
             return self.name
+        from benchmark.fingerprint import tree_digest
+
         folder, split = local
-        stamp = hashlib.sha256()
-        for rel in (*BEIR_FILES, f"qrels/{split}.tsv"):
-            p = folder / rel
-            if p.exists():
-                st = p.stat()
-                stamp.update(f"{rel}:{st.st_size}:{st.st_mtime_ns}".encode())
-        return f"local:{folder}{LOCAL_SPLIT_SEP}{split}:{stamp.hexdigest()[:12]}"
+        digest = tree_digest(folder, [*BEIR_FILES, f"qrels/{split}.tsv"])
+        return f"local:{folder}{LOCAL_SPLIT_SEP}{split}:{digest[:16]}"
 
 
 def validate_dataset(name: str) -> str | None:
@@ -182,12 +179,13 @@ def corpus_source(name: str) -> str:
 
 
 def corpus_fingerprint(name: str) -> str | None:
-    """For a local folder, its corpus file's size and mtime (edits re-key the stages); None for ids."""
+    """For a local folder, its corpus file's content digest (edits re-key the stages); None for ids."""
     local = DatasetRef(name).local
     if local is None:
         return None
-    st = (local[0] / "corpus.jsonl").stat() if (local[0] / "corpus.jsonl").exists() else None
-    return f"{st.st_size}:{st.st_mtime_ns}" if st else "missing"
+    from benchmark.fingerprint import tree_digest
+
+    return tree_digest(local[0], ["corpus.jsonl"])[:16]
 
 
 def _iter_corpus(source: str) -> Iterator[tuple[str, str]]:

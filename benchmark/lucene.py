@@ -112,12 +112,26 @@ def java_env() -> dict[str, str]:
     return env
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: the kernel SIGKILLs it when the parent dies (even by SIGKILL), so a
+    killed run never leaves an indexer writing into the partial folder that its rerun reuses."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _pyserini_index(args: list[str], log: Path) -> None:
-    """Run Anserini's indexer in a child process so the parent's JVM stays small and clean."""
+    """Run Anserini's indexer in a child process so the parent's JVM stays small and clean.
+
+    An interrupt (SIGINT, or SIGTERM raised as ``executor.Interrupted``) makes ``subprocess.run``
+    kill the child before it propagates; a SIGKILLed parent takes the child with it (PDEATHSIG)."""
     jdk = find_jdk()
     cmd = [sys.executable, "-c", _INDEX_BOOT.format(strip=not jdk.has_vector, mod=VECTOR_MODULE), *args]
     with open(log, "w") as fh:
-        proc = subprocess.run(cmd, env=java_env(), stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.run(cmd, env=java_env(), stdout=fh, stderr=subprocess.STDOUT,
+                              preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     if proc.returncode != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-3:]
         raise BenchmarkError(f"Lucene indexing failed (exit {proc.returncode}): {' | '.join(tail)}; see {log}")

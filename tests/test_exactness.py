@@ -6,7 +6,7 @@ import json
 import random
 from pathlib import Path
 
-from benchmark.search import read_run
+from benchmark.stages.search import read_run
 
 
 def _stage_dirs(runs: Path, kind: str) -> list[Path]:

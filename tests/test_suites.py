@@ -54,36 +54,40 @@ def test_suite_contents():
 def test_paper_plan_is_the_full_matrix():
     plan = build_plan(load_suite("paper"), Options())
     kinds = Counter(c.system for c in plan.conditions)
-    assert kinds == {"splade": 9 * 2 * 16, "bm25": 16}
+    # bert-base-uncased matched to its own head norm is its baseline: one model, one row "baseline = rescaled"
+    models = 9 * 2 - 1
+    assert kinds == {"splade": models * 16, "bm25": 16}
     systems = {c.system_key for c in plan.conditions if c.system == "splade"}
-    assert systems == {("splade", b, v, True) for b in PAPER_BACKBONES for v in ("baseline", "rescaled")}
-    stages = Counter(s.kind for s in plan.stages())
+    assert systems == {("splade", b, v, True) for b in PAPER_BACKBONES for v in ("baseline", "rescaled")
+                       if b != "bert-base-uncased"} | {("splade", "bert-base-uncased", "baseline = rescaled", True)}
+    stages = Counter(s.kind.name for s in plan.stages())
     # MS MARCO dev, DL19 and DL20 share one passage corpus: 14 corpora to encode per model, 16 query sets.
-    assert stages["train"] == 18 and stages["backbone"] == 18 and stages["encode"] == 18 * 14
-    assert stages["queries"] == 18 * 16 and stages["corpus"] == 14
-    evaluate = {c.dataset: c.evaluate.config["measures"] for c in plan.conditions}
-    assert evaluate["msmarco-passage/dev/small"] == ["R@1000", "RR@10"]
-    assert evaluate["msmarco-passage/trec-dl-2020/judged"] == ["R(rel=2)@1000", "nDCG@10"]
+    assert stages["train"] == models and stages["backbone"] == models and stages["encode"] == models * 14
+    assert stages["queries"] == models * 16 and stages["corpus"] == 14
+    evaluate = {c.dataset: c.evaluate.config.measures for c in plan.conditions}
+    assert evaluate["msmarco-passage/dev/small"] == ("R@1000", "RR@10")
+    assert evaluate["msmarco-passage/trec-dl-2020/judged"] == ("R(rel=2)@1000", "nDCG@10")
     assert plan.recipe["name"] == "msmarco-infonce"
 
 
 def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
     assert run_cli("--suite", "paper", "--dry-run", "--runs-dir", str(tmp_path / "runs")) == 0
     out = capsys.readouterr().out
-    assert "matrix: 9 backbone(s) × 2 variant(s) (trained) = 18 SPLADE system(s) + BM25; " \
-           "19 system(s) × 16 dataset(s) = 304 conditions" in out
+    assert "matrix: 9 backbone(s) × 2 variant(s) (trained) = 17 SPLADE system(s) + BM25; " \
+           "18 system(s) × 16 dataset(s) = 288 conditions" in out
     assert "backbones: " + ", ".join(PAPER_BACKBONES) in out
-    assert "variants: baseline (MLM head as pretrained); rescaled (head norm matched to bert-base-uncased" in out
+    assert "variants: baseline (MLM head as pretrained); rescaled (head matched to bert-base-uncased" in out
     assert "training: recipe msmarco-infonce" in out
     assert "datasets (16): " + ", ".join(MSMARCO + BEIR13) in out
     assert "measures: nDCG@10, R@100, R@1000, RR@10, R(rel=2)@1000" in out
-    assert re.search(r"stages: .*train 18, encode 252, queries 288 \(\d+ in all\)", out)
+    assert re.search(r"stages: .*train 17, encode 238, queries 272 \(\d+ in all\)", out)
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
 
 
 def test_beir_dry_run_and_cqadupstack_group(tmp_path, capsys):
     assert run_cli("--suite", "beir", "--dry-run", "--runs-dir", str(tmp_path)) == 0
-    assert "5 system(s) × 13 dataset(s) = 65 conditions" in capsys.readouterr().out
+    # bert-base-uncased's 'rescaled' matches its own norm: it is the baseline (one row, 'baseline = rescaled')
+    assert "4 system(s) × 13 dataset(s) = 52 conditions" in capsys.readouterr().out
     plan = build_plan(load_suite("beir"), Options(datasets=["beir/scifact/test", "beir/cqadupstack"], backbones=["bert-tiny"]))
     assert plan.columns == ["beir/scifact/test", "beir/cqadupstack"]
     assert len(plan.datasets) == 13 and plan.groups["beir/cqadupstack"][0] == "beir/cqadupstack/android"
@@ -105,7 +109,8 @@ def test_dry_run_loads_no_model_and_is_quick():
 def test_scale_sweep_variants():
     plan = build_plan(load_suite("scale-sweep"), Options())
     factors = [(c.variant, c.factor) for c in plan.conditions if c.system == "splade"]
-    assert factors == [("baseline", "1"), ("x0.25", "0.25"), ("x0.5", "0.5"), ("x1", "1"), ("x2", "2"), ("x4", "4"),
+    # x1 is the baseline's model: trained once, shown once with both labels
+    assert factors == [("baseline = x1", "1"), ("x0.25", "0.25"), ("x0.5", "0.5"), ("x2", "2"), ("x4", "4"),
                        ("x8", "8"), ("x16", "16")]
     assert all(c.trained for c in plan.conditions if c.system == "splade")
     assert plan.recipe["name"] == "smoke"

@@ -1,0 +1,39 @@
+"""Two suites sharing stages, started at once on one runs folder: both succeed, each shared stage is
+computed once (the other process waits for it and reuses it), and the metrics are right."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ('name = "{name}"\ndescription = "BM25 on a SciFact slice"\ndatasets = ["beir/scifact/test"]\n'
+         'measures = {measures}\nmax_docs = 600\nmax_queries = 30\n[bm25]\n')
+
+
+def test_two_runs_share_one_runs_folder(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = []
+    for name, measures in (("one", '["nDCG@10"]'), ("two", '["nDCG@10", "RR@10"]')):
+        suite = tmp_path / f"{name}.toml"
+        suite.write_text(SUITE.format(name=name, measures=measures))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "benchmark.run", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"),
+             "--results-dir", str(tmp_path / "results"), "--no-progress"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    computed = [m for out in outputs for m in re.findall(r"^\[run\] (\S+)", out, re.M)]
+    assert len(computed) == len(set(computed)), computed  # no stage computed twice
+    # shared: topics, corpus, index, search; one evaluate each
+    assert sorted(s.split("-")[0] for s in computed) == ["corpus", "evaluate", "evaluate", "index", "search", "topics"]
+    assert any("[wait]" in out for out in outputs) or all("[cached]" in out for out in outputs)
+    for name in ("one", "two"):
+        with open(tmp_path / "results" / name / "metrics.csv") as fh:
+            values = {r["measure"]: r["value"] for r in csv.DictReader(fh)}
+        assert values["nDCG@10"] == "0.7805"  # the smoke suite's expected BM25 score on this slice
+    assert not [p for p in (tmp_path / "runs").rglob(".*") if ".partial" in p.name or ".claim." in p.name]
