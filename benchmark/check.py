@@ -104,8 +104,25 @@ def check_entry(entry: Any, plan: Any, store: Store) -> Verdict:
                    + (f" [{entry.source}]" if entry.source and verdict != VERDICT_OK else ""))
 
 
+def version_warnings(plan: Any, store: Store) -> list[str]:
+    """One line per set of differing versions among the plan's finished stages."""
+    from benchmark.environment import differences
+
+    by_diff: dict[str, list[str]] = {}
+    for stage in plan.stages():
+        meta = store.load(stage)
+        if meta is not None:
+            diff = differences(meta.get("environment"))
+            if diff:
+                by_diff.setdefault(", ".join(diff), []).append(stage.id)
+    return [f"[warn] {len(ids)} cached stage(s) were computed with other versions: {diff} (e.g. {ids[0]}); "
+            "rerun with --force to recompute them here" for diff, ids in by_diff.items()]
+
+
 def check_suite(plan: Any, store: Store, out: Callable[[str], None] = print) -> int:
     """Print a verdict per applicable ``[[expected]]`` entry; 1 if any FAILs, else 0."""
+    for line in version_warnings(plan, store):
+        out(line)
     entries = list(plan.suite.expected)
     relevant = [e for e in entries if applies(e, plan)]
     subset = f"max_docs={plan.max_docs}, max_queries={plan.max_queries}" if plan.max_docs or plan.max_queries else "full datasets"

@@ -3,6 +3,9 @@
 # torch is installed first and pinned: the CPU build 2.13.0 (a wheel on local disk on the dev/CI
 # machines). Without the pin pip would pull a multi-GB CUDA build. On a GPU box, install your CUDA
 # torch into .venv before running this; the >=2.13,<2.14 range in pyproject keeps it.
+# The dependencies (pyproject.toml, with the test, java and ray extras) come from PyPI at the
+# versions of constraints.txt; the checkout itself is put on the path by a .pth file, so edits take
+# effect at once in every process (torchrun ranks, Ray workers) without a build step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -10,13 +13,25 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.benchmark-setup
-want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -c1-16)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test,java]" 2>&1 | grep -v "is ignored" || true
+quiet() { grep -v "is ignored" || true; }
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | quiet
+.venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | quiet
+deps=$(.venv/bin/python - <<'PYEOF'
+import tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras = project.get("optional-dependencies", {})
+print("\n".join(project["dependencies"] + [d for name in ("test", "java", "ray") for d in extras.get(name, [])]))
+PYEOF
+)
+mapfile -t reqs <<< "$deps"
+.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt "${reqs[@]}" 2>&1 | quiet
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+rm -f "$site"/__editable__.benchmark-*.pth "$site"/__editable___benchmark_*finder.py
+pwd > "$site/splade-rescale-benchmark.pth"
 .venv/bin/python -c "import benchmark, torch, pyserini, sentence_transformers, ir_measures, ir_datasets" 2>/dev/null \
   || { echo "setup: the installation is incomplete; rerun with network access to PyPI" >&2; exit 1; }
 echo "$want" > "$stamp"
