@@ -47,6 +47,10 @@ class Condition:
     trained: bool = False
     evaluate: Stage | None = None
     train: Stage | None = None
+    seed: int | None = None  # the training seed; several seeds of one system share a table row
+    method: str = ""  # the rescale method's label, "" when the head is as pretrained
+    search: Stage | None = None
+    command: str = ""  # the command line that reproduces this condition
 
     @property
     def system_key(self) -> tuple[str, str, str, bool]:
