@@ -407,3 +407,16 @@ def test_report_on_the_pipeline_fixture(untrained_splade, tmp_path):
         assert str(untrained_splade["runs"].parent).encode() not in text, name
     assert report_main(["--results-dir", str(copy), "--refresh", "mini", "--runs-dir", str(untrained_splade["runs"])]) == 0
     assert _files(copy / "mini") == files
+
+
+@pytest.mark.parametrize("suite", ["smoke", "scale-sweep"])
+def test_committed_results_rebuild_identically(suite, tmp_path):
+    """The committed tables, page and metrics.csv are what their own results.json and perquery.csv.gz give."""
+    committed = Path(__file__).resolve().parents[1] / "results" / suite
+    if not (committed / "results.json").is_file():
+        pytest.skip(f"results/{suite} is not committed in the self-contained format")
+    copy = tmp_path / "results" / suite
+    shutil.copytree(committed, copy)
+    assert report_main(["--results-dir", str(tmp_path / "results")]) == 0
+    for name in ("metrics.csv", "table.md", "table.csv", "table.tex", "index.html"):
+        assert (copy / name).read_bytes() == (committed / name).read_bytes(), name
