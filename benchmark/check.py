@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark.outcomes import COLLAPSED
 from benchmark.stage import Store
 
 PRECISION = 4  # scores compare at the precision they are published with
@@ -67,6 +68,9 @@ def applies(entry: Any, plan: Any) -> bool:
 
 
 def check_entry(entry: Any, plan: Any, store: Store) -> Verdict:
+    """One verdict; several seeds of a system are checked on their mean, and all must match the outcome."""
+    from benchmark.report.results import TrainOutcome
+
     members = plan.groups.get(entry.dataset, [entry.dataset]) if getattr(plan, "groups", None) else [entry.dataset]
     what = f"{entry.dataset:40} {_describe(entry):36} {entry.measure or 'status':12}"
     values: list[float] = []
@@ -74,26 +78,27 @@ def check_entry(entry: Any, plan: Any, store: Store) -> Verdict:
         found = [c for c in plan.conditions if c.dataset == dataset and _matches(entry, c)]
         if not found:
             return Verdict(VERDICT_FAIL, what, "no such condition in this run (check backbone/variant/trained)")
-        if len(found) > 1:
+        if len({getattr(c, "seed", None) for c in found}) < len(found):
             return Verdict(VERDICT_FAIL, what, f"ambiguous: matches {len(found)} conditions; add backbone, variant or trained")
-        cond = found[0]
-        train = store.load(cond.train) if cond.train is not None else None
-        collapsed = train is not None and train["record"].get("status") == "collapsed"
-        if entry.collapsed:
+        for cond in found:
+            train = store.load(cond.train) if cond.train is not None else None
+            outcome = TrainOutcome.from_record(train["record"]) if train is not None else None
+            collapsed = outcome is not None and outcome.outcome == COLLAPSED
+            if entry.collapsed:
+                if collapsed:
+                    continue
+                return Verdict(VERDICT_FAIL, what, "expected the training run to collapse, but it did not"
+                               if train is not None else "expected a collapse, but the training run is missing")
             if collapsed:
-                continue
-            return Verdict(VERDICT_FAIL, what, "expected the training run to collapse, but it did not"
-                           if train is not None else "expected a collapse, but the training run is missing")
-        if collapsed:
-            return Verdict(VERDICT_FAIL, what, f"collapsed ({train['record'].get('collapse_reason') or 'see the train stage'}); "
-                           f"expected {entry.value:.4f}")
-        meta = store.load(cond.evaluate)
-        if meta is None:
-            return Verdict(VERDICT_FAIL, what, f"missing: evaluate stage {cond.evaluate.id} has not run")
-        value = meta["record"]["metrics"].get(entry.measure)
-        if value is None:
-            return Verdict(VERDICT_FAIL, what, f"{entry.measure} was not evaluated")
-        values.append(value)
+                return Verdict(VERDICT_FAIL, what, f"collapsed ({outcome.reason or 'see the train stage'}); "
+                               f"expected {entry.value:.4f}")
+            meta = store.load(cond.evaluate)
+            if meta is None:
+                return Verdict(VERDICT_FAIL, what, f"missing: evaluate stage {cond.evaluate.id} has not run")
+            value = meta["record"]["metrics"].get(entry.measure)
+            if value is None:
+                return Verdict(VERDICT_FAIL, what, f"{entry.measure} was not evaluated")
+            values.append(value)
     if entry.collapsed:
         return Verdict(VERDICT_OK, what, "collapsed, as expected")
     observed = sum(values) / len(values)

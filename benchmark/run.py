@@ -136,11 +136,10 @@ def _seeds(value: str | None) -> list[int] | None:
     return seeds
 
 
-def results_folder(results_dir: Path, plan: Plan) -> Path:
-    """``results/<suite>/``, or ``results/<suite>@<subset>/`` for a run the command line narrowed:
+def results_folder(plan: Plan) -> str:
+    """``<suite>``, or ``<suite>@<subset>`` for a run the command line narrowed (under --results-dir):
     a subset never overwrites the suite's own tables."""
-    name = plan.suite.name + (f"@{plan.subset}" if plan.subset else "")
-    return Path(results_dir) / name
+    return plan.suite.name + (f"@{plan.subset}" if plan.subset else "")
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -177,7 +176,7 @@ def _main(args: argparse.Namespace) -> int:
         drop_encoded(plan, store)
     from benchmark.report import write_suite_results
 
-    out = write_suite_results(plan, store, results_folder(Path(args.results_dir), plan))
+    out = write_suite_results(plan, store, Path(args.results_dir), folder=results_folder(plan))
     write_stage_log(plan, store, out)
     print(f"suite {suite.name} finished in {time.perf_counter() - start:.1f}s; tables in {out}")
     if args.check:

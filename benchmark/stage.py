@@ -183,6 +183,11 @@ class Stage:
 StageFn = Callable[[Path], Mapping[str, Any]]
 
 
+def _kind_name(stage: Any) -> str:
+    """A stage's kind name; also for references known by id and kind name only (report refreshes)."""
+    return getattr(stage.kind, "name", stage.kind)
+
+
 # --------------------------------------------------------------------------- the store
 
 
@@ -218,10 +223,10 @@ class Store:
             ) from None
 
     def path(self, stage: Stage) -> Path:
-        return self.root / stage.kind.name / stage.id
+        return self.root / _kind_name(stage) / stage.id
 
     def partial_path(self, stage: Stage) -> Path:
-        return self.root / stage.kind.name / f".{stage.id}.partial"
+        return self.root / _kind_name(stage) / f".{stage.id}.partial"
 
     def load(self, stage: Stage) -> dict[str, Any] | None:
         """The stage's config.json if the folder is complete and really is this stage, else None."""

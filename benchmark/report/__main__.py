@@ -1,0 +1,5 @@
+import sys
+
+from benchmark.report.cli import main
+
+sys.exit(main())

@@ -1,0 +1,119 @@
+"""One suite folder: write its results, render every table, plot and the page from them, and rebuild
+all suite folders under ``results/`` from their files alone (one broken folder is one line)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from benchmark.atomic import write_csv, write_text
+from benchmark.errors import BenchmarkError
+from benchmark.report import html, latex, markdown, tidy
+from benchmark.report.plots import AVERAGES, NORMS, PLOTS, SWEEP, averages_plot, norms_plot, sweep_plot
+from benchmark.report.results import (LEGACY_MANIFEST, PERQUERY, RESULTS, SuiteResults, collect, read_results, refresh,
+                                      write_results)
+from benchmark.report.table import suite_tables
+
+TABLES = ("table.md", "table.csv", "table.tex")
+PAGE = "index.html"
+METRICS = "metrics.csv"
+
+
+def render(results: SuiteResults, folder: Path) -> list[str]:
+    """Every derived file of ``folder`` from ``results``: metrics.csv, the tables, the plots, index.html."""
+    folder = Path(folder)
+    tables = suite_tables(results)
+    labels = results.settings().labels
+    write_csv(folder / METRICS, tidy.metric_rows(results), tidy.METRIC_COLUMNS)
+    title = results.suite + (f" @ {results.subset}" if results.subset else "")
+    write_text(folder / "table.md", markdown.document(title, tables, labels))
+    write_csv(folder / "table.csv", [r for t in tables for r in tidy.table_rows(t)], tidy.TABLE_COLUMNS)
+    write_text(folder / "table.tex", latex.document(tables, labels))
+    made = {SWEEP: sweep_plot(tables[0], results, folder / SWEEP),
+            AVERAGES: averages_plot(tables[0], folder / AVERAGES),
+            NORMS: norms_plot(results, folder / NORMS)}
+    for name in PLOTS:  # a plot that no longer applies must not linger beside the page
+        if not made[name] and (folder / name).exists():
+            (folder / name).unlink()
+    plots = [name for name in PLOTS if made[name]]
+    files = [METRICS, *TABLES, RESULTS] + ([PERQUERY] if (folder / PERQUERY).exists() else [])
+    write_text(folder / PAGE, html.page(results, tables, plots, files, folder.name))
+    return [METRICS, *TABLES, *plots, PAGE]
+
+
+def publish(results: SuiteResults, folder: Path) -> Path:
+    """Write the results, then render from what was written: a rebuild gives the same files."""
+    folder = Path(folder)
+    write_results(results, folder)
+    legacy = folder / LEGACY_MANIFEST
+    if legacy.exists():  # the earlier format named a machine-local runs folder
+        legacy.unlink()
+    render(read_results(folder), folder)
+    return folder
+
+
+def write_suite_results(plan: Any, store: Any, results_dir: Path, folder: str | None = None) -> Path:
+    """``results/<folder>/`` (default: the suite's name) from a finished or partly finished plan."""
+    return publish(collect(plan, store), Path(results_dir) / (folder or plan.suite.name))
+
+
+def rebuild(results_dir: Path, suites: Iterable[str] | None = None, out: Callable[[str], None] = print,
+            err: Callable[[str], None] | None = None) -> int:
+    """Rebuild every suite folder (or ``suites``) from its files; 0 when all were rebuilt, else 1."""
+    err = err or (lambda line: print(line, file=sys.stderr))
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise BenchmarkError(f"results folder {str(results_dir)!r} does not exist; pass --results-dir DIR")
+    folders = sorted(p for p in results_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    failed = 0
+    if suites:
+        wanted = list(dict.fromkeys(suites))
+        names = {p.name for p in folders}
+        for name in wanted:
+            if name not in names:
+                err(f"failed {name}: no folder {results_dir / name}; found: {', '.join(sorted(names)) or 'none'}")
+                failed += 1
+        folders = [p for p in folders if p.name in wanted]
+    for folder in folders:
+        if (folder / RESULTS).is_file():
+            try:
+                written = render(read_results(folder), folder)
+            except BenchmarkError as exc:
+                err(f"failed {folder}: {exc}")
+                failed += 1
+            except Exception as exc:  # never fail as a whole: one line for this folder, the others go on
+                err(f"failed {folder}: {type(exc).__name__}: {exc}")
+                failed += 1
+            else:
+                out(f"rebuilt {folder}: {', '.join(written)}")
+        elif (folder / LEGACY_MANIFEST).is_file():
+            err(f"skipped {folder}: earlier format ({LEGACY_MANIFEST} names a runs folder, no {RESULTS}); "
+                f"convert it with --refresh {folder.name} --runs-dir DIR, or rerun the suite")
+            failed += 1
+        else:
+            out(f"skipped {folder}: no {RESULTS} (not a suite's results)")
+    return 1 if failed else 0
+
+
+def refresh_suites(results_dir: Path, suites: Iterable[str], runs_dir: Path, out: Callable[[str], None] = print,
+                   err: Callable[[str], None] | None = None) -> int:
+    """Re-read ``suites`` from ``runs_dir`` by the stage ids their results record, then rebuild them."""
+    err = err or (lambda line: print(line, file=sys.stderr))
+    failed = 0
+    runs_dir = Path(runs_dir)
+    for name in dict.fromkeys(suites):
+        folder = Path(results_dir) / name
+        try:
+            if not runs_dir.is_dir():
+                raise BenchmarkError(f"runs folder {str(runs_dir)!r} does not exist; pass --runs-dir DIR")
+            if not ((folder / RESULTS).is_file() or (folder / LEGACY_MANIFEST).is_file()):
+                raise BenchmarkError(f"no {RESULTS} in {folder}; run the suite first (python -m benchmark.run --suite {name})")
+            publish(refresh(folder, runs_dir), folder)
+        except BenchmarkError as exc:
+            err(f"failed {folder}: {exc}")
+            failed += 1
+        else:
+            out(f"refreshed {folder} from {runs_dir}")
+    return 1 if failed else 0

@@ -1,0 +1,38 @@
+"""``python -m benchmark.report``: rebuild every table, plot and page under ``results/`` from the
+results folders alone; ``--refresh SUITE --runs-dir DIR`` re-reads a suite from a runs folder first."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from benchmark.errors import BenchmarkError
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmark.report.build import rebuild, refresh_suites
+
+    p = argparse.ArgumentParser(prog="python -m benchmark.report", description=__doc__)
+    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"))
+    p.add_argument("--suite", action="append", help="only this results folder (repeatable; default: every one)")
+    p.add_argument("--refresh", action="append", metavar="SUITE",
+                   help="re-read this suite's conditions from --runs-dir by their stage ids, then rebuild it")
+    p.add_argument("--runs-dir", help="the runs folder --refresh reads (default: $BENCHMARK_RUNS_DIR or runs)")
+    args = p.parse_args(argv)
+    try:
+        if args.refresh:
+            runs = Path(args.runs_dir or os.environ.get("BENCHMARK_RUNS_DIR", "runs"))
+            return refresh_suites(Path(args.results_dir), args.refresh, runs)
+        if args.runs_dir:
+            raise BenchmarkError("--runs-dir is read only with --refresh SUITE; tables are rebuilt from the results "
+                                 "folders alone")
+        return rebuild(Path(args.results_dir), args.suite)
+    except BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

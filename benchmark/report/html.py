@@ -1,0 +1,251 @@
+"""``index.html``: a static, self-contained results page (inline CSS, no script, no fetch from
+elsewhere; images are files of the suite folder, referenced relatively).
+
+It shows the paper-style tables (Δ, daggers, outcome marks, FLOPS and non-zeros), the plots, the
+head norms, every training run with its telemetry, a drill-down per dataset (every measure of every
+system and seed), and beside each row the exact command that reproduces it, as Pyserini's 2CR pages.
+
+Every number sits in an element with a ``data-field`` naming what it is, inside a ``td.num`` cell
+whose row, column and measure are attributes, so a browser test can check each against metrics.csv.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from benchmark.outcomes import COLLAPSED, DEGRADED, OK
+from benchmark.report.markdown import header, sparsity_header
+from benchmark.report.plots import AVERAGES, NORMS, SWEEP, head_norms
+from benchmark.report.results import ConditionResult, SuiteResults
+from benchmark.report.table import (DAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Table, describe_outcome, row_id,
+                                    scope, short_name, system_label)
+from benchmark.report.text import MISSING_TEXT, NORM_DIGITS, num, parts, scale, sparse
+
+CSS = """
+:root { --fg: #1d1d1f; --muted: #5f6368; --line: #d9dce1; --head: #f3f4f6; --best: #0b57d0; --bad: #b3261e; --warn: #8a5300; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--fg);
+       margin: 0 auto; padding: 1.5rem 2rem 4rem; max-width: 1400px; }
+h1 { font-size: 1.6rem; margin: 0 0 .3rem; } h2 { font-size: 1.25rem; margin: 2.2rem 0 .6rem; border-bottom: 1px solid var(--line); }
+h3 { font-size: 1.05rem; margin: 1.4rem 0 .4rem; }
+p.lead { color: var(--muted); margin: .2rem 0; } nav a { margin-right: 1rem; } code, pre { font: 12px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; }
+.wrap { overflow-x: auto; margin: .4rem 0; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+caption { text-align: left; font-weight: 600; padding: .3rem 0; }
+th, td { border-bottom: 1px solid var(--line); padding: .28rem .6rem; vertical-align: top; }
+thead th { background: var(--head); text-align: right; white-space: nowrap; } thead th:first-child { text-align: left; }
+th.label { text-align: left; font-weight: 500; white-space: nowrap; }
+td.num { text-align: right; white-space: nowrap; } td.outcome { text-align: left; }
+.best { font-weight: 700; color: var(--best); } .sd, .delta, .n { color: var(--muted); font-size: .92em; }
+.dagger { color: var(--best); } .collapsed, .mark-collapsed { color: var(--bad); font-style: italic; }
+.mark { font-size: .85em; margin-left: .4rem; padding: 0 .35rem; border-radius: .6rem; border: 1px solid currentColor; }
+.mark-collapsed { color: var(--bad); } .mark-degraded { color: var(--warn); }
+.missing { color: var(--muted); }
+ul.notes { color: var(--muted); font-size: .9em; margin: .3rem 0 0; padding-left: 1.2rem; max-width: 1100px; }
+td.cmd details summary { cursor: pointer; color: var(--best); white-space: nowrap; }
+td.cmd pre { margin: .3rem 0 0; padding: .4rem .6rem; background: var(--head); border-radius: 4px; white-space: pre; }
+figure { margin: 1rem 0; } figure img { max-width: 100%; border: 1px solid var(--line); }
+figcaption { color: var(--muted); font-size: .9em; }
+details.dataset { margin: .5rem 0; } details.dataset > summary { cursor: pointer; font-weight: 600; }
+"""
+
+
+def _cmd_cell(commands: list[str]) -> str:
+    commands = [c for c in dict.fromkeys(commands) if c]
+    if not commands:
+        return '<td class="cmd missing">not recorded</td>'
+    body = escape("\n".join(commands))
+    return f'<td class="cmd"><details><summary>command</summary><pre><code>{body}</code></pre></details></td>'
+
+
+def _mark(text: str) -> str:
+    if not text:
+        return ""
+    kind = COLLAPSED if COLLAPSED in text else DEGRADED
+    return f' <span class="mark mark-{kind}" data-field="outcomes">{escape(text)}</span>'
+
+
+def _value_cell(table: Table, row: Any, col: Any) -> str:
+    cell = table.cells[(row, col.name)]
+    p = parts(cell, table.digits)
+    attrs = f'data-column="{escape(col.name)}" data-kind="{col.kind}" data-measure="{escape(col.measure)}"'
+    if p.status == COLLAPSED:
+        steps = f' (<span data-field="steps">{escape(p.steps)}</span>)' if p.steps else ""
+        return f'<td class="num collapsed" {attrs}><span data-field="status">collapsed</span>{steps}</td>'
+    if p.status != OK:
+        return f'<td class="num missing" {attrs}>{MISSING_TEXT}</td>'
+    best = ' class="best"' if p.best else ""
+    text = f'<span data-field="value"{best}>{p.value}</span>'
+    text += f'<span data-field="partial">{PARTIAL}</span>' if p.partial else ""
+    text += f' <span class="sd">± <span data-field="sd">{p.sd}</span></span>' if p.sd else ""
+    text += f' <span class="delta">(<span data-field="delta">{p.delta}</span>)</span>' if p.delta else ""
+    text += f'<span class="dagger" data-field="significant">{DAGGER}</span>' if p.significant else ""
+    text += f' <span class="n">n=<span data-field="seeds">{p.seeds}</span></span>' if p.seeds else ""
+    return f"<td class=\"num\" {attrs}>{text}</td>"
+
+
+def _sparse_cells(table: Table, row: Any, dataset: str) -> str:
+    values = table.sparse.get((row, dataset), {})
+    out = []
+    for name in SPARSITY:
+        text = sparse(name, values.get(name))
+        inner = f'<span data-field="{name}">{text}</span>' if text else ""
+        out.append(f'<td class="num sparse" data-column="{escape(dataset)}" data-sparse="{name}">{inner}</td>')
+    return "".join(out)
+
+
+def table_html(table: Table, labels: dict[str, str] | None) -> str:
+    heads = []
+    for col in table.columns:
+        heads.append(f'<th data-column="{escape(col.name)}">{escape(header(table, col, labels))}</th>')
+        if col.name in table.sparsity:
+            heads += [f"<th>{escape(sparsity_header(table, col.name, s, labels))}</th>" for s in SPARSITY]
+    first = escape(table.measure) if table.measure is not None else "System"
+    lines = [f'<div class="wrap"><table class="results" data-table="{escape(table.title)}" data-digits="{table.digits}">',
+             f"<caption>{escape(table.title)}</caption>",
+             f'<thead><tr><th>{first}</th>{"".join(heads)}<th>Reproduce</th></tr></thead><tbody>']
+    for row in table.rows:
+        info = table.info[row]
+        cells = [f'<th scope="row" class="label">{escape(info.label)}{_mark(info.mark)}</th>']
+        for col in table.columns:
+            cells.append(_value_cell(table, row, col))
+            if col.name in table.sparsity:
+                cells.append(_sparse_cells(table, row, col.name))
+        cells.append(_cmd_cell([c.command for c in info.runs]))
+        lines.append(f'<tr data-row="{escape(row_id(row))}">' + "".join(cells) + "</tr>")
+    lines.append("</tbody></table></div>")
+    if table.notes:
+        lines.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in table.notes) + "</ul>")
+    return "\n".join(lines)
+
+
+def _outcome_cell(c: ConditionResult) -> str:
+    """The training outcome with its step (a number the test checks) and reason."""
+    if not c.trained:
+        return f'<td class="num outcome">{"" if c.system == "bm25" else "untrained"}</td>'
+    step = f' at step <span data-field="step">{c.outcome_step}</span>' if c.outcome_step is not None else ""
+    reason = f" ({escape(c.outcome_reason)})" if c.outcome_reason else ""
+    klass = "num outcome" + (" collapsed" if c.outcome == COLLAPSED else "")
+    stopped = ", stopped" if c.stopped_early else ""
+    return f'<td class="{klass}" title="{escape(describe_outcome(c))}"><span data-field="outcome">{escape(c.outcome)}</span>{step}{stopped}{reason}</td>'
+
+
+def _seed_cell(c: ConditionResult) -> str:
+    return f'<td class="num"><span data-field="seed">{c.seed}</span></td>' if c.seed is not None else '<td class="num"></td>'
+
+
+def drilldown(results: SuiteResults, digits: int) -> str:
+    """Per dataset: every measure of every system and seed, with outcome, FLOPS, non-zeros and command."""
+    labels = results.settings().labels
+    out = []
+    datasets = list(dict.fromkeys(c.dataset for c in results.conditions))
+    for i, dataset in enumerate(datasets):
+        runs = [c for c in results.conditions if c.dataset == dataset]
+        measures = results.dataset_measures.get(dataset, results.measures)
+        head = "".join(f"<th>{escape(m)}</th>" for m in measures)
+        rows = []
+        for c in runs:
+            cells = [f'<th scope="row" class="label">{escape(system_label(*c.row))}</th>', _seed_cell(c), _outcome_cell(c)]
+            for m in measures:
+                value = c.metrics.get(m) if c.scored else None
+                if value is not None:
+                    cells.append(f'<td class="num" data-measure="{escape(m)}"><span data-field="value">{num(value, digits)}</span></td>')
+                elif c.stopped_early:
+                    cells.append(f'<td class="num collapsed" data-measure="{escape(m)}">collapsed</td>')
+                else:
+                    cells.append(f'<td class="num missing" data-measure="{escape(m)}">{MISSING_TEXT}</td>')
+            for name in SPARSITY:
+                text = sparse(name, getattr(c, name)) if c.scored else ""
+                cells.append(f'<td class="num">' + (f'<span data-field="{name}">{text}</span>' if text else "") + "</td>")
+            queries = f'<span data-field="queries">{c.queries}</span>' if c.queries is not None else ""
+            cells.append(f'<td class="num">{queries}</td>')
+            cells.append(_cmd_cell([c.command]))
+            seed = "" if c.seed is None else f' data-seed="{c.seed}"'
+            rows.append(f'<tr data-row="{escape(row_id(c.row))}"{seed}>' + "".join(cells) + "</tr>")
+        sparse_heads = "".join(f"<th>{SPARSITY_LABELS[s]}</th>" for s in SPARSITY)
+        out.append(
+            f'<details class="dataset" id="dataset-{i}"{" open" if len(datasets) == 1 else ""}>'
+            f"<summary>{escape(short_name(dataset, labels))} <code>{escape(dataset)}</code> — {len(runs)} run(s)</summary>"
+            f'<div class="wrap"><table class="drill" data-dataset="{escape(dataset)}" data-digits="{digits}">'
+            f"<thead><tr><th>System</th><th>seed</th><th>outcome</th>{head}{sparse_heads}<th>queries</th><th>Reproduce</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div></details>")
+    return "\n".join(out)
+
+
+def norms_html(results: SuiteResults) -> str:
+    rows = head_norms(results)
+    if not rows:
+        return ""
+    body = []
+    for key, c in rows:
+        body.append(
+            f'<tr data-row="{escape(row_id(key))}"><th scope="row" class="label">{escape(system_label(*key))}</th>'
+            f"<td>{escape(c.method or c.factor or '')}</td>"
+            f'<td class="num"><span data-field="scale">{scale(c.scale)}</span></td>'
+            f'<td class="num"><span data-field="head_norm_before">{num(c.head_norm_before, NORM_DIGITS)}</span></td>'  # type: ignore[arg-type]
+            f'<td class="num"><span data-field="head_norm_after">{num(c.head_norm_after, NORM_DIGITS)}</span></td></tr>')  # type: ignore[arg-type]
+    return ('<div class="wrap"><table class="norms"><thead><tr><th>System</th><th>rescale</th><th>factor</th>'
+            "<th>‖W‖<sub>F</sub> before</th><th>‖W‖<sub>F</sub> after</th></tr></thead><tbody>"
+            + "".join(body) + "</tbody></table></div>")
+
+
+def training_html(results: SuiteResults) -> str:
+    """Every training run once (a row and seed), with its outcome and telemetry plot."""
+    seen: dict[str, ConditionResult] = {}
+    for c in results.conditions:
+        if c.trained and c.train_id and c.train_id not in seen:
+            seen[c.train_id] = c
+    if not seen:
+        return ""
+    rows, figures = [], []
+    for train_id, c in seen.items():
+        link = f'<a href="#{escape(train_id)}">telemetry</a>' if c.telemetry else ""
+        rows.append(f'<tr data-row="{escape(row_id(c.row))}"' + ("" if c.seed is None else f' data-seed="{c.seed}"') + ">"
+                    f'<th scope="row" class="label">{escape(system_label(*c.row))}</th>{_seed_cell(c)}{_outcome_cell(c)}'
+                    f"<td><code>{escape(train_id)}</code></td><td>{link}</td></tr>")
+        if c.telemetry:
+            figures.append(f'<details id="{escape(train_id)}"><summary>{escape(system_label(*c.row))}'
+                           + ("" if c.seed is None else f", seed {c.seed}") + f" — {escape(c.outcome)}</summary>"
+                           f'<figure><img loading="lazy" src="{escape(c.telemetry)}" alt="telemetry of {escape(train_id)}">'
+                           f"<figcaption>{escape(describe_outcome(c))}</figcaption></figure></details>")
+    return ('<div class="wrap"><table class="training"><thead><tr><th>System</th><th>seed</th><th>outcome</th>'
+            "<th>train stage</th><th></th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+            + "".join(figures))
+
+
+def page(results: SuiteResults, tables: list[Table], plots: list[str], files: list[str], folder: str) -> str:
+    settings = results.settings()
+    title = results.suite + (f" @ {results.subset}" if results.subset else "")
+    sections = [("tables", "Tables")]
+    plot_captions = {SWEEP: "Score, FLOPS and non-zeros against the MLM-head rescale factor (seed means ± sd).",
+                     AVERAGES: "Baseline vs. rescaled per backbone, for each average column.",
+                     NORMS: "The MLM head's Frobenius norm before and after rescaling (backbone stage records)."}
+    body = [f"<h1>{escape(title)}</h1>"]
+    if results.description:
+        body.append(f'<p class="lead">{escape(results.description)}</p>')
+    body.append(f'<p class="lead">{escape(scope(results))}</p>')
+    body.append(f'<p class="lead">Rebuild this page and every table from this folder: '
+                f"<code>python -m benchmark.report --suite {escape(folder)}</code>. "
+                "Files: " + ", ".join(f'<a href="{escape(f)}">{escape(f)}</a>' for f in files) + ".</p>")
+    content = ['<h2 id="tables">Tables</h2>'] + [table_html(t, settings.labels) for t in tables]
+    if plots:
+        sections.append(("plots", "Plots"))
+        content.append('<h2 id="plots">Plots</h2>')
+        content += [f'<figure><img src="{escape(p)}" alt="{escape(p)}"><figcaption>{escape(plot_captions.get(p, p))}</figcaption></figure>'
+                    for p in plots]
+    norms = norms_html(results)
+    if norms:
+        sections.append(("norms", "Head norms"))
+        content += ['<h2 id="norms">MLM-head norms</h2>', norms]
+    training = training_html(results)
+    if training:
+        sections.append(("training", "Training runs"))
+        content += ['<h2 id="training">Training runs</h2>', training]
+    sections.append(("datasets", "Per dataset"))
+    content += ['<h2 id="datasets">Per dataset</h2>', drilldown(results, settings.digits)]
+    nav = "<nav>" + "".join(f'<a href="#{a}">{escape(t)}</a>' for a, t in sections) + "</nav>"
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{escape(title)} — results</title><style>{CSS}</style></head>\n<body>\n"
+            + "\n".join(body) + "\n" + nav + "\n" + "\n".join(content) + "\n</body></html>\n")

@@ -1,0 +1,63 @@
+"""``table.md``: one GitHub-flavoured markdown table per measure, its notes below it."""
+
+from __future__ import annotations
+
+from benchmark.outcomes import COLLAPSED, OK
+from benchmark.report.table import DAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Column, Table, short_name
+from benchmark.report.text import MISSING_TEXT, parts, sparse
+
+
+def header(table: Table, col: Column, labels: dict[str, str] | None) -> str:
+    name = col.name if col.kind == "average" else short_name(col.name, labels)
+    return name if table.measure is not None else f"{name} ({col.measure})"
+
+
+def sparsity_header(table: Table, dataset: str, name: str, labels: dict[str, str] | None) -> str:
+    label = SPARSITY_LABELS[name]
+    return label if len(table.sparsity) == 1 else f"{short_name(dataset, labels)} {label}"
+
+
+def cell_text(table: Table, row, col: Column) -> str:
+    p = parts(table.cells[(row, col.name)], table.digits)
+    if p.status == COLLAPSED:
+        return COLLAPSED + (f" ({p.steps})" if p.steps else "")
+    if p.status != OK:
+        return MISSING_TEXT
+    text = f"**{p.value}**" if p.best else p.value
+    text += PARTIAL if p.partial else ""
+    text += f" ± {p.sd}" if p.sd else ""
+    text += f" ({p.delta})" if p.delta else ""
+    text += DAGGER if p.significant else ""
+    text += f" n={p.seeds}" if p.seeds else ""
+    return text
+
+
+def row_label(table: Table, row) -> str:
+    info = table.info[row]
+    return info.label + (f" [{info.mark}]" if info.mark else "")
+
+
+def markdown(table: Table, labels: dict[str, str] | None = None) -> str:
+    first = table.measure if table.measure is not None else "System"
+    heads, aligns = [], []
+    for col in table.columns:
+        heads.append(header(table, col, labels))
+        if col.name in table.sparsity:
+            heads += [sparsity_header(table, col.name, s, labels) for s in SPARSITY]
+    lines = [f"| {first} | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)]
+    for row in table.rows:
+        cells = []
+        for col in table.columns:
+            cells.append(cell_text(table, row, col))
+            if col.name in table.sparsity:
+                values = table.sparse.get((row, col.name), {})
+                cells += [sparse(s, values.get(s)) for s in SPARSITY]
+        lines.append(f"| {row_label(table, row)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def document(title: str, tables: list[Table], labels: dict[str, str] | None) -> str:
+    md = [f"# {title}\n"]
+    for table in tables:
+        md.append(f"## {table.title}\n\n" + markdown(table, labels) + "".join(f"\n{n}\n" for n in table.notes) + "\n")
+    return "\n".join(md)

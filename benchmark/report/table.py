@@ -1,0 +1,420 @@
+"""The table model: rows are systems, columns datasets, groups and averages; cells are seed means with
+their Δ to the same backbone's baseline and a Holm-corrected paired t-test.
+
+A row is (system, backbone, variant, trained) and gathers every seed. A cell's value is the mean over
+seeds of that seed's value (a group's: the mean over its members), with the sample sd over seeds.
+The dagger tests the row against its baseline over queries, on per-query scores averaged over each
+side's seeds. A run stopped at its collapse has no score: its cell reads "collapsed" (never 0). A run
+that trained to its end keeps its score; its row carries the outcome ("collapsed", "1/3 degraded").
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmark.outcomes import COLLAPSED, DEGRADED, MISSING, OK
+from benchmark.report.results import ConditionResult, RowKey, SuiteResults, outcome_counts
+
+BASELINE = "baseline"
+DAGGER = "†"
+PARTIAL = "*"
+
+#: Column labels for well-known datasets; BEIR ids fall back to their dataset name.
+SHORT_NAMES = {
+    "msmarco-passage/dev/small": "MS MARCO dev",
+    "msmarco-passage/trec-dl-2019/judged": "DL19",
+    "msmarco-passage/trec-dl-2020/judged": "DL20",
+    "beir/cqadupstack": "CQADupStack",
+    "beir/webis-touche2020/v2": "Touché-2020",
+}
+SPARSITY = ("FLOPS", "query_nnz", "doc_nnz")
+SPARSITY_LABELS = {"FLOPS": "FLOPS", "query_nnz": "q nnz", "doc_nnz": "d nnz"}
+MAX_SPARSITY_DATASETS = 2  # FLOPS and non-zeros beside the score when a table has at most this many datasets
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str  # dataset id, group name, or average name
+    kind: str  # dataset | group | average
+    measure: str
+    members: tuple[str, ...] = ()  # a group's datasets, an average's columns
+
+
+@dataclass
+class Cell:
+    status: str  # ok (has a value) | collapsed (no value: every run stopped at its collapse) | missing
+    value: float | None = None
+    sd: float | None = None  # sample sd over seeds, with 2 or more
+    seeds: int = 0  # seeds averaged into the value
+    of: int = 0  # seeds the row has (a cell with fewer is marked n=seeds/of)
+    steps: tuple[int, ...] = ()  # collapse steps of runs stopped early (status collapsed)
+    delta: float | None = None
+    p_value: float | None = None
+    p_holm: float | None = None
+    significant: bool = False
+    best: bool = False
+    partial: bool = False  # an average that left out columns without a score
+    untested: bool = False  # a Δ without a test: no per-query values recorded
+
+
+@dataclass
+class Row:
+    key: RowKey
+    label: str
+    seeds: list[int | None]
+    outcomes: dict[str, int]  # training outcome → seeds
+    mark: str  # "", "collapsed", "degraded", "1/3 collapsed, 1/3 degraded"
+    runs: list[ConditionResult]  # every condition of the row, in suite order
+
+
+@dataclass
+class Table:
+    title: str
+    measure: str | None  # the single measure of every column, None when columns differ
+    columns: list[Column]
+    rows: list[RowKey]
+    info: dict[RowKey, Row]
+    cells: dict[tuple[RowKey, str], Cell]
+    alpha: float
+    digits: int
+    sparsity: list[str] = field(default_factory=list)  # datasets whose FLOPS and non-zeros show beside the score
+    sparse: dict[tuple[RowKey, str], dict[str, float | None]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def labels(self) -> dict[RowKey, str]:
+        return {r: self.info[r].label for r in self.rows}
+
+
+def short_name(dataset: str, labels: dict[str, str] | None = None) -> str:
+    if labels and dataset in labels:
+        return labels[dataset]
+    if dataset in SHORT_NAMES:
+        return SHORT_NAMES[dataset]
+    if dataset.startswith("beir/"):
+        return dataset.split("/")[1]
+    if dataset.startswith("local:"):
+        return dataset[len("local:"):]
+    if dataset.startswith(("/", ".", "~")):  # a local BEIR folder: its name, and the split if not test
+        folder, _, split = dataset.partition("@")
+        return Path(folder).name + (f"@{split}" if split else "")
+    return dataset
+
+
+def system_label(system: str, backbone: str, variant: str, trained: bool) -> str:
+    if system == "bm25":
+        return "BM25"
+    label = f"SPLADE {backbone} {variant}"
+    return label if trained else f"{label} (untrained)"
+
+
+def row_id(key: RowKey) -> str:
+    """A row as text (HTML attributes, CSV): system|backbone|variant|trained."""
+    return "|".join([key[0], key[1], key[2], "trained" if key[3] else "untrained"])
+
+
+def is_baseline(variant: str) -> bool:
+    """``baseline``, or a shared label that includes it (``baseline = x1``)."""
+    return BASELINE in (part.strip() for part in variant.split("="))
+
+
+def baseline_of(key: RowKey, rows: dict[RowKey, Any]) -> RowKey | None:
+    """The row a SPLADE row's Δ is taken against: the same backbone and training, unrescaled."""
+    system, backbone, variant, trained = key
+    if system == "bm25" or is_baseline(variant):
+        return None
+    for other in rows:
+        if other[0] == system and other[1] == backbone and other[3] == trained and is_baseline(other[2]):
+            return other
+    return None
+
+
+def outcome_mark(counts: dict[str, int]) -> str:
+    """"collapsed" for a single run; "1/3 collapsed, 1/3 degraded" over seeds; "" when all are ok."""
+    n = sum(counts.values())
+    parts = []
+    for outcome in (COLLAPSED, DEGRADED):
+        k = counts.get(outcome, 0)
+        if k:
+            parts.append(outcome if n == 1 else f"{k}/{n} {outcome}")
+    return ", ".join(parts)
+
+
+def build_rows(results: SuiteResults) -> dict[RowKey, Row]:
+    rows: dict[RowKey, list[ConditionResult]] = {}
+    for c in results.conditions:
+        rows.setdefault(c.row, []).append(c)
+    out = {}
+    for key, runs in rows.items():
+        counts = outcome_counts(runs) if key[3] else {}
+        seeds = list(dict.fromkeys(c.seed for c in runs))
+        out[key] = Row(key, system_label(*key), seeds, counts, outcome_mark(counts), runs)
+    return out
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def _seed_values(row: Row, datasets: tuple[str, ...], measure: str) -> tuple[dict[Any, float], list[int]]:
+    """seed → that seed's value (the mean over ``datasets``, all needed), and the steps of stopped runs."""
+    by_seed: dict[Any, dict[str, ConditionResult]] = {}
+    for c in row.runs:
+        if c.dataset in datasets:
+            by_seed.setdefault(c.seed, {})[c.dataset] = c
+    values: dict[Any, float] = {}
+    steps: list[int] = []
+    for seed, runs in by_seed.items():
+        if any(r.stopped_early for r in runs.values()):
+            steps.extend(sorted({r.outcome_step for r in runs.values() if r.stopped_early and r.outcome_step is not None}))
+            continue
+        parts = [runs[d].metrics.get(measure) if d in runs and runs[d].scored else None for d in datasets]
+        if all(p is not None for p in parts):
+            values[seed] = sum(parts) / len(parts)  # type: ignore[arg-type]
+    return values, steps
+
+
+def _cell(row: Row, datasets: tuple[str, ...], measure: str) -> Cell:
+    values, steps = _seed_values(row, datasets, measure)
+    of = len(row.seeds)
+    if values:
+        xs = list(values.values())
+        return Cell(OK, statistics.fmean(xs), statistics.stdev(xs) if len(xs) >= 2 else None, len(xs), of)
+    if steps or any(c.stopped_early for c in row.runs if c.dataset in datasets):
+        return Cell(COLLAPSED, of=of, steps=tuple(sorted(set(steps))))
+    return Cell(MISSING, of=of)
+
+
+def _perquery(results: SuiteResults, row: Row, datasets: tuple[str, ...], measure: str, pooled: bool) -> dict[str, float] | None:
+    """Per-query scores averaged over the row's scored seeds; a group pools its members' queries."""
+    values, _ = _seed_values(row, datasets, measure)
+    per_seed = []
+    for seed in values:
+        merged: dict[str, float] = {}
+        for c in row.runs:
+            if c.seed != seed or c.dataset not in datasets:
+                continue
+            scores = results.perquery.get(c.key, {}).get(measure)
+            if scores is None:
+                return None
+            merged.update({f"{c.dataset}\t{q}": v for q, v in scores.items()} if pooled else scores)
+        per_seed.append(merged)
+    if not per_seed:
+        return None
+    common = set(per_seed[0]).intersection(*per_seed[1:])
+    return {q: statistics.fmean(p[q] for p in per_seed) for q in common}
+
+
+def _combine(parts: list[Cell]) -> Cell:
+    """An average over columns: a missing column makes it missing; columns without a score are left out."""
+    if not parts or any(p.status == MISSING for p in parts):
+        return Cell(MISSING)
+    ok = [p.value for p in parts if p.status == OK]
+    if not ok:
+        return Cell(COLLAPSED)
+    return Cell(OK, sum(ok) / len(ok), partial=len(ok) < len(parts))  # type: ignore[arg-type]
+
+
+def build_table(results: SuiteResults, measure_for: Callable[[str], str | None], title: str, settings: Any,
+                rows: dict[RowKey, Row] | None = None) -> Table:
+    """The cells of one table; ``measure_for`` gives each dataset/group column its measure (None: no column)."""
+    from benchmark.significance import holm, paired_ttest
+
+    rows = rows if rows is not None else build_rows(results)
+    groups = results.groups
+    names = [n for n in results.column_names() if measure_for(n) is not None]
+    columns = [Column(n, "group" if n in groups else "dataset", measure_for(n), tuple(groups.get(n, ())))  # type: ignore[arg-type]
+               for n in names]
+    for avg in settings.averages:
+        if all(d in names for d in avg.datasets):  # an average over a subset would mislead: leave it out
+            measures = {measure_for(d) for d in avg.datasets}
+            columns.append(Column(avg.name, "average", measures.pop() if len(measures) == 1 else "mixed", tuple(avg.datasets)))  # type: ignore[arg-type]
+
+    keys = list(rows)
+    cells: dict[tuple[RowKey, str], Cell] = {}
+    for key in keys:
+        for col in columns:
+            if col.kind != "average":
+                cells[(key, col.name)] = _cell(rows[key], col.members or (col.name,), col.measure)
+
+    for key in keys:  # Δ and significance against the same backbone's baseline, Holm over the row
+        ref = baseline_of(key, rows)
+        if ref is None:
+            continue
+        tested: list[Cell] = []
+        for col in columns:
+            if col.kind == "average":
+                continue
+            cell, base = cells[(key, col.name)], cells[(ref, col.name)]
+            if cell.status == OK and base.status == OK:
+                cell.delta = cell.value - base.value  # type: ignore[operator]
+                datasets = col.members or (col.name,)
+                a = _perquery(results, rows[key], datasets, col.measure, bool(col.members))
+                b = _perquery(results, rows[ref], datasets, col.measure, bool(col.members))
+                if a is not None and b is not None:
+                    cell.p_value = paired_ttest(a, b).p_value
+                    tested.append(cell)
+                else:
+                    cell.untested = True
+        for cell, adjusted in zip(tested, holm([c.p_value for c in tested])):  # type: ignore[misc]
+            cell.p_holm = adjusted
+            cell.significant = adjusted < settings.alpha
+
+    for key in keys:
+        for col in columns:
+            if col.kind == "average":
+                cells[(key, col.name)] = _combine([cells[(key, m)] for m in col.members])
+    for key in keys:
+        ref = baseline_of(key, rows)
+        for col in columns:
+            cell = cells[(key, col.name)]
+            base = cells.get((ref, col.name)) if ref is not None else None
+            if col.kind == "average" and base is not None and cell.status == base.status == OK and not (cell.partial or base.partial):
+                cell.delta = cell.value - base.value  # type: ignore[operator]
+
+    for col in columns:  # bold: the best shown value of the column, when there is something to compare
+        shown = {k: round(cells[(k, col.name)].value, settings.digits) for k in keys  # type: ignore[arg-type]
+                 if cells[(k, col.name)].status == OK and not cells[(k, col.name)].partial}
+        if len(set(shown.values())) >= 2:
+            top = max(shown.values())
+            for k, v in shown.items():
+                cells[(k, col.name)].best = v == top
+
+    measures = {c.measure for c in columns}
+    table = Table(title, measures.pop() if len(measures) == 1 else None, columns, keys, rows, cells,
+                  settings.alpha, settings.digits)
+    return table
+
+
+def add_sparsity(table: Table) -> None:
+    """FLOPS and non-zeros beside the score (the sweep: scale versus density), as seed means."""
+    datasets = [c.name for c in table.columns if c.kind == "dataset"]
+    if not datasets or len(datasets) > MAX_SPARSITY_DATASETS:
+        return
+    if not any(c.FLOPS is not None for r in table.rows for c in table.info[r].runs):
+        return
+    table.sparsity = datasets
+    for key in table.rows:
+        for dataset in datasets:
+            runs = [c for c in table.info[key].runs if c.dataset == dataset and c.scored]
+            table.sparse[(key, dataset)] = {
+                name: statistics.fmean(vals) if (vals := [getattr(c, name) for c in runs if getattr(c, name) is not None]) else None
+                for name in SPARSITY}
+
+
+# --------------------------------------------------------------------------- notes
+
+
+def notes(table: Table, results: SuiteResults) -> list[str]:
+    cells = [table.cells[(r, c.name)] for r in table.rows for c in table.columns]
+    out = []
+    multi = any(len(table.info[r].seeds) > 1 for r in table.rows)
+    if any(c.delta is not None for c in cells):
+        n = sum(1 for c in table.columns if c.kind != "average")
+        text = "In parentheses: Δ to the same backbone's baseline (same training)."
+        if any(c.p_value is not None for c in cells):
+            text += (f" {DAGGER}: significant at α = {table.alpha:g} by a two-sided paired t-test over queries against "
+                     f"that baseline, Holm-corrected over the row's {n} dataset(s).")
+        if multi:
+            text += " With several seeds, Δ is between seed means and the test is on per-query scores averaged over seeds."
+        out.append(text)
+    if any(c.untested for c in cells):
+        out.append("No dagger where per-query values were not recorded (results converted from aggregates): "
+                   "those differences are untested.")
+    if any(c.sd is not None for c in cells):
+        out.append("±: sample standard deviation over seeds.")
+    if any(c.status == OK and c.seeds < c.of for c in cells):
+        out.append("n=k/m: the mean over the k of the row's m seeds that have a score.")
+    if any(c.best for c in cells):
+        out.append("Bold: best in the column.")
+    marked = [table.info[r] for r in table.rows if table.info[r].mark]
+    stopped = any(c.status == COLLAPSED for c in cells)
+    if marked or stopped:
+        out.append("collapsed / degraded after a system: its training run's outcome, by the rule in its train stage "
+                   "(reasons and steps below). A run that trained to its end is evaluated and shown with its score; "
+                   "a run stopped at its collapse has no score and its cells read \"collapsed\" with the step, never 0.")
+    if any(c.kind == "average" for c in table.columns) and (marked or stopped):
+        out.append(f"Averages include every score shown, collapsed or degraded runs included; {PARTIAL}: an average "
+                   "that left out the columns without a score.")
+    elif any(c.partial for c in cells):
+        out.append(f"{PARTIAL}: an average that left out the columns without a score.")
+    if any(c.status == MISSING for c in cells):
+        out.append("—: not run yet (run the suite to fill it in).")
+    for col in table.columns:
+        if col.kind == "group":
+            out.append(f"{short_name(col.name)}: mean over its {len(col.members)} sub-forums, as BEIR reports it; "
+                       "its significance test pools their queries.")
+    if table.sparsity:
+        out.append("FLOPS: expected multiplications per query–document dot product, Σ_j p_q(j)·p_d(j); "
+                   "q nnz / d nnz: mean non-zero terms per query / document as indexed; seed means.")
+    out.append(scope(results))
+    for row in marked:
+        for c in _outcome_runs(row):
+            out.append(f"{row.label}{'' if c.seed is None else f', seed {c.seed}'}: {describe_outcome(c)}.")
+    return out
+
+
+def _outcome_runs(row: Row) -> list[ConditionResult]:
+    """One condition per seed whose training did not end ok."""
+    seen: dict[Any, ConditionResult] = {}
+    for c in row.runs:
+        if c.outcome in (COLLAPSED, DEGRADED) and c.seed not in seen:
+            seen[c.seed] = c
+    return list(seen.values())
+
+
+def describe_outcome(c: ConditionResult) -> str:
+    text = c.outcome
+    if c.outcome_step is not None:
+        text += f" at step {c.outcome_step}"
+    if c.outcome_reason:
+        text += f" ({c.outcome_reason}{': ' + c.outcome_detail if c.outcome_detail else ''})"
+    if c.outcome == COLLAPSED:
+        text += ", stopped there: no score" if c.stopped_early else ", trained to its end and scored"
+    return text
+
+
+def scope(results: SuiteResults) -> str:
+    """Which data the table comes from: the subset, the suite's own slice, and the seeds."""
+    if results.subset:
+        text = f"Subset: {results.subset} (a narrowed run, not the suite's full datasets)."
+    else:
+        limits = [f"{n} documents per corpus (judged documents kept)" if (n := results.max_docs) else "",
+                  f"{n} queries per dataset" if (n := results.max_queries) else ""]
+        limits = [x for x in limits if x]
+        text = ("Data: " + " and ".join(limits) + ", as the suite declares." if limits else "Data: the full datasets.")
+    if results.seeds:
+        text += f" Seeds: {', '.join(str(s) for s in results.seeds)}."
+    return text
+
+
+# --------------------------------------------------------------------------- a suite's tables
+
+
+def suite_tables(results: SuiteResults) -> list[Table]:
+    """The headline table (each dataset's own measure) and one table per measure, without duplicates."""
+    settings = results.settings()
+    measures = results.measures
+    headline = settings.measure or measures[0]
+    rows = build_rows(results)
+    where = results.suite + (f" @ {results.subset}" if results.subset else "")
+
+    def headline_for(name: str) -> str:
+        own = results.measures_of(name)
+        return settings.measure_for.get(name) or (headline if headline in own else own[0])
+
+    tables = [build_table(results, headline_for, f"{where}: headline measures", settings, rows)]
+    same = all(headline_for(c) == headline for c in results.column_names())
+    for measure in measures:
+        if same and measure == headline:
+            tables[0].title = f"{where}: {measure}"
+            continue
+        tables.append(build_table(results, lambda name, m=measure: m if m in results.measures_of(name) else None,
+                                  f"{where}: {measure}", settings, rows))
+    add_sparsity(tables[0])
+    for table in tables:
+        table.notes = notes(table, results)
+    return tables

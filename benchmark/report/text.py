@@ -1,0 +1,69 @@
+"""How numbers and cells read, shared by every renderer (markdown, LaTeX, HTML) so they agree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmark.outcomes import COLLAPSED, OK
+from benchmark.report.table import Cell
+
+FLOPS_DIGITS = 3
+NNZ_DIGITS = 1
+NORM_DIGITS = 2
+MISSING_TEXT = "—"
+
+
+def num(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}"
+
+
+def signed(value: float, digits: int) -> str:
+    """A Δ with its sign; one that rounds to zero reads ±0.000…"""
+    text = f"{value:+.{digits}f}"
+    zero = "0." + "0" * digits if digits else "0"
+    return "±" + zero if text in ("+" + zero, "-" + zero) else text
+
+
+def sparse(name: str, value: float | None) -> str:
+    if value is None:
+        return ""
+    return num(value, FLOPS_DIGITS if name == "FLOPS" else NNZ_DIGITS)
+
+
+def scale(value: float | None) -> str:
+    return "" if value is None else f"{value:.4g}"
+
+
+def steps(values: tuple[int, ...]) -> str:
+    """"step 1500", "steps 1000–2000"; "" when no step is known."""
+    if not values:
+        return ""
+    if len(values) == 1:
+        return f"step {values[0]}"
+    return f"steps {min(values)}–{max(values)}"
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A cell's pieces as text; each renderer styles and joins them."""
+
+    status: str
+    value: str = ""
+    best: bool = False
+    partial: bool = False
+    sd: str = ""
+    delta: str = ""
+    significant: bool = False
+    seeds: str = ""  # "2/3" when fewer seeds than the row has
+    steps: str = ""  # a collapsed cell: "step 1500"
+
+
+def parts(cell: Cell, digits: int) -> Parts:
+    if cell.status == COLLAPSED:
+        return Parts(COLLAPSED, steps=steps(cell.steps))
+    if cell.status != OK:
+        return Parts(cell.status)
+    return Parts(OK, num(cell.value, digits), cell.best, cell.partial,  # type: ignore[arg-type]
+                 num(cell.sd, digits) if cell.sd is not None else "",
+                 signed(cell.delta, digits) if cell.delta is not None else "", cell.significant,
+                 f"{cell.seeds}/{cell.of}" if cell.seeds < cell.of else "")
