@@ -209,6 +209,14 @@ def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 
         def encode(self, qid: str) -> dict[str, int]:
             return self.vectors[qid]
 
+    # Each query term is one Lucene clause; a dense model (random or collapsing weights) gives queries of
+    # thousands of terms, past Lucene's default limit of 1024 clauses (TooManyClauses in every task).
+    longest = max((len(v) for v in queries.values()), default=0)
+    if longest > 1024:
+        from jnius import autoclass
+
+        searcher_class = autoclass("org.apache.lucene.search.IndexSearcher")
+        searcher_class.setMaxClauseCount(max(longest, searcher_class.getMaxClauseCount()))
     searcher = LuceneImpactSearcher(str(index_dir), PreEncoded(queries))
     qids = list(queries)
     # Queries whose every token is absent from the index (or empty) get no hits; Lucene rejects an empty query.

