@@ -617,6 +617,12 @@ def regenerate(results: Path, suites: Iterable[str] | None = None, runs_dir: Pat
             manifest = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise BenchmarkError(f"{path} is not valid JSON ({exc}); rerun its suite to rewrite it") from None
+        missing = [k for k in ("suite", "measures", "conditions") + (() if runs_dir else ("runs_dir",))
+                   if not isinstance(manifest, dict) or k not in manifest]
+        if missing:
+            raise BenchmarkError(f"{path} lacks {', '.join(missing)}; " + (
+                "pass --runs-dir DIR (the runs folder the suite ran with)" if missing == ["runs_dir"]
+                else "it was not written by benchmark.run: rerun its suite to rewrite it"))
         done.append(render(manifest["suite"], manifest, Path(runs_dir or manifest["runs_dir"]), path.parent))
     return done
 
