@@ -197,8 +197,8 @@ def backbone_problems(name: str, deep: bool = False) -> list[str]:
         problems = checkpoint_problems(name, Path(source))
         if problems or not deep:
             return problems
-    elif not deep:
-        return []
+    elif not deep or not _HUB_ID.match(source):
+        return []  # nothing on disk yet and not a hub id (a folder built on first load): loading checks it
     else:
         problem = _hub_problem(name, source)
         if problem:

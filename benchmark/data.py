@@ -425,7 +425,7 @@ def _load_ir_datasets(name: str, docs: bool = True) -> tuple[Iterator[tuple[str,
     try:
         queries: dict[str, str] = {}
         for q in (ds.queries_iter() if ds.has_queries() else ()):
-            queries.setdefault(check_id(q.query_id, f"dataset {name!r}", "query"), q.text)
+            queries[check_id(q.query_id, f"dataset {name!r}", "query")] = q.text
         qrels = [Qrel(check_id(q.query_id, f"dataset {name!r}", "query"), check_id(q.doc_id, f"dataset {name!r}", "document"),
                       int(q.relevance)) for q in ds.qrels_iter()] if ds.has_qrels() else []
     except OSError as exc:  # requests' errors are OSErrors: a download that failed
