@@ -11,6 +11,7 @@ id), an existing local folder, a hub id ``owner/name``. Nothing is guessed from 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -85,6 +86,137 @@ def resolve_backbone(name: str) -> str:
     raise unknown(BACKBONES.kind, name, BACKBONES, BACKBONES.fix)
 
 
+# Files that carry a tokenizer's vocabulary (fast, WordPiece, BPE, SentencePiece). A folder without
+# any of them still "loads": transformers builds a tokenizer of the special tokens alone, and every
+# word becomes [UNK].
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model", "sentencepiece.model")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+HUB_TIMEOUT = 10.0  # seconds for the hub to answer whether a model exists (see benchmark.data.PROBE_TIMEOUT)
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """A safetensors file is 8 bytes of header length, a JSON header, then the tensors the header
+    places; it must end exactly where the last tensor does (safetensors refuses anything else)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            prefix = fh.read(8)
+            if len(prefix) < 8:
+                return f"{size} bytes, shorter than the 8-byte header length"
+            length = int.from_bytes(prefix, "little")
+            if length > size - 8:
+                return f"{size} bytes, shorter than its {length}-byte header"
+            header = json.loads(fh.read(length))
+        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        return f"unreadable header ({type(exc).__name__})"
+    if size != 8 + length + end:
+        return f"{size} bytes, but its header describes {8 + length + end}"
+    return None
+
+
+def checkpoint_problems(name: str, folder: Path) -> list[str]:
+    """What makes a local checkpoint folder unusable, from its files alone (nothing is imported)."""
+    where = f"backbone {name!r}: folder {folder}"
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        if not isinstance(config, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
+        return [f"{where} has no config.json, so it is not a saved checkpoint; pass a folder written by "
+                "save_pretrained of a *ForMaskedLM model"]
+    except (OSError, ValueError) as exc:
+        return [f"{where}: config.json is not valid JSON ({exc}); save the checkpoint again"]
+    problems = []
+    if not any((folder / f).is_file() for f in WEIGHT_FILES):
+        problems.append(f"{where} has no weights (none of {', '.join(WEIGHT_FILES)}); save the model into it with save_pretrained")
+    for path in sorted(folder.glob("*.safetensors")):
+        problem = _safetensors_problem(path)
+        if problem:
+            problems.append(f"{where}: {path.name} is truncated or corrupt ({problem}); copy or save the checkpoint again")
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        problems.append(
+            f"{where} has no tokenizer files (none of {', '.join(TOKENIZER_FILES)}); transformers would build a tokenizer "
+            "of special tokens only and read every word as [UNK]. Save the model's own tokenizer into it: "
+            "AutoTokenizer.from_pretrained(ORIGINAL).save_pretrained(FOLDER)")
+    return problems
+
+
+def tokenizer_problem(name: str, source: str, tokens: int, vocab_size: int) -> str | None:
+    """The tokenizer must index into the MLM head: never past its rows, and covering most of them.
+
+    Heads are often padded past the tokenizer (ModernBERT: 50368 rows for 50280 tokens, a multiple of
+    64), but padding to a multiple of m adds fewer than m rows, a fraction of a percent of any real
+    vocabulary (ModernBERT 0.2 %, Phi-2 1.8 %). A tokenizer built without vocabulary files has only
+    its special tokens (5 of BERT's 30522). Half the rows sits far from both cases.
+    """
+    if tokens > vocab_size:
+        return (f"backbone {name!r} ({source}): tokenizer has {tokens} tokens but the MLM head only {vocab_size}; "
+                "the tokenizer does not belong to this checkpoint")
+    if 2 * tokens < vocab_size:
+        return (f"backbone {name!r} ({source}): tokenizer has {tokens} tokens, fewer than half the MLM head's {vocab_size} "
+                "rows, so it is not this model's tokenizer (a folder without vocabulary files gets one of special tokens "
+                "only); save the model's own tokenizer into the folder")
+    return None
+
+
+def _hub_problem(name: str, source: str) -> str | None:
+    """None when the hub id is in the local Hugging Face cache or the hub says it exists."""
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(source, "config.json"), str):
+        return None
+    if _hub_offline():
+        return str(_load_error(name, source, None))
+    try:
+        from huggingface_hub import HfApi
+
+        HfApi().model_info(source, timeout=HUB_TIMEOUT)
+    except Exception as exc:  # hub errors (not found, gated) and network errors alike: one line
+        return str(_load_error(name, source, exc))
+    return None
+
+
+def backbone_problems(name: str, deep: bool = False) -> list[str]:
+    """Everything that would make ``name`` fail to load, or load wrongly, found before any stage runs.
+
+    Always: the name, and a local folder's files (config, weights, complete safetensors, tokenizer
+    files). With ``deep`` (a real run, not a dry run): a hub id must be cached or known to the hub,
+    and config and tokenizer are loaded to check the head and the tokenizer's size.
+    """
+    try:
+        source = resolve_backbone(name)
+    except BenchmarkError as exc:
+        return [str(exc)]
+    if _is_local(source):
+        problems = checkpoint_problems(name, Path(source))
+        if problems or not deep:
+            return problems
+    elif not deep or not _HUB_ID.match(source):
+        return []  # nothing on disk yet and not a hub id (a folder built on first load): loading checks it
+    else:
+        problem = _hub_problem(name, source)
+        if problem:
+            return [problem]
+    from transformers import AutoTokenizer
+
+    try:
+        config = load_config(name)
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(source)
+    except BenchmarkError as exc:
+        return [str(exc)]
+    except (OSError, ValueError) as exc:
+        return [str(_load_error(name, source, exc))]
+    problem = tokenizer_problem(name, source, len(tokenizer), config.vocab_size)
+    return [problem] if problem else []
+
+
 def backbone_key(name: str) -> str:
     """A short label for tables and paths: the registry key, else the folder or repository name."""
     key = _registered_key(name)
@@ -97,15 +229,22 @@ def _is_local(source: str) -> bool:
     return Path(source).is_dir()
 
 
-def _load_error(name: str, source: str, exc: Exception) -> BenchmarkError:
+def _load_error(name: str, source: str, exc: Exception | None) -> BenchmarkError:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0] if exc is not None else ""
     if _is_local(source):
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return BenchmarkError(f"backbone {name!r}: folder {source} is not a loadable checkpoint ({first})")
-    key = backbone_key(name)
-    return BenchmarkError(
-        f"backbone {name!r}: {source} is not in the local Hugging Face cache and the hub is unreachable; "
-        f"put the checkpoint in ${MODEL_DIR_ENV}/{key}/ or download it once online and set HF_HUB_OFFLINE=1"
-    )
+    # $BENCHMARK_MODEL_DIR/<key>/ is consulted only for registered keys: suggest it only for them.
+    key = _registered_key(name)
+    local = (f"put the checkpoint in ${MODEL_DIR_ENV}/{key}/ (now {os.environ.get(MODEL_DIR_ENV) or 'unset'}), "
+             if key is not None else "pass a local *ForMaskedLM folder, ")
+    if exc is None or _hub_offline():
+        why = "is not in the local Hugging Face cache and the hub is off (HF_HUB_OFFLINE=1)"
+    elif "RepositoryNotFound" in type(exc).__name__ or "404" in first:
+        why = "does not exist on the Hugging Face hub (or is private)"
+    else:
+        why = f"is not in the local Hugging Face cache and the hub could not provide it ({type(exc).__name__})"
+    return BenchmarkError(f"backbone {name!r}: {source} {why}; {local}or download it once with network access "
+                          f"(hf download {source}) and run with HF_HUB_OFFLINE=1")
 
 
 @contextmanager
@@ -169,15 +308,21 @@ def load_backbone(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
 
     from benchmark.heads import head_layout
 
+    from safetensors import SafetensorError
+
     config = load_config(name)
     source = resolve_backbone(name)
+    if _is_local(source):
+        problems = checkpoint_problems(name, Path(source))
+        if problems:
+            raise BenchmarkError(problems[0])
     try:
         with quiet_transformers():
             model, info = AutoModelForMaskedLM.from_pretrained(
                 source, config=config, dtype=torch.float32, output_loading_info=True
             )
             tokenizer = AutoTokenizer.from_pretrained(source)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, SafetensorError) as exc:
         raise _load_error(name, source, exc) from None
     missing = _missing_head_keys(info, head_layout(config).prefixes)
     if missing:
@@ -186,9 +331,7 @@ def load_backbone(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
             f"backbone {name!r} ({source}): MLM-head weights missing from the checkpoint and newly "
             f"initialised: {shown}; use a checkpoint saved from a *ForMaskedLM model"
         )
-    if len(tokenizer) > config.vocab_size:
-        raise BenchmarkError(
-            f"backbone {name!r} ({source}): tokenizer has {len(tokenizer)} tokens but the MLM head only "
-            f"{config.vocab_size}; the tokenizer does not belong to this checkpoint"
-        )
+    problem = tokenizer_problem(name, source, len(tokenizer), config.vocab_size)
+    if problem:
+        raise BenchmarkError(problem)
     return model.float().eval(), tokenizer

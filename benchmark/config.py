@@ -1,4 +1,9 @@
-"""Strict loading of TOML config files into dataclasses: unknown keys and wrong types are one-line errors."""
+"""Strict loading of TOML config files into dataclasses: unknown keys, wrong types and values out of
+range are one-line errors.
+
+A field states its range where it is declared (``bounded(1000, ge=1, hint=...)``), so a suite file
+and the command line meet the same limits.
+"""
 
 from __future__ import annotations
 
@@ -58,6 +63,26 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
+def bounded(default: Any = dataclasses.MISSING, *, ge: float | None = None, le: float | None = None,
+            gt: float | None = None, hint: str = "") -> Any:
+    """A dataclass field whose numeric value must lie in a range (None, when allowed, is left alone)."""
+    return dataclasses.field(default=default, metadata={"ge": ge, "le": le, "gt": gt, "hint": hint})
+
+
+def range_problem(where: str, value: Any, metadata: Any) -> str | None:
+    """One line for a value outside its field's range, else None."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    ge, le, gt = metadata.get("ge"), metadata.get("le"), metadata.get("gt")
+    ok = value == value and (ge is None or value >= ge) and (le is None or value <= le) and (gt is None or value > gt)
+    if ok:
+        return None
+    parts = [f">= {ge}" if ge is not None else "", f"> {gt}" if gt is not None else "", f"<= {le}" if le is not None else ""]
+    kind = "an integer" if isinstance(value, int) else "a number"
+    hint = metadata.get("hint")
+    return f"{where} = {value!r} must be {kind} {' and '.join(p for p in parts if p)}" + (f" ({hint})" if hint else "") + "; fix the value"
+
+
 def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
     """Build ``cls`` from ``data``; ``where`` names the file/section in messages."""
     hints = typing.get_type_hints(cls)
@@ -72,6 +97,9 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
     for name, f in fields.items():
         if name in data:
             kwargs[name] = _coerce(data[name], hints[name], f"{where}.{name}")
+            problem = range_problem(f"{where}.{name}", kwargs[name], f.metadata)
+            if problem:
+                raise BenchmarkError(problem)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
             raise BenchmarkError(f"{where}: missing required key {name!r}; add it")
     return cls(**kwargs)

@@ -178,10 +178,20 @@ def build_impact_index(collection_dir: Path, index_dir: Path, threads: int = 2) 
 
 
 Hits = dict[str, list[tuple[str, float]]]
+MAX_K = 2**31 - 1  # Lucene takes the number of hits as a Java int
+
+
+def check_k(k: object) -> int:
+    """The ranking depth, checked before the JVM starts (Lucene answers k <= 0 with a Java traceback)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise BenchmarkError(f"search depth k = {k!r} must be an integer from 1 to {MAX_K}; set k in the suite file "
+                             "(e.g. k = 1000)")
+    return k
 
 
 def bm25_search(index_dir: Path, queries: dict[str, str], k: int = 1000, threads: int = 2,
                 k1: float = 0.9, b: float = 0.4) -> Hits:
+    check_k(k)
     start_jvm()
     from pyserini.search.lucene import LuceneSearcher
 
@@ -195,6 +205,7 @@ def bm25_search(index_dir: Path, queries: dict[str, str], k: int = 1000, threads
 
 def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 1000, threads: int = 2) -> Hits:
     """Search pre-encoded ``{token: int}`` queries; Lucene scores are then exact integer dot products."""
+    check_k(k)
     start_jvm()
     from pyserini.encode import QueryEncoder
     from pyserini.search.lucene import LuceneImpactSearcher

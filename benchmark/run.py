@@ -14,26 +14,13 @@ from benchmark.plan import Options, Plan, build_plan, check_factor, parse_list
 from benchmark.stage import Store
 
 
-def validate(plan: Plan, opts: Options, found: list[str] | None = None) -> None:
+def validate(plan: Plan, opts: Options, found: list[str] | None = None, deep: bool = True) -> None:
     """Check everything the plan names before any work starts; report every problem at once
-    (with ``found``, those build_plan already collected: datasets outside the suite, variants)."""
-    from benchmark.data import validate_dataset
-    from benchmark.evaluate import measure_problems
+    (with ``found``, those build_plan already collected: datasets outside the suite, variants).
+    ``deep=False`` (a dry run) skips what needs the network or transformers."""
+    from benchmark.inputs import plan_problems
 
-    problems: list[str] = list(found or [])
-    for name in plan.datasets:
-        problem = validate_dataset(name)
-        if problem:
-            problems.append(problem)
-    problems.extend(measure_problems(plan.measures))
-    if plan.suite.splade is not None:
-        from benchmark.backbone import resolve_backbone
-
-        for backbone in opts.backbones or plan.suite.splade.backbones:
-            try:
-                resolve_backbone(backbone)
-            except BenchmarkError as exc:
-                problems.append(str(exc))
+    problems = list(found or []) + plan_problems(plan, opts.backbones or plan.backbones, deep=deep)
     if problems:
         raise BenchmarkError(" | ".join(problems) if len(problems) > 1 else problems[0])
 
@@ -150,6 +137,10 @@ def _main(args: argparse.Namespace) -> int:
         if value is not None and value <= 0:
             raise BenchmarkError(f"--{flag.replace('_', '-')} {value} must be a positive integer")
     check_factor(args.rescale_factor)
+    if not args.dry_run:
+        from benchmark.inputs import check_output_dirs
+
+        check_output_dirs(args.runs_dir, args.results_dir)
     suite = load_suite(args.suite)
     opts = Options(datasets=parse_list(args.datasets), backbones=parse_list(args.backbones),
                    variants=parse_list(args.variants), rescale_factor=args.rescale_factor,
@@ -158,7 +149,7 @@ def _main(args: argparse.Namespace) -> int:
     problems: list[str] = []
     plan = build_plan(suite, opts, problems, suite_arg=args.suite)
     store = Store(args.runs_dir, force=args.force, verify=args.verify)
-    validate(plan, opts, problems)
+    validate(plan, opts, problems, deep=not args.dry_run)
     if args.dry_run:
         dry_run(plan, store)
         return 0

@@ -10,11 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import transformers.utils.logging
 
 from benchmark.run import main
-from test_data import beir_folder
+from test_data import beir_folder, copy_of, scifact_slice  # noqa: F401  (scifact_slice is a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
+# transformers binds its log handler to the sys.stderr of its first use; bind it now, at collection,
+# and not to one test's captured stream (closed after that test).
+transformers.utils.logging.get_logger("transformers")
 
 
 def suite_file(tmp_path: Path, body: str, name: str = "custom") -> str:
@@ -118,9 +122,12 @@ def test_bad_input_gets_one_clear_line(case, tmp_path, capsys, monkeypatch):
 def test_backbone_without_mlm_head(tmp_path, capsys, bert_tiny):
     from transformers import AutoTokenizer, BertModel
 
+    from benchmark.backbone import quiet_transformers
+
     headless = tmp_path / "headless"
-    BertModel.from_pretrained(bert_tiny).save_pretrained(headless)
-    AutoTokenizer.from_pretrained(bert_tiny).save_pretrained(headless)
+    with quiet_transformers():
+        BertModel.from_pretrained(bert_tiny).save_pretrained(headless)
+        AutoTokenizer.from_pretrained(bert_tiny).save_pretrained(headless)
     suite = suite_file(tmp_path, 'name = "h"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
                                  f'[splade]\nbackbones = ["{headless}"]\n')
     line = run_error(capsys, "--suite", suite, "--max-docs", "50", "--max-queries", "5", "--runs-dir", str(tmp_path / "runs"))
@@ -164,3 +171,358 @@ def test_cli_error_has_no_traceback_in_a_real_process(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["error: rescale factor nan is not a positive finite number; pass e.g. --rescale-factor 0.25"]
+
+
+# --------------------------------------------------------------------------- checked before any stage runs
+#
+# Each case below once gave a wrong result with exit 0, a crash after the work, or a late or unclear
+# message. Now: one line on stderr, exit 2, no traceback, and no stage folder under runs/.
+
+
+def no_stage_ran(runs: Path) -> bool:
+    """Nothing under runs/ but what validation may create (the folder itself)."""
+    return not runs.exists() or not any(runs.iterdir())
+
+
+def one_line(capsys, runs: Path, *argv: str) -> str:
+    line = run_error(capsys, *argv, "--runs-dir", str(runs))
+    assert no_stage_ran(runs), sorted(p.name for p in runs.iterdir())
+    return line[len("error: "):]
+
+
+def bm25_suite(t: Path, datasets: str = '"beir/scifact/test"', measures: str = '"nDCG@10"', extra: str = "",
+               name: str = "b", bm25: str = "") -> str:
+    return suite_file(t, f'name = "{name}"\ndescription = "d"\ndatasets = [{datasets}]\nmeasures = [{measures}]\n'
+                         f'{extra}[bm25]\n{bm25}', name="s")
+
+
+def splade_suite(t: Path, backbone: str) -> str:
+    return suite_file(t, f'name = "sp"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+                         f'[bm25]\n[splade]\nbackbones = ["{backbone}"]\n', name="sp")
+
+
+def local(t: Path, folder: Path, **kw) -> str:
+    """A BM25 suite on one local folder."""
+    return bm25_suite(t, f'"{folder}"', **kw)
+
+
+def row(*fields: str) -> str:
+    return "\t".join(fields)
+
+
+def edit(folder: Path, rel: str, change) -> Path:
+    """Rewrite one file of a BEIR folder through ``change(bytes) -> bytes``."""
+    path = folder / rel
+    path.write_bytes(change(path.read_bytes()))
+    return folder
+
+
+def corpus_line(folder: Path, n: int, obj: dict) -> Path:
+    """Replace line ``n`` (1-based) of corpus.jsonl by ``obj`` as JSON."""
+    def change(data: bytes) -> bytes:
+        lines = data.split(b"\n")
+        lines[n - 1] = json.dumps(obj).encode()
+        return b"\n".join(lines)
+    return edit(folder, "corpus.jsonl", change)
+
+
+def first_doc(folder: Path) -> dict:
+    return json.loads((folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[0])
+
+
+def first_qrel(folder: Path) -> list[str]:
+    return (folder / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1].split("\t")
+
+
+def qrels_row(folder: Path, row: str) -> Path:
+    """Append one raw qrels row."""
+    return edit(folder, "qrels/test.tsv", lambda b: b + row.encode("utf-8", "surrogateescape") + b"\n")
+
+
+def _dup_doc(f):
+    return corpus_line(f, 5, first_doc(f))
+
+
+def _dup_query(f):
+    q = json.loads((f / "queries.jsonl").read_text().splitlines()[0])
+    return edit(f, "queries.jsonl", lambda b: b + (json.dumps(q) + "\n").encode())
+
+
+def _doc_id(value):
+    def make(f):
+        d = first_doc(f)
+        return corpus_line(f, 3, {**d, "_id": value})
+    return make
+
+
+def _query_id(value):
+    def make(f):
+        return edit(f, "queries.jsonl", lambda b: b + (json.dumps({"_id": value, "text": "q"}) + "\n").encode())
+    return make
+
+
+def _write_vocab(folder: Path, tokens: list[str]) -> None:
+    (folder / "vocab.txt").write_text("".join(t + "\n" for t in tokens))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True}))
+
+
+def _model_copy(t: Path, name: str, files: tuple[str, ...]) -> Path:
+    from _tiny_models import BERT_TINY
+
+    folder = t / name
+    folder.mkdir()
+    for f in files:
+        (folder / f).symlink_to(BERT_TINY / f)
+    return folder
+
+
+def _truncated(t: Path) -> Path:
+    folder = _model_copy(t, "truncated", ("config.json", "tokenizer.json", "tokenizer_config.json"))
+    from _tiny_models import BERT_TINY
+
+    (folder / "model.safetensors").write_bytes((BERT_TINY / "model.safetensors").read_bytes()[:9_000_000])
+    return folder
+
+
+def _small_tokenizer(t: Path) -> Path:
+    folder = _model_copy(t, "small-tokenizer", ("config.json", "model.safetensors"))
+    _write_vocab(folder, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cell", "gene", "protein"])
+    return folder
+
+
+def _is_a_file(t: Path) -> Path:
+    (t / "corpus.jsonl").write_text("{}\n")
+    return t / "corpus.jsonl"
+
+
+def _loop(t: Path) -> Path:
+    (t / "loop").symlink_to(t / "loop")
+    return t / "loop"
+
+
+# name: (argv builder (tmp folder, fresh copy of the SciFact slice) → argv, the exact message: str, or a compiled pattern)
+SLICE = "SLICE"  # where the message names the slice's folder
+VALIDATION_CASES = {
+    # measures: parsed, range-checked and trial-evaluated up front
+    "measure cutoff not an integer": (lambda t, s: ["--suite", bm25_suite(t, measures='"nDCG@10.5"')],
+                                      "measure 'nDCG@10.5' has cutoff 10.5; a cutoff is a positive integer written in digits (e.g. nDCG@10)"),
+    "measure cutoff in float notation": (lambda t, s: ["--suite", bm25_suite(t, measures='"nDCG@1e3"')],
+                                         "measure 'nDCG@1e3' has cutoff 1000.0; a cutoff is a positive integer written in digits (e.g. nDCG@10)"),
+    "measure without an installed evaluator": (
+        lambda t, s: ["--suite", bm25_suite(t, measures='"alpha_nDCG@10"')],
+        "measure 'alpha_nDCG@10' cannot be evaluated here (Unsupported measures {alpha_nDCG@10}. The following providers "
+        "would support this measure: - pyndeval (pip install ir-measures[pyndeval])); use ir_measures strings such as "
+        "nDCG@10, RR@10, R@100, R@1000, AP, R(rel=2)@1000"),
+    "measure that is a total": (lambda t, s: ["--suite", bm25_suite(t, measures='"NumRet"')],
+                                "measure 'NumRet' is a total over queries, but the tables report means over the judged "
+                                "queries; use a per-query measure (e.g. R@1000, nDCG@10)"),
+    "no measures": (lambda t, s: ["--suite", bm25_suite(t, measures="")],
+                    'suite file s.toml: measures is empty; list at least one ir_measures string, e.g. measures = ["nDCG@10"]'),
+    # suite-file limits, as the command line's
+    "suite max_queries negative": (lambda t, s: ["--suite", bm25_suite(t, extra="max_queries = -1\n")],
+                                   "s.toml.max_queries = -1 must be an integer >= 1 (a query slice; leave it out for every "
+                                   "judged query); fix the value"),
+    "suite max_docs negative": (lambda t, s: ["--suite", bm25_suite(t, extra="max_docs = -5\n")],
+                                "s.toml.max_docs = -5 must be an integer >= 1 (a corpus slice that keeps every judged "
+                                "document; leave it out for the whole corpus); fix the value"),
+    "suite k zero": (lambda t, s: ["--suite", bm25_suite(t, extra="k = 0\n")],
+                     "s.toml.k = 0 must be an integer >= 1 and <= 2147483647 (the ranking depth per query, e.g. k = 1000); "
+                     "fix the value"),
+    "suite bm25 b above 1": (lambda t, s: ["--suite", bm25_suite(t, bm25="b = 1.5\n")],
+                             "s.toml.bm25.b = 1.5 must be a number >= 0 and <= 1 (BM25 length normalisation, between 0 and 1); "
+                             "fix the value"),
+    # suite names are plain names, and a custom file may not take a packaged suite's name
+    "suite name with ..": (lambda t, s: ["--suite", bm25_suite(t, name="../../x")],
+                           re.compile(r"^suite file s\.toml: name = '\.\./\.\./x' is not a plain name: it names the results folder "
+                                      r"<results-dir>/<name>/, so use letters, digits.*e\.g\. name = \"my-suite\"$")),
+    "suite name absolute": (lambda t, s: ["--suite", bm25_suite(t, name=str(t / "elsewhere"))],
+                            re.compile(r"^suite file s\.toml: name = '/.*/elsewhere' is not a plain name")),
+    "custom suite named like a packaged one": (
+        lambda t, s: ["--suite", bm25_suite(t, name="smoke")],
+        "suite file s.toml: name = 'smoke' is the name of a packaged suite, and this file is not that suite: its tables would "
+        "overwrite <results-dir>/smoke/. Give the file its own name (e.g. name = \"smoke-custom\") or run the packaged "
+        "suite with --suite smoke"),
+    # ids: unique, non-null, non-empty, without whitespace (named with their file and line)
+    "duplicate document id": (lambda t, s: ["--suite", local(t, _dup_doc(s))],
+                              re.compile(r"^SLICE/corpus\.jsonl:5: duplicate document id '\d+'; ids must be unique: "
+                                         r"remove or rename one$")),
+    "duplicate query id": (lambda t, s: ["--suite", local(t, _dup_query(s))],
+                           re.compile(r"^SLICE/queries\.jsonl:21: duplicate query id '1'; ids must be unique: remove or rename one$")),
+    "duplicate judgement": (lambda t, s: ["--suite", local(t, qrels_row(s, row(*first_qrel(s))))],
+                            re.compile(r"^SLICE/qrels/test\.tsv:\d+: query '1' judges document '\d+' twice; keep one row per pair$")),
+    "null document id": (lambda t, s: ["--suite", local(t, _doc_id(None)(s))],
+                         "SLICE/corpus.jsonl:3: document id is null; ids are non-empty strings (or integers): give it one"),
+    "empty document id": (lambda t, s: ["--suite", local(t, _doc_id("")(s))],
+                          "SLICE/corpus.jsonl:3: document id is empty; give every document a non-empty id"),
+    "document id with a space": (lambda t, s: ["--suite", local(t, _doc_id("doc 7")(s))],
+                                 "SLICE/corpus.jsonl:3: document id 'doc 7' contains ' '; run and qrels files separate "
+                                 "fields by whitespace, so ids must not contain whitespace or control characters: rename it"),
+    "document id with a tab": (lambda t, s: ["--suite", local(t, _doc_id("doc\t7")(s))],
+                               re.compile(r"^SLICE/corpus\.jsonl:3: document id 'doc\\t7' contains '\\t'; ")),
+    "document id with a newline": (lambda t, s: ["--suite", local(t, _doc_id("doc\n7")(s))],
+                                   re.compile(r"^SLICE/corpus\.jsonl:3: document id 'doc\\n7' contains '\\n'; ")),
+    "query id with a space": (lambda t, s: ["--suite", local(t, _query_id("q 1")(s))],
+                              re.compile(r"^SLICE/queries\.jsonl:21: query id 'q 1' contains ' '; ")),
+    "qrels id with a space": (lambda t, s: ["--suite", local(t, qrels_row(s, row("1", "doc 2", "1")))],
+                              re.compile(r"^SLICE/qrels/test\.tsv:\d+: document id 'doc 2' contains ' '; ")),
+    # UTF-8 enforced, with file and line
+    "corpus not UTF-8": (lambda t, s: ["--suite", local(t, edit(s, "corpus.jsonl", lambda b: b.replace(b"a", bytes([0xE9]), 1)))],
+                         re.compile(r"^SLICE/corpus\.jsonl:1 is not valid UTF-8 \(byte 0xe9 at column \d+\); save the file as UTF-8$")),
+    "qrels not UTF-8": (lambda t, s: ["--suite", local(t, qrels_row(s, row("1", "d" + chr(0xDCFF), "1")))],
+                        re.compile(r"^SLICE/qrels/test\.tsv:\d+ is not valid UTF-8 \(byte 0xff at column 4\); save the file as UTF-8$")),
+    # qrels scores are integers, and something is relevant
+    "qrels score --1": (lambda t, s: ["--suite", local(t, qrels_row(s, row("1", "5", "--1")))],
+                        re.compile(r"^SLICE/qrels/test\.tsv:\d+ is \['1', '5', '--1'\]; each qrels row must be "
+                                   r"query-id<TAB>corpus-id<TAB>integer score$")),
+    "qrels score superscript": (lambda t, s: ["--suite", local(t, qrels_row(s, row("1", "5", "²")))],
+                                re.compile(r"^SLICE/qrels/test\.tsv:\d+ is \['1', '5', '²'\]; each qrels row must be")),
+    "qrels score float": (lambda t, s: ["--suite", local(t, qrels_row(s, row("1", "5", "1.0")))],
+                          re.compile(r"^SLICE/qrels/test\.tsv:\d+ is \['1', '5', '1\.0'\]; each qrels row must be")),
+    "qrels all zero": (lambda t, s: ["--suite", local(t, edit(s, "qrels/test.tsv", lambda b: b.replace(b"\t1\n", b"\t0\n")))],
+                       re.compile(r"^SLICE/qrels/test\.tsv has no relevant judgement \(\d+ rows, every score <= 0\); "
+                                  r"relevant documents need a score >= 1$")),
+    "qrels unknown query before any stage": (lambda t, s: ["--suite", local(t, qrels_row(s, row("q9", "5", "1")))],
+                                             "SLICE/qrels/test.tsv: qrels refer to 1 query id(s) not in queries.jsonl, "
+                                             "e.g. 'q9'; fix the qrels or the queries file so every judged query exists"),
+    # output folders, both up front
+    "unwritable results dir": (lambda t, s: ["--suite", bm25_suite(t), "--results-dir", str(_file(t) / "results")],
+                               re.compile(r"^results folder '.*/a-file/results' is not writable \(.*/a-file is a file\); "
+                                          r"fix its permissions or pass --results-dir DIR \(or set BENCHMARK_RESULTS_DIR\)$")),
+    # model folders: their own tokenizer, of a plausible size; complete weights
+    "model folder without tokenizer files": (
+        lambda t, s: ["--suite", splade_suite(t, str(_model_copy(t, "no-tokenizer", ("config.json", "model.safetensors"))))],
+        re.compile(r"^backbone '.*/no-tokenizer': folder .*/no-tokenizer has no tokenizer files \(none of tokenizer\.json, "
+                   r"vocab\.txt, .*\); transformers would build a tokenizer of special tokens only and read every word as "
+                   r"\[UNK\]\. Save the model's own tokenizer into it: AutoTokenizer\.from_pretrained\(ORIGINAL\)\.save_pretrained\(FOLDER\)$")),
+    "model folder with a tokenizer far smaller than its head": (
+        lambda t, s: ["--suite", splade_suite(t, str(_small_tokenizer(t)))],
+        re.compile(r"^backbone '.*/small-tokenizer' \(.*/small-tokenizer\): tokenizer has 10 tokens, fewer than half the "
+                   r"MLM head's 30522 rows, so it is not this model's tokenizer")),
+    "truncated safetensors": (lambda t, s: ["--suite", splade_suite(t, str(_truncated(t)))],
+                              re.compile(r"^backbone '.*/truncated': folder .*/truncated: model\.safetensors is truncated or "
+                                         r"corrupt \(9000000 bytes, but its header describes 17671552\); copy or save the "
+                                         r"checkpoint again$")),
+    "unknown hub id before any stage": (
+        lambda t, s: ["--suite", splade_suite(t, "someone/no-such-mlm")],
+        "backbone 'someone/no-such-mlm': someone/no-such-mlm is not in the local Hugging Face cache and the hub is off "
+        "(HF_HUB_OFFLINE=1); pass a local *ForMaskedLM folder, or download it once with network access "
+        "(hf download someone/no-such-mlm) and run with HF_HUB_OFFLINE=1"),
+    # dataset paths get their own messages
+    "dataset path is a file": (lambda t, s: ["--suite", "smoke", "--datasets", str(_is_a_file(t)), "--backbones", "bert-tiny"],
+                               re.compile(r"^dataset path '.*/corpus\.jsonl' is a file, not a folder; give a BEIR folder "
+                                          r"\(corpus\.jsonl, queries\.jsonl, qrels/<split>\.tsv\) as PATH\[@split\]$")),
+    "dataset path is a symlink loop": (lambda t, s: ["--suite", "smoke", "--datasets", str(_loop(t))],
+                                       re.compile(r"^dataset path '.*/loop' is a symlink loop \(Too many levels of symbolic "
+                                                  r"links\); point it at a BEIR folder")),
+    "dataset split that does not exist": (lambda t, s: ["--suite", bm25_suite(t, f'"{s}@dev"')],
+                                          "BEIR folder 'SLICE' has no split 'dev' (no qrels/dev.tsv); valid splits: test. "
+                                          "Write PATH@split with one of them"),
+    "local folder not written as a path": (lambda t, s: ["--suite", local(t, s.relative_to(t))],
+                                           "unknown dataset 'scifact-slice'; give an ir_datasets id (e.g. beir/scifact/test, "
+                                           "msmarco-passage/dev/small) or a local BEIR folder; a folder 'scifact-slice' exists "
+                                           "here: to use it, write it as a path, ./scifact-slice"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VALIDATION_CASES))
+def test_checked_before_any_stage(case, tmp_path, capsys, monkeypatch, scifact_slice):
+    monkeypatch.chdir(tmp_path)
+    slice_copy = copy_of(scifact_slice, tmp_path / "scifact-slice")
+    build, expected = VALIDATION_CASES[case]
+    argv = build(tmp_path, slice_copy)
+    if "--results-dir" not in argv:
+        argv += ["--results-dir", str(tmp_path / "results")]
+    line = one_line(capsys, tmp_path / "runs", *argv)
+    if isinstance(expected, str):
+        assert line == expected.replace(SLICE, str(slice_copy))
+    else:
+        assert re.search(expected.pattern.replace(SLICE, re.escape(str(slice_copy))), line), line
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("measure", ["nDCG@0", "R@0"])
+def test_zero_cutoff_is_refused_before_pytrec_eval_aborts(measure, tmp_path):
+    """pytrec_eval kills the process (SIGABRT) on a cutoff of 0; in a child process, so that a
+    regression fails this test instead of the test session."""
+    suite = bm25_suite(tmp_path, measures=f'"{measure}"')
+    proc = subprocess.run([sys.executable, "-m", "benchmark.run", "--suite", suite, "--max-docs", "50", "--max-queries", "5",
+                           "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"), "--no-progress"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"error: measure {measure!r} has cutoff 0; a cutoff is a positive integer written in digits (e.g. {measure[:-2]}@10)"]
+    assert no_stage_ran(tmp_path / "runs")
+
+
+def test_dataset_offline_and_not_cached(tmp_path, capsys, monkeypatch):
+    """An ir_datasets id whose files are not in the cache, with no network: one line naming the id,
+    the URL and the offline fix, before any stage. The network is cut by a proxy on a closed local
+    port, so the test is the same on a machine with internet access, and fails fast."""
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")
+    home = Path(__import__("os").environ["IR_DATASETS_HOME"])
+    assert not (home / "beir" / "arguana" / "source.zip").exists()  # the precondition: not in the offline cache
+    line = one_line(capsys, tmp_path / "runs", "--suite", bm25_suite(tmp_path, '"beir/arguana"'),
+                    "--results-dir", str(tmp_path / "results"))
+    assert line == (
+        f"dataset 'beir/arguana' is not in the ir_datasets cache (IR_DATASETS_HOME={home}) and cannot be downloaded: "
+        "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/arguana.zip is unreachable "
+        f"(ProxyError: ProxyError). To work offline, fetch that file elsewhere and save it as {home}/beir/arguana/source.zip "
+        "(the IR_DATASETS_HOME layout), or give the dataset as a local BEIR folder ./FOLDER[@split] "
+        "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+    assert not (home / "beir" / "arguana" / "source.zip").exists()
+
+
+def test_packaged_suite_file_by_path_is_not_a_collision(tmp_path, capsys):
+    from benchmark.suites import packaged_path
+
+    assert main(["--suite", str(packaged_path("smoke")), "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 0
+    assert "suite smoke:" in capsys.readouterr().out
+
+
+def test_results_folder_of_an_earlier_format(tmp_path, capsys):
+    """A folder written before results were self-contained (manifest.json, no runs_dir even) is skipped
+    in one line that says how to convert it; the rebuild does not fail as a whole."""
+    from benchmark.report import main as report_main
+
+    (tmp_path / "results" / "b").mkdir(parents=True)
+    (tmp_path / "results" / "b" / "manifest.json").write_text(json.dumps({"suite": "b", "measures": ["nDCG@10"], "conditions": []}))
+    assert report_main(["--results-dir", str(tmp_path / "results")]) == 1
+    captured = capsys.readouterr()
+    lines = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
+    assert lines == [f"skipped {tmp_path}/results/b: earlier format (manifest.json names a runs folder, no results.json); "
+                     "convert it with --refresh b --runs-dir DIR, or rerun the suite"]
+
+
+def test_search_depth_is_checked_before_the_jvm():
+    from benchmark.errors import BenchmarkError
+    from benchmark.lucene import bm25_search, impact_search
+
+    for search in (bm25_search, impact_search):
+        for k in (0, -3, 2**31, 10.0):
+            with pytest.raises(BenchmarkError, match=r"search depth k = .* must be an integer from 1 to 2147483647"):
+                search(Path("/nonexistent"), {}, k=k)
+
+
+def test_non_canonical_measure_spellings_get_their_values(tmp_path, scifact_slice):
+    """``nDCG(cutoff=10)`` and ``"RR@10 "`` are nDCG@10 and RR@10: the same values in every output.
+    (They used to be computed under ir_measures' spelling and looked up under the suite's: no value.)"""
+    import csv
+
+    import ir_measures
+
+    suite = bm25_suite(tmp_path, f'"{scifact_slice}"', measures='"nDCG(cutoff=10)", "RR@10 "', name="spell")
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    assert main(["--suite", suite, "--runs-dir", str(runs), "--results-dir", str(results), "--no-progress"]) == 0
+    rows = list(csv.DictReader(open(results / "spell" / "metrics.csv", encoding="utf-8")))
+    got = {r["measure"]: r["value"] for r in rows}
+    (run_file,) = runs.glob("search/*/run.trec")
+    (qrels_file,) = runs.glob("topics/*/qrels.txt")
+    expected = ir_measures.calc_aggregate([ir_measures.nDCG @ 10, ir_measures.RR @ 10],
+                                          ir_measures.read_trec_qrels(str(qrels_file)), ir_measures.read_trec_run(str(run_file)))
+    # every slice query has a hit, so the mean over judged queries is ir_measures' own mean
+    assert got == {"nDCG@10": f"{expected[ir_measures.nDCG @ 10]:.4f}", "RR@10": f"{expected[ir_measures.RR @ 10]:.4f}"}
+    table = (results / "spell" / "table.md").read_text(encoding="utf-8")
+    assert "nDCG@10" in table and "RR@10" in table and "nDCG(cutoff=10)" not in table

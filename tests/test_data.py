@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmark.data import materialise, read_docids, read_queries
+from benchmark.data import materialise, read_docids, read_queries, validate_dataset
 from benchmark.errors import BenchmarkError
 
 
@@ -73,3 +73,135 @@ def test_malformed_beir_folder(tmp_path, kind, kwargs, pattern):
         out = tmp_path / "out"
         out.mkdir(exist_ok=True)
         materialise(str(folder), out, progress=False)
+
+
+# --------------------------------------------------------------------------- a SciFact slice as a local folder
+
+
+def write_scifact_slice(root, n_queries=20, n_docs=200):
+    """The first ``n_queries`` judged SciFact test queries, every document they judge and the first
+    other documents up to ``n_docs``, written as a BEIR folder (corpus order kept)."""
+    import ir_datasets
+
+    ds = ir_datasets.load("beir/scifact/test")
+    qrels = list(ds.qrels_iter())
+    qids = sorted({q.query_id for q in qrels}, key=int)[:n_queries]
+    judged = [q for q in qrels if q.query_id in qids]
+    need = {q.doc_id for q in judged}
+    docs, others = [], n_docs - len(need)
+    for d in ds.docs_iter():
+        if d.doc_id in need or others > 0:
+            others -= d.doc_id not in need
+            docs.append({"_id": d.doc_id, "title": d.title, "text": d.text})
+    queries = {q.query_id: q.text for q in ds.queries_iter()}
+    root.mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": queries[q]}) + "\n" for q in qids),
+                                        encoding="utf-8")
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q.query_id}\t{q.doc_id}\t{q.relevance}\n" for q in judged), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="session")
+def scifact_slice(tmp_path_factory):
+    """A 200-document SciFact test slice as a local BEIR folder, built once per session (read-only use:
+    tests that change it work on a copy)."""
+    return write_scifact_slice(tmp_path_factory.mktemp("slice") / "scifact-slice")
+
+
+def copy_of(folder, dest):
+    import shutil
+
+    return shutil.copytree(folder, dest)
+
+
+def test_slice_reads_as_beir_reads_it(scifact_slice):
+    """Our strict reader gives BEIR's reference loader's documents (title + " " + text) in its order."""
+    from beir.datasets.data_loader import GenericDataLoader
+
+    from benchmark.data import read_local_corpus
+
+    reference = GenericDataLoader(data_folder=str(scifact_slice)).load_corpus()
+    ours = list(read_local_corpus(scifact_slice))
+    assert len(ours) == 200
+    assert ours == [(i, f"{d.get('title') or ''} {d.get('text') or ''}") for i, d in reference.items()]
+
+
+def test_bom_blank_lines_and_crlf_read_like_the_clean_folder(tmp_path, scifact_slice):
+    """A BOM (corpus, queries, qrels header), blank lines and CRLF line ends change nothing."""
+    messy = copy_of(scifact_slice, tmp_path / "messy")
+    for rel in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        lines = (messy / rel).read_text(encoding="utf-8").splitlines()
+        if rel == "corpus.jsonl":
+            lines = [lines[0], "", *lines[1:5], "   ", *lines[5:], ""]
+        (messy / rel).write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
+    outs = []
+    for name, folder in (("clean", scifact_slice), ("messy", messy)):
+        out = tmp_path / f"out-{name}"
+        out.mkdir()
+        assert validate_dataset(str(folder)) is None
+        materialise(str(folder), out, progress=False)
+        outs.append([(out / f).read_bytes() for f in ("corpus/docs.jsonl", "docids.txt", "queries.tsv", "qrels.txt")])
+    assert outs[0] == outs[1]
+
+
+def test_content_aware_keys(tmp_path, scifact_slice):
+    """An edit that keeps the size and restores the mtime still changes the stage keys."""
+    import os
+
+    from benchmark.data import DatasetRef, corpus_fingerprint
+
+    folder = copy_of(scifact_slice, tmp_path / "edited")
+    ref = DatasetRef(str(folder))
+    key, corpus_key = ref.key(), corpus_fingerprint(str(folder))
+    assert key.startswith(f"local:{folder}@test:")
+    for rel in ("qrels/test.tsv", "corpus.jsonl"):
+        path = folder / rel
+        st = path.stat()
+        text = path.read_text(encoding="utf-8")
+        i = text.rindex("\t1\n") if rel.endswith(".tsv") else text.index('"text": "') + 9
+        edited = text[:i] + ("\t2\n" if rel.endswith(".tsv") else text[i:i + 1].swapcase()) + text[i + (3 if rel.endswith(".tsv") else 1):]
+        assert len(edited) == len(text) and edited != text
+        path.write_text(edited, encoding="utf-8")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+        assert ref.key() != key
+        key = ref.key()
+    assert corpus_fingerprint(str(folder)) != corpus_key  # only the corpus edit re-keys the corpus stage
+
+
+def test_an_id_never_reads_the_working_folder(tmp_path, monkeypatch, scifact_slice):
+    """A folder beir/scifact/test/ (and beir/scifact/) under the working folder does not replace the
+    ir_datasets dataset of the same name: a local folder must be written as a path."""
+    from benchmark.data import DatasetRef, corpus_source, load_source
+
+    copy_of(scifact_slice, tmp_path / "beir" / "scifact" / "test")
+    for f in ("corpus.jsonl", "queries.jsonl"):
+        (tmp_path / "beir" / "scifact" / f).write_bytes((scifact_slice / f).read_bytes())
+    monkeypatch.chdir(tmp_path)
+    ref = DatasetRef("beir/scifact/test")
+    assert ref.local is None and ref.key() == "beir/scifact/test"
+    assert corpus_source("beir/scifact/test") == "beir/scifact"
+    _, queries, _ = load_source("beir/scifact/test", docs=False)
+    assert len(queries) == 300  # ir_datasets' SciFact test queries, not the slice's 20
+    assert validate_dataset("./beir/scifact/test") is None  # written as a path, the folder is used
+    assert DatasetRef("./beir/scifact/test").local == ((tmp_path / "beir" / "scifact" / "test").resolve(), "test")
+
+
+def test_at_sign_in_folder_names(tmp_path, monkeypatch, scifact_slice):
+    """``@split`` splits at the last '@', and only when that split exists, so 'my@data' is a folder."""
+    from benchmark.data import DatasetRef
+
+    monkeypatch.chdir(tmp_path)
+    folder = copy_of(scifact_slice, tmp_path / "my@data").resolve()
+    (folder / "qrels" / "dev.tsv").write_bytes((folder / "qrels" / "test.tsv").read_bytes())
+    assert DatasetRef("./my@data").local == (folder, "test")
+    assert DatasetRef("./my@data@test").local == (folder, "test")
+    assert DatasetRef("./my@data@dev").local == (folder, "dev")
+    assert validate_dataset("./my@data") is None and validate_dataset("./my@data@dev") is None
+    assert "has no split 'train' (no qrels/train.tsv); valid splits: dev, test" in validate_dataset("./my@data@train")
+    copy_of(scifact_slice, tmp_path / "my")  # ./my@test is now also split 'test' of ./my: ambiguous only if both exist
+    (tmp_path / "my" / "qrels" / "data.tsv").write_bytes((folder / "qrels" / "test.tsv").read_bytes())
+    assert "is ambiguous" in validate_dataset("./my@data")

@@ -49,3 +49,43 @@ def test_run_with_documents_outside_corpus(tmp_path, data_dir):
     (tmp_path / "run.trec").write_text("q1 Q0 zzz 1 1.0 t\n")
     with pytest.raises(BenchmarkError, match="absent from the corpus.*'zzz'.*--force"):
         evaluate_stage(tmp_path / "run.trec", data_dir, data_dir, ["RR@10"], tmp_path)
+
+
+def test_measures_are_normalised_to_the_canonical_spelling():
+    from benchmark.evaluate import normalise_measure
+
+    assert normalise_measure("nDCG(cutoff=10)") == "nDCG@10"
+    assert normalise_measure("RR@10 ") == "RR@10" and normalise_measure(" RR@10") == "RR@10"
+    assert normalise_measure("R(rel=2)@1000") == "R(rel=2)@1000"
+    # invalid ones stay as written, so that the error quotes the user's own spelling
+    assert normalise_measure("nDCG@1e3") == "nDCG@1e3" and normalise_measure("nDCG@ten") == "nDCG@ten"
+
+
+def test_suite_measures_are_canonical_everywhere(tmp_path):
+    """Measures, per-dataset measures, the headline measure and expected scores all use one spelling."""
+    from benchmark.suites import load_suite
+
+    path = tmp_path / "spell.toml"
+    path.write_text('name = "spell"\ndescription = "d"\ndatasets = ["beir/scifact/test", "beir/nfcorpus/test"]\n'
+                    'measures = ["nDCG(cutoff=10)", "RR@10 ", "nDCG@10"]\n[dataset_measures]\n"beir/nfcorpus/test" = [" R@100"]\n'
+                    '[bm25]\n[table]\nmeasure = "nDCG(cutoff=10)"\n[table.measure_for]\n"beir/nfcorpus/test" = "R(cutoff=100)"\n'
+                    '[[expected]]\ndataset = "beir/scifact/test"\nsystem = "bm25"\nmeasure = "RR(cutoff=10)"\nvalue = 0.5\n')
+    suite = load_suite(str(path))
+    assert suite.measures == ["nDCG@10", "RR@10"]
+    assert suite.dataset_measures == {"beir/nfcorpus/test": ["R@100"]}
+    assert suite.table.measure == "nDCG@10" and suite.table.measure_for == {"beir/nfcorpus/test": "R@100"}
+    assert suite.expected[0].measure == "RR@10"
+
+
+@pytest.mark.parametrize("measure, problem", [
+    ("nDCG@10.5", "measure 'nDCG@10.5' has cutoff 10.5; a cutoff is a positive integer written in digits (e.g. nDCG@10)"),
+    ("P@1e3", "measure 'P@1e3' has cutoff 1000.0; a cutoff is a positive integer written in digits (e.g. P@10)"),
+    ("RBP(p=2)", "measure 'RBP(p=2)' has an invalid parameter p=2; use ir_measures strings such as nDCG@10, RR@10, R@100, "
+                 "R@1000, AP, R(rel=2)@1000"),
+    ("NumQ", "measure 'NumQ' is a total over queries, but the tables report means over the judged queries; "
+             "use a per-query measure (e.g. R@1000, nDCG@10)"),
+])
+def test_measure_problems(measure, problem):
+    from benchmark.evaluate import measure_problems
+
+    assert measure_problems(["nDCG@10", measure]) == [problem]

@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import from_dict, load_toml
+from benchmark.config import bounded, from_dict, load_toml
 from benchmark.errors import BenchmarkError, unknown
+
+#: Java's int: Lucene takes the ranking depth as one.
+MAX_K = 2**31 - 1
+#: A suite name is a results folder name: no separators, no ``..``, no ``@`` (subset runs use it).
+PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}$")
 
 
 @dataclass(frozen=True)
 class Bm25:
-    k1: float = 0.9
-    b: float = 0.4
+    k1: float = bounded(0.9, ge=0, hint="BM25 term-frequency saturation, e.g. 0.9")
+    b: float = bounded(0.4, ge=0, le=1, hint="BM25 length normalisation, between 0 and 1")
 
 
 @dataclass(frozen=True)
 class Encode:
-    max_doc_length: int = 256
-    max_query_length: int = 64
-    batch_size: int = 32
-    shard_size: int = 10000
+    max_doc_length: int = bounded(256, ge=1, hint="tokens per document, e.g. 256")
+    max_query_length: int = bounded(64, ge=1, hint="tokens per query, e.g. 64")
+    batch_size: int = bounded(32, ge=1, hint="texts per forward pass, e.g. 32")
+    shard_size: int = bounded(10000, ge=1, hint="documents per shard, e.g. 10000")
     precision: str = "float32"
     attn_implementation: str = "sdpa"  # pinned: part of the encode stages' ids and records
 
@@ -77,7 +85,7 @@ class Table:
     measure_for: dict[str, str] = field(default_factory=dict)  # dataset or group → its headline measure
     averages: list[Average] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # dataset or group → column header
-    digits: int = 4
+    digits: int = bounded(4, ge=1, hint="decimals shown, e.g. 4")
     alpha: float = 0.05  # significance level of the dagger, after Holm over the table's datasets
 
 
@@ -94,13 +102,13 @@ class Expected:
     system: str  # bm25 | splade
     measure: str = ""
     value: float | None = None
-    tolerance: float = 0.0
+    tolerance: float = bounded(0.0, ge=0, hint="0 means equal at 4 decimals")
     okish: float | None = None
     backbone: str = ""
     variant: str = ""
     trained: bool | None = None  # None: whichever exists (an error if both do)
-    max_docs: int | None = None
-    max_queries: int | None = None
+    max_docs: int | None = bounded(None, ge=1, hint="the --max-docs the value was measured with; leave it out for the full corpus")
+    max_queries: int | None = bounded(None, ge=1, hint="the --max-queries the value was measured with; leave it out for every query")
     collapsed: bool = False
     source: str = ""  # where the number comes from (a paper, 2CR, a measured run)
 
@@ -114,9 +122,9 @@ class Suite:
     bm25: Bm25 | None = None
     splade: Splade | None = None
     encode: Encode = field(default_factory=Encode)
-    k: int = 1000
-    max_docs: int | None = None
-    max_queries: int | None = None
+    k: int = bounded(1000, ge=1, le=MAX_K, hint="the ranking depth per query, e.g. k = 1000")
+    max_docs: int | None = bounded(None, ge=1, hint="a corpus slice that keeps every judged document; leave it out for the whole corpus")
+    max_queries: int | None = bounded(None, ge=1, hint="a query slice; leave it out for every judged query")
     optional_datasets: list[str] = field(default_factory=list)
     # group name → member datasets, reported as one column averaged over its members (CQADupStack)
     groups: dict[str, list[str]] = field(default_factory=dict)
@@ -160,6 +168,29 @@ class Suite:
     def problems(self) -> list[str]:
         """Cross-references that types alone cannot check, every one at once."""
         out: list[str] = []
+        if not PLAIN_NAME.match(self.name):
+            out.append(f"name = {self.name!r} is not a plain name: it names the results folder <results-dir>/<name>/, so use "
+                       "letters, digits, '.', '_', '+' or '-' (no '/', '\\', '..', '@' or spaces; at most 100 characters), "
+                       "e.g. name = \"my-suite\"")
+        if not self.datasets:
+            out.append("datasets is empty; list at least one, e.g. datasets = [\"beir/scifact/test\"]")
+        if not self.measures:
+            out.append("measures is empty; list at least one ir_measures string, e.g. measures = [\"nDCG@10\"]")
+        for d, ms in self.dataset_measures.items():
+            if not ms:
+                out.append(f"dataset_measures.{d!r} is empty; list its measures or remove the entry")
+        if self.splade is not None:
+            if not self.splade.backbones:
+                out.append("splade.backbones is empty; list at least one, e.g. backbones = [\"bert-tiny\"]")
+            if not self.splade.seeds:
+                out.append("splade.seeds is empty; list at least one training seed, e.g. seeds = [42]")
+            for f in self.splade.sweep:
+                if not (math.isfinite(f) and f > 0):
+                    out.append(f"splade.sweep has {f!r}; sweep factors are positive finite numbers, e.g. sweep = [0.5, 2.0]")
+            for v in self.splade.extra_variants:
+                if v.factor is not None and not (math.isfinite(v.factor) and v.factor > 0):
+                    out.append(f"splade.extra_variants[{v.name!r}].factor = {v.factor!r} must be a positive finite number "
+                               "(or left out for the head as pretrained)")
         known = set(self.known_datasets())
         measures = set(self.all_measures())
         for group, members in self.groups.items():
@@ -195,18 +226,63 @@ def suite_names() -> list[str]:
     return sorted(p.name[:-5] for p in resources.files(__package__).iterdir() if p.name.endswith(".toml"))
 
 
+def packaged_path(name: str) -> Path:
+    return Path(str(resources.files(__package__) / f"{name}.toml"))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b) or a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
+
+
+def _collision(path: Path, suite: Suite) -> list[str]:
+    """A custom file may not take a packaged suite's name: its tables would replace that suite's.
+
+    The packaged file itself (or a byte-identical copy, which gives the same tables) is allowed.
+    """
+    if suite.name not in suite_names() or _same_file(path, packaged_path(suite.name)):
+        return []
+    return [f"name = {suite.name!r} is the name of a packaged suite, and this file is not that suite: its tables would "
+            f"overwrite <results-dir>/{suite.name}/. Give the file its own name (e.g. name = \"{suite.name}-custom\") "
+            f"or run the packaged suite with --suite {suite.name}"]
+
+
+def canonical_measures(suite: Suite) -> Suite:
+    """Every measure string in the suite in ir_measures' canonical spelling (``str(parse_measure(s))``).
+
+    Aggregates, per-query files, tables and expected scores are all keyed by measure strings, so
+    ``nDCG(cutoff=10)`` and ``"RR@10 "`` must become ``nDCG@10`` and ``RR@10`` once, here, or their
+    values would be computed under one key and looked up under another. Unparsable strings are
+    left as written for validation to report.
+    """
+    from benchmark.evaluate import normalise_measure as norm
+
+    def many(names: list[str]) -> list[str]:
+        return list(dict.fromkeys(norm(n) for n in names))
+
+    table = dataclasses.replace(
+        suite.table, measure=None if suite.table.measure is None else norm(suite.table.measure),
+        measure_for={d: norm(m) for d, m in suite.table.measure_for.items()})
+    expected = [dataclasses.replace(e, measure=norm(e.measure)) if e.measure else e for e in suite.expected]
+    return dataclasses.replace(suite, measures=many(suite.measures), table=table, expected=expected,
+                               dataset_measures={d: many(ms) for d, ms in suite.dataset_measures.items()})
+
+
 def load_suite(name: str) -> Suite:
     """A packaged suite by name, or a suite TOML file by path."""
     path = Path(name)
-    if not (path.suffix == ".toml" and path.is_file()):
+    custom = path.suffix == ".toml" and path.is_file()
+    if not custom:
         if name not in suite_names():
             raise unknown("suite", name, suite_names(), "Pass one of these to --suite, or a path to a suite .toml file")
-        path = Path(str(resources.files(__package__) / f"{name}.toml"))
+        path = packaged_path(name)
     data = load_toml(path)
-    suite = from_dict(Suite, data, str(path.name))
+    suite = canonical_measures(from_dict(Suite, data, str(path.name)))
     if suite.bm25 is None and suite.splade is None:
         raise BenchmarkError(f"suite file {path.name} defines no system; add a [bm25] or [splade] table")
-    problems = suite.problems()
+    problems = suite.problems() + (_collision(path, suite) if custom else [])
     if problems:
         raise BenchmarkError(f"suite file {path.name}: " + " | ".join(problems))
     return suite

@@ -1,0 +1,79 @@
+"""Everything a run reads or writes, checked before any stage runs.
+
+A problem found here costs a second; found by a stage, it costs the work of every stage before
+it (and a measure that aborts pytrec_eval costs the whole run). Each check returns one line per
+problem naming the value, the valid options and the fix; the caller reports them all at once.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmark.errors import BenchmarkError
+
+
+def output_dir_problem(path: Path | str, what: str, flag: str, env: str) -> str | None:
+    """None when ``path`` is, or can be created as, a writable folder; nothing is created."""
+    target = Path(path).expanduser().absolute()
+    probe_in = target
+    while not probe_in.exists() and not probe_in.is_symlink() and probe_in != probe_in.parent:
+        probe_in = probe_in.parent
+    reason = None
+    if not probe_in.is_dir():
+        reason = f"{probe_in} is a file" if probe_in.exists() else f"{probe_in} does not resolve to a folder"
+    else:
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=probe_in)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+    if reason is None:
+        return None
+    return (f"{what} folder {str(path)!r} is not writable ({reason}); fix its permissions or pass {flag} DIR "
+            f"(or set {env})")
+
+
+def check_output_dirs(runs_dir: Path | str, results_dir: Path | str) -> None:
+    """Both output folders, up front: a run must not end, hours later, unable to write its tables."""
+    problems = [p for p in (output_dir_problem(runs_dir, "runs", "--runs-dir", "BENCHMARK_RUNS_DIR"),
+                            output_dir_problem(results_dir, "results", "--results-dir", "BENCHMARK_RESULTS_DIR")) if p]
+    if problems:
+        raise BenchmarkError(" | ".join(problems))
+
+
+def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
+    """Every problem with what ``plan`` reads: datasets (and the recipe's), measures, backbones.
+
+    ``deep`` (a real run, not ``--dry-run``) adds what needs the network or transformers: that each
+    ir_datasets id's files are cached or downloadable, that each hub id exists, and that each
+    backbone's config and tokenizer load and fit its MLM head.
+    """
+    from benchmark.data import availability_problem, validate_dataset
+    from benchmark.evaluate import measure_problems
+
+    problems: list[str] = []
+    datasets = list(plan.datasets)
+    recipe = getattr(plan, "recipe", None) or {}
+    if recipe.get("negatives", "bm25") == "bm25" and recipe.get("dataset"):
+        datasets.append(recipe["dataset"])  # mined from its own topics and corpus stages
+    for name in dict.fromkeys(datasets):
+        problem = validate_dataset(name) or (availability_problem(name) if deep else None)
+        if problem:
+            problems.append(problem)
+    problems.extend(measure_problems(plan.measures))
+    if plan.suite.splade is not None:
+        from benchmark.backbone import backbone_problems
+
+        names = list(backbones)
+        for variant in getattr(plan, "variants", {}).values():  # 'match' loads its reference backbone
+            spec = variant[0] if isinstance(variant, tuple) else variant  # (Rescale spec, recipe overrides)
+            match = getattr(spec, "match", None)
+            if getattr(spec, "mode", None) == "match" and isinstance(match, str):
+                names.append(match)
+        for name in dict.fromkeys(names):
+            problems.extend(backbone_problems(name, deep=deep))
+    return problems
