@@ -14,16 +14,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmark import faults
 from benchmark.errors import BenchmarkError, unknown
 from benchmark.registry import Registry
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from benchmark.rescale import Rescale
 
 MODEL_DIR_ENV = "BENCHMARK_MODEL_DIR"
 
@@ -335,3 +339,51 @@ def load_backbone(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     if problem:
         raise BenchmarkError(problem)
     return model.float().eval(), tokenizer
+
+
+def registered_key(name: str) -> str | None:
+    """The registry key for a registered key or hub id, else None (no filesystem or hub look-up)."""
+    return _registered_key(name)
+
+
+def _replace_dir(tmp: Path, out_dir: Path) -> None:
+    """Move a finished ``tmp`` folder onto ``out_dir``, replacing only a previous checkpoint."""
+    if out_dir.exists():
+        if out_dir.is_dir() and (not any(out_dir.iterdir()) or (out_dir / "config.json").is_file()):
+            shutil.rmtree(out_dir)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise BenchmarkError(f"{out_dir} exists and is not a saved backbone; choose an empty or new folder")
+    os.replace(tmp, out_dir)
+
+
+def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
+    """Load ``name``, rescale its MLM head per ``spec``, save model + tokenizer into ``out_dir``.
+
+    The folder is written next to ``out_dir`` first and moved into place when complete, so an
+    interrupted run never leaves a half-saved backbone. Returns the record for the stage's config:
+    the backbone, the spec, and ``benchmark.rescale.apply_rescale``'s record (method, factor,
+    params/tied/norms before and after, and the match statistic in match mode).
+    """
+    from benchmark.rescale import apply_rescale
+
+    out_dir = Path(out_dir)
+    model, tokenizer = load_backbone(name)
+    record: dict[str, Any] = {
+        "backbone": backbone_key(name),
+        "source": resolve_backbone(name),
+        "model_type": model.config.model_type,
+        "vocab_size": int(model.config.vocab_size),
+        "hidden_size": int(model.config.hidden_size),
+        "rescale": spec.to_dict(),
+        **apply_rescale(model, spec, tokenizer),
+    }
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    with quiet_transformers():
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    faults.point("backbone:saved")
+    _replace_dir(tmp, out_dir)
+    return record

@@ -30,11 +30,15 @@ class HeadLayout:
     biases:    every parameter that holds the decoder's vocabulary bias; BERT and RoBERTa keep an
                alias (``cls.predictions.bias`` / ``lm_head.bias``) tied to ``decoder.bias``, and
                both must change together or the saved checkpoint disagrees with the live model.
+    norm:      the head's last LayerNorm, right before the decoder. Its gain γ (and shift β, where it
+               has one; ModernBERT's has none) sets the scale of what the decoder sees, so scaling
+               γ, β and the decoder bias by α scales the logits by α without touching the decoder.
     """
 
     transform: tuple[str, ...]
     decoder: str
     biases: tuple[str, ...]
+    norm: str
 
     @property
     def prefixes(self) -> tuple[str, ...]:
@@ -47,16 +51,24 @@ MODEL_TYPE_TO_HEAD: Registry[HeadLayout] = Registry(
 )
 MODEL_TYPE_TO_HEAD.register(
     "bert",
-    HeadLayout(("cls.predictions.transform",), "cls.predictions.decoder", ("cls.predictions.decoder.bias", "cls.predictions.bias")),
+    HeadLayout(
+        ("cls.predictions.transform",),
+        "cls.predictions.decoder",
+        ("cls.predictions.decoder.bias", "cls.predictions.bias"),
+        "cls.predictions.transform.LayerNorm",
+    ),
 )
 # Ettin encoders are ModernBERT checkpoints (model_type "modernbert").
-MODEL_TYPE_TO_HEAD.register("modernbert", HeadLayout(("head",), "decoder", ("decoder.bias",)))
+MODEL_TYPE_TO_HEAD.register("modernbert", HeadLayout(("head",), "decoder", ("decoder.bias",), "head.norm"))
 MODEL_TYPE_TO_HEAD.register(
     "roberta",
-    HeadLayout(("lm_head.dense", "lm_head.layer_norm"), "lm_head.decoder", ("lm_head.decoder.bias", "lm_head.bias")),
+    HeadLayout(
+        ("lm_head.dense", "lm_head.layer_norm"), "lm_head.decoder", ("lm_head.decoder.bias", "lm_head.bias"), "lm_head.layer_norm"
+    ),
 )
 MODEL_TYPE_TO_HEAD.register(
-    "distilbert", HeadLayout(("vocab_transform", "vocab_layer_norm"), "vocab_projector", ("vocab_projector.bias",))
+    "distilbert",
+    HeadLayout(("vocab_transform", "vocab_layer_norm"), "vocab_projector", ("vocab_projector.bias",), "vocab_layer_norm"),
 )
 
 
@@ -93,6 +105,11 @@ class MLMHead:
     @property
     def transform(self) -> tuple[nn.Module, ...]:
         return tuple(_get(self.model, p) for p in self.layout.transform)
+
+    @property
+    def norm(self) -> nn.LayerNorm:
+        """The LayerNorm whose output the decoder projects (γ = ``norm.weight``, β = ``norm.bias`` or None)."""
+        return _get(self.model, self.layout.norm)
 
     @property
     def decoder(self) -> nn.Linear:

@@ -1,20 +1,23 @@
-"""MLM-head diagnostics: head/embedding norms and SPLADE activity at initialisation.
+"""MLM-head diagnostics: the match statistics, what a rescaling method changed, SPLADE at initialisation.
 
-The collapse the rescaling fixes is visible before any training: a large head norm gives large
-logits, so ``log(1+relu(·))`` switches on a big share of the vocabulary for every text. This
-module measures both sides on a fixed text sample, optionally after rescaling.
+The collapse the rescaling fixes is visible before any training: large logits make
+``log(1+relu(·))`` large over much of the vocabulary for every text. This module measures, on the
+shipped SciFact sample, the three match statistics before and after rescaling, what the method
+did to the model (parameters, tie, how far the encoder's hidden states and the logits moved), and
+SPLADE's activity at initialisation.
 
-    python -m benchmark.norms --backbones bert-tiny modernbert-base --rescale 0.25
+    python -m benchmark.norms --backbones bert-tiny modernbert-base --rescale 0.25 --method head-norm tied untie
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-
-from benchmark.atomic import save_figure, write_text
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from benchmark.atomic import save_figure, write_text
 
 if TYPE_CHECKING:
     import torch
@@ -22,21 +25,7 @@ if TYPE_CHECKING:
 
     from benchmark.rescale import Rescale
 
-# Fixed sample: short passages and keyword-style queries, as in retrieval collections.
-SAMPLE_DOCUMENTS: tuple[str, ...] = (
-    "The mitochondria is the powerhouse of the cell and produces most of its chemical energy.",
-    "Paris is the capital and most populous city of France, situated on the river Seine.",
-    "Photosynthesis converts light energy into chemical energy stored in glucose molecules.",
-    "The Great Wall of China was built over many centuries to protect against invasions.",
-    "Vaccines train the immune system to recognise and fight specific pathogens.",
-    "Python is a high-level programming language known for its readable syntax.",
-    "The stock market fell sharply after the central bank raised interest rates.",
-    "Jupiter is the largest planet in the solar system and has dozens of moons.",
-    "Regular exercise lowers blood pressure and reduces the risk of heart disease.",
-    "The novel follows a young sailor who is shipwrecked on a remote island.",
-    "Climate change is driving rising sea levels and more frequent extreme weather.",
-    "Insulin regulates blood sugar by signalling cells to absorb glucose.",
-)
+# Keyword-style queries, as in retrieval collections (documents: the shipped SciFact abstracts).
 SAMPLE_QUERIES: tuple[str, ...] = (
     "capital of france",
     "how do vaccines work",
@@ -47,33 +36,37 @@ SAMPLE_QUERIES: tuple[str, ...] = (
 )
 
 COLUMNS: tuple[str, ...] = (
-    "backbone", "rescale", "factor", "model_type", "vocab_size", "hidden_size", "tied",
-    "head_norm_before", "head_norm", "row_norm_mean", "row_norm_max", "bias_norm", "embedding_norm",
+    "backbone", "rescale", "method", "factor", "model_type", "vocab_size", "hidden_size",
+    "tied_before", "tied", "params_before", "params",
+    "frobenius_before", "frobenius", "row_rms_before", "row_rms", "logit_std_before", "logit_std",
+    "head_gain_before", "head_gain", "bias_norm", "embedding_norm_before", "embedding_norm",
+    "logit_scale", "logit_dev", "hidden_drift",
     "logit_mean", "logit_max", "act_mean", "doc_nnz", "query_nnz", "doc_flops",
 )
 
 
+# logit_dev compares logits on the first batch's first real tokens (float64: 256 × 50k vocab ≈ 100 MB).
+FIRST_TOKENS = 256
+
+
 def head_stats(model: PreTrainedModel) -> dict[str, Any]:
-    """Norms of the MLM-head projection [vocab, hidden], its bias and the input embeddings."""
-    import torch
+    """Weights of the MLM head: parameters, tie, ‖W‖_F, row RMS, rms(γ) of the head LayerNorm, bias and embedding norms."""
+    from benchmark.rescale import STATISTICS, head_snapshot
 
-    from benchmark.heads import mlm_head
-    from benchmark.rescale import frobenius
-
-    head = mlm_head(model)
-    rows = torch.linalg.norm(head.weight.detach().double(), dim=1)
+    snap = head_snapshot(model)
     return {
-        "tied": head.tied,
-        "head_norm": frobenius(head.weight),
-        "row_norm_mean": float(rows.mean()),
-        "row_norm_max": float(rows.max()),
-        "bias_norm": frobenius(head.bias) if head.bias is not None else 0.0,
-        "embedding_norm": frobenius(model.get_input_embeddings().weight),
+        "tied": snap["tied"],
+        "params": snap["params"],
+        "frobenius": snap["head_norm"],
+        "row_rms": STATISTICS["row-rms"].measure(model, None),
+        "head_gain": snap["head_gain"],
+        "bias_norm": snap["bias_norm"],
+        "embedding_norm": snap["embedding_norm"],
     }
 
 
 def splade_logits(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: tuple[str, ...] | list[str], max_length: int = 128
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int = 128
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """MLM logits [batch, tokens, vocab] and the attention mask [batch, tokens] for ``texts``."""
     import torch
@@ -92,49 +85,116 @@ def splade_reps(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
     return weights.amax(dim=1)
 
 
-def splade_stats(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    documents: tuple[str, ...] = SAMPLE_DOCUMENTS,
-    queries: tuple[str, ...] = SAMPLE_QUERIES,
-) -> dict[str, float]:
-    """Logit scale and SPLADE sparsity at initialisation on a text sample.
+def sample_pass(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str] | None = None) -> dict[str, Any]:
+    """One pass over the document sample (default: the shipped SciFact abstracts).
 
-    logit_mean/max over real document tokens; act_mean is the mean document weight over the
-    vocabulary; doc_nnz/query_nnz are non-zeros per vector; doc_flops is the FLOPS regulariser
-    sum_j (mean_i w_ij)^2 over the document sample.
+    Returns logit_std (as the match statistic defines it), logit_mean/max over real tokens, the
+    SPLADE document statistics (act_mean: mean weight over the vocabulary; doc_nnz: non-zeros per
+    document; doc_flops: sum_j (mean_i w_ij)^2), and for drift checks the encoder's output at every
+    real token (``hidden``) and the logits of the first FIRST_TOKENS real tokens (``first_logits``).
     """
-    logits, mask = splade_logits(model, tokenizer, documents)
-    token_logits = logits[mask.bool()]  # [real tokens, vocab]
-    docs = splade_reps(logits, mask)
-    queries_rep = splade_reps(*splade_logits(model, tokenizer, queries))
+    import torch
+
+    from benchmark.rescale import sample_logits, token_logit_std
+
+    captured: list[torch.Tensor] = []
+    hook = model.base_model.register_forward_hook(lambda module, args, out: captured.append(out[0]))
+    std_sum, tokens, logit_sum, logit_max = 0.0, 0, 0.0, -float("inf")
+    docs, act_sum, nnz_sum, col_sum = 0, 0.0, 0.0, None
+    hidden: list[torch.Tensor] = []
+    first_logits = None
+    try:
+        for logits, mask in sample_logits(model, tokenizer, texts):
+            real = mask.bool()
+            s, n = token_logit_std(logits, mask)
+            std_sum, tokens = std_sum + s, tokens + n
+            token_logits = logits[real]
+            logit_sum += float(token_logits.double().sum())
+            logit_max = max(logit_max, float(token_logits.max()))
+            reps = splade_reps(logits.float(), mask).double()
+            docs += reps.shape[0]
+            act_sum += float(reps.mean(dim=1).sum())
+            nnz_sum += float((reps > 0).sum())
+            col_sum = reps.sum(dim=0) if col_sum is None else col_sum + reps.sum(dim=0)
+            hidden.append(captured.pop()[real].double())
+            if first_logits is None:
+                first_logits = token_logits[:FIRST_TOKENS].double()
+    finally:
+        hook.remove()
+    vocab = first_logits.shape[1]  # type: ignore[union-attr]
     return {
-        "logit_mean": float(token_logits.double().mean()),
-        "logit_max": float(token_logits.max()),
-        "act_mean": float(docs.double().mean()),
-        "doc_nnz": float((docs > 0).sum(dim=1).double().mean()),
-        "query_nnz": float((queries_rep > 0).sum(dim=1).double().mean()),
-        "doc_flops": float((docs.double().mean(dim=0) ** 2).sum()),
+        "logit_std": std_sum / tokens,
+        "logit_mean": logit_sum / (tokens * vocab),
+        "logit_max": logit_max,
+        "act_mean": act_sum / docs,
+        "doc_nnz": nnz_sum / docs,
+        "doc_flops": float(((col_sum / docs) ** 2).sum()),  # type: ignore[operator]
+        "hidden": torch.cat(hidden),
+        "first_logits": first_logits,
     }
 
 
-def diagnose(name: str, spec: Rescale) -> dict[str, Any]:
-    """Load backbone ``name``, rescale per ``spec``, and measure one row of COLUMNS."""
+def query_nnz(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, queries: Sequence[str] = SAMPLE_QUERIES) -> float:
+    """Mean non-zeros per SPLADE query vector."""
+    reps = splade_reps(*splade_logits(model, tokenizer, queries))
+    return float((reps > 0).sum(dim=1).double().mean())
+
+
+SCALARS = ("logit_std", "logit_mean", "logit_max", "act_mean", "doc_nnz", "doc_flops")
+
+
+def splade_stats(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    documents: Sequence[str] | None = None,
+    queries: Sequence[str] = SAMPLE_QUERIES,
+) -> dict[str, float]:
+    """Logit scale and SPLADE sparsity at initialisation on the document sample and ``queries``."""
+    out = sample_pass(model, tokenizer, documents)
+    return {**{k: out[k] for k in SCALARS}, "query_nnz": query_nnz(model, tokenizer, queries)}
+
+
+def _relative(new: torch.Tensor, old: torch.Tensor) -> float:
+    """‖new − old‖_F / ‖old‖_F in float64 (0.0 when both are 0)."""
+    import torch
+
+    denom = float(torch.linalg.norm(old))
+    return float(torch.linalg.norm(new - old)) / denom if denom else 0.0
+
+
+def diagnose(name: str, spec: Rescale, texts: Sequence[str] | None = None) -> dict[str, Any]:
+    """Load backbone ``name``, measure, rescale per ``spec``, measure again: one row of COLUMNS.
+
+    logit_scale = logit_std after / before (α for head-norm and untie); logit_dev = ‖z' − αz‖/‖αz‖
+    over the first FIRST_TOKENS sample tokens; hidden_drift = ‖h' − h‖/‖h‖ over the encoder's output at every
+    sample token (0 unless the method moved the encoder's input: ``tied`` on a tied head).
+    """
     from benchmark.backbone import backbone_key, load_backbone
     from benchmark.rescale import apply_rescale
 
     model, tokenizer = load_backbone(name)
-    record = apply_rescale(model, spec)
+    weights_before = head_stats(model)
+    before = sample_pass(model, tokenizer, texts)
+    record = apply_rescale(model, spec, tokenizer)
+    weights_after = head_stats(model)
+    after = sample_pass(model, tokenizer, texts)
+    factor = record["factor"]
     row: dict[str, Any] = {
         "backbone": backbone_key(name),
         "rescale": spec.label,
-        "factor": record["factor"],
+        "method": spec.method,
+        "factor": factor,
         "model_type": model.config.model_type,
         "vocab_size": int(model.config.vocab_size),
         "hidden_size": int(model.config.hidden_size),
-        "head_norm_before": record["head_norm_before"],
-        **head_stats(model),
-        **splade_stats(model, tokenizer),
+        **{f"{k}_before": v for k, v in weights_before.items()},
+        **weights_after,
+        "logit_std_before": before["logit_std"],
+        **{k: after[k] for k in SCALARS},
+        "query_nnz": query_nnz(model, tokenizer),
+        "logit_scale": after["logit_std"] / before["logit_std"],
+        "logit_dev": _relative(after["first_logits"], before["first_logits"] * factor),
+        "hidden_drift": _relative(after["hidden"], before["hidden"]),
     }
     return {c: row[c] for c in COLUMNS}
 
@@ -165,7 +225,7 @@ def to_table(rows: list[dict[str, Any]]) -> str:
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
-    """Bar chart: head vs embedding norm, and non-zeros per document, per backbone (atomic write)."""
+    """Bar charts: logit-std before/after, and the mean document activation, per row (atomic write)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -173,16 +233,16 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
     labels = [f"{r['backbone']}\n{r['rescale']}" for r in rows]
     xs = range(len(rows))
-    fig, (ax_norm, ax_nnz) = plt.subplots(1, 2, figsize=(max(8.0, 1.6 * len(rows) + 4), 4.0))
-    ax_norm.bar([x - 0.2 for x in xs], [r["head_norm"] for r in rows], width=0.4, label="MLM head")
-    ax_norm.bar([x + 0.2 for x in xs], [r["embedding_norm"] for r in rows], width=0.4, label="input embeddings")
-    ax_norm.set_ylabel("Frobenius norm")
-    ax_norm.set_title("Weight norms")
-    ax_norm.legend()
-    ax_nnz.bar(list(xs), [r["doc_nnz"] for r in rows], width=0.6, color="tab:green")
-    ax_nnz.set_ylabel("non-zeros per document")
-    ax_nnz.set_title("SPLADE activity at initialisation")
-    for ax in (ax_norm, ax_nnz):
+    fig, (ax_std, ax_act) = plt.subplots(1, 2, figsize=(max(8.0, 1.6 * len(rows) + 4), 4.0))
+    ax_std.bar([x - 0.2 for x in xs], [r["logit_std_before"] for r in rows], width=0.4, label="before")
+    ax_std.bar([x + 0.2 for x in xs], [r["logit_std"] for r in rows], width=0.4, label="after")
+    ax_std.set_ylabel("logit std over the vocabulary")
+    ax_std.set_title("MLM logit scale (SciFact sample)")
+    ax_std.legend()
+    ax_act.bar(list(xs), [r["act_mean"] for r in rows], width=0.6, color="tab:green")
+    ax_act.set_ylabel("mean SPLADE weight per vocabulary entry")
+    ax_act.set_title("SPLADE activity at initialisation")
+    for ax in (ax_std, ax_act):
         ax.set_xticks(list(xs), labels, fontsize=8)
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
@@ -193,9 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmark.norms", description=__doc__.splitlines()[0])
     parser.add_argument("--backbones", nargs="+", required=True, metavar="KEY", help="backbone keys, hub ids or folders")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--rescale", type=float, metavar="FACTOR", help="multiply the MLM-head projection by FACTOR")
-    group.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="rescale to a reference backbone's head norm or to a number")
-    parser.add_argument("--keep-bias", action="store_true", help="do not scale the decoder bias with the projection")
+    group.add_argument("--rescale", type=float, metavar="FACTOR", help="multiply the MLM logits by FACTOR")
+    group.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="rescale so the match statistic equals a reference backbone's or a number")
+    parser.add_argument("--method", nargs="+", default=None, metavar="METHOD", help="rescaling method(s): head-norm (default), tied, untie; one row per backbone and method")
+    parser.add_argument("--match-stat", default=None, metavar="STAT", help="statistic for --match-norm: logit-std (default), row-rms, frobenius")
+    parser.add_argument("--keep-bias", action="store_true", help="do not scale the decoder bias")
+    parser.add_argument("--sample", type=int, metavar="N", help="measure on the first N shipped abstracts only (default: all, as the logit-std statistic does)")
     parser.add_argument("--format", choices=("table", "csv"), default="table", help="stdout format")
     parser.add_argument("--results-dir", type=Path, default=Path("results"), help="writes norms/norms.csv and norms/norms.png")
     return parser
@@ -205,13 +268,24 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from benchmark.backbone import resolve_backbone
     from benchmark.errors import BenchmarkError
-    from benchmark.rescale import Rescale
+    from benchmark.rescale import DEFAULT_MATCH_STAT, DEFAULT_METHOD, Rescale
+    from benchmark.samples import scifact_abstracts
 
     try:
-        spec = Rescale.from_options(factor=args.rescale, match=args.match_norm, scale_bias=not args.keep_bias)
+        specs = [
+            Rescale.from_options(
+                factor=args.rescale, match=args.match_norm, scale_bias=not args.keep_bias, method=method,
+                match_stat=args.match_stat or DEFAULT_MATCH_STAT,
+            )
+            for method in args.method or [DEFAULT_METHOD]
+        ]
+        sample = scifact_abstracts()
+        if args.sample is not None and not 1 <= args.sample <= len(sample):
+            raise BenchmarkError(f"--sample must be between 1 and {len(sample)} (the shipped abstracts), got {args.sample}")
+        texts = sample[: args.sample] if args.sample is not None else None
         for name in args.backbones:
             resolve_backbone(name)  # every name is valid before any model loads
-        rows = [diagnose(name, spec) for name in args.backbones]
+        rows = [diagnose(name, spec, texts) for name in args.backbones for spec in specs]
         out = args.results_dir / "norms"
         out.mkdir(parents=True, exist_ok=True)
         write_text(out / "norms.csv", to_csv(rows))

@@ -1,36 +1,219 @@
-"""Rescaling the MLM-head projection once, at initialisation, before SPLADE training.
+"""Rescaling the MLM head once, at initialisation, before SPLADE training.
 
-Backbones whose vocabulary projection has a large L2 norm (ModernBERT, Ettin) start SPLADE with
-huge logits, so ``log(1+relu(·))`` activates most of the vocabulary and training collapses. The
-fix multiplies the projection by a constant α before training: only weights change, so there is
-no runtime cost and the saved checkpoint is an ordinary ``*ForMaskedLM``.
+Backbones whose MLM head produces large logits (ModernBERT, Ettin) start SPLADE with
+``log(1+relu(·))`` switched on across most of the vocabulary, and training collapses. The fix
+multiplies the logits by a constant α before training. Only weights change, so there is no runtime
+cost, and the saved checkpoint is an ordinary ``*ForMaskedLM``.
 
-Bias: with ``scale_bias=True`` (the default) the decoder bias is multiplied by α too, so every
-logit becomes exactly α × the original logit. Which vocabulary entries are positive (the support
-of relu, hence of the SPLADE vector) and the ranking of logits are then unchanged; only their
-magnitude shrinks. Scaling the weight alone would shift logits towards the bias and change which
-terms are active at initialisation, mixing two effects. ``scale_bias=False`` keeps that variant
-available for ablations.
+Three things vary, each in one table:
+
+- the spec (:class:`Rescale`): how α is chosen. ``none``, a ``factor``, or ``match`` (α = target /
+  statistic, the target being a reference backbone's statistic or a number);
+- the method (``METHODS``): which weights carry α. ``head-norm`` (default) scales the head
+  LayerNorm's γ, β and the decoder bias: the logits become exactly α × the original, no parameter is
+  added, ties are kept and the encoder is untouched. ``tied`` scales the decoder matrix in place;
+  when it is tied, the input embeddings scale with it. ``untie`` gives the head its own scaled copy,
+  which adds vocab × hidden parameters to the rescaled arm only (an ablation);
+- the match statistic (``STATISTICS``): ``frobenius`` ‖W‖_F (the paper's), ``row-rms``
+  (‖W‖_F/√V, the typical row norm) or ``logit-std`` (the spread of the MLM logits over the
+  vocabulary on a fixed SciFact sample). The weight statistics read the decoder matrix only; they
+  do not see the head's LayerNorm gain, the hidden size, or a ``head-norm`` rescaling.
+
+Bias: with ``scale_bias=True`` (the default) the decoder bias is multiplied by α too, so which
+vocabulary entries are positive (the support of relu, hence of the SPLADE vector) is unchanged and only
+the magnitudes move. ``scale_bias=False`` keeps the shifted variant for ablations.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import shutil
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmark import faults
 from benchmark.errors import BenchmarkError, unknown
+from benchmark.registry import Registry
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
+    from transformers import PreTrainedTokenizerBase
+
+    from benchmark.heads import MLMHead
 
 RESCALE_MODES = ("none", "factor", "match")
+DEFAULT_METHOD = "head-norm"
+DEFAULT_MATCH_STAT = "logit-std"
+# logit-std reads the first SAMPLE_MAX_LENGTH tokens of each sample text (special tokens included).
+SAMPLE_MAX_LENGTH = 128
+
+
+# --- methods: which weights carry α -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Method:
+    """How α reaches the logits. ``apply(head, α, scale_bias)`` runs under ``torch.no_grad``."""
+
+    apply: Callable[[MLMHead, float, bool], None]
+    adds_parameters: bool
+    summary: str
+
+
+def _scale_biases(head: MLMHead, factor: float) -> None:
+    """Each distinct tensor holding the decoder bias, once (BERT and RoBERTa alias it when tied)."""
+    seen: set[int] = set()
+    for _, param in head.bias_params():
+        if id(param) not in seen:
+            seen.add(id(param))
+            param.mul_(factor)
+
+
+def _head_norm(head: MLMHead, factor: float, scale_bias: bool) -> None:
+    # logits = W(γ⊙n + β) + b, with n the normalised hidden state: α on γ, β and b is α on every logit.
+    norm = head.norm
+    if norm.weight is None:
+        raise BenchmarkError(f"the head LayerNorm of {type(head.model).__name__} has no gain γ; use method 'tied'")
+    norm.weight.mul_(factor)
+    if norm.bias is not None:
+        norm.bias.mul_(factor)
+    if scale_bias:
+        _scale_biases(head, factor)
+
+
+def _tied(head: MLMHead, factor: float, scale_bias: bool) -> None:
+    head.weight.mul_(factor)  # when tied, this *is* the input embedding matrix
+    if scale_bias:
+        _scale_biases(head, factor)
+
+
+def _untie(head: MLMHead, factor: float, scale_bias: bool) -> None:
+    from torch import nn
+
+    if not head.tied:
+        return _tied(head, factor, scale_bias)
+    model = head.model
+    # The head gets its own copy, the embeddings stay put, and the config says so, so that
+    # save/load keeps them apart. That also drops transformers' decoder.bias ↔ alias tie (BERT,
+    # RoBERTa): each alias gets its own tensor, saved with equal values.
+    head.decoder.weight = nn.Parameter(head.weight.detach().clone() * factor)
+    model.config.tie_word_embeddings = False
+    bias_factor = factor if scale_bias else 1.0
+    for path, param in head.bias_params():
+        head.set_param(path, nn.Parameter(param.detach().clone() * bias_factor))
+
+
+METHODS: Registry[Method] = Registry("rescale method", fix="Set method in [splade.rescale] or pass one of these")
+METHODS.register(
+    "head-norm", Method(_head_norm, False, "head LayerNorm γ, β and decoder bias × α; no parameter added, ties kept")
+)
+METHODS.register("tied", Method(_tied, False, "vocabulary matrix × α in place (tied: the input embeddings too)"))
+METHODS.register("untie", Method(_untie, True, "an untied copy of the vocabulary matrix × α; adds vocab × hidden parameters"))
+
+
+# --- match statistics ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A scale of the MLM head: ``measure(model, tokenizer)``; α = target / statistic."""
+
+    measure: Callable[[nn.Module, PreTrainedTokenizerBase | None], float]
+    needs_text: bool
+    summary: str
+
+
+def frobenius(tensor: torch.Tensor) -> float:
+    """Frobenius (L2) norm, accumulated in float64."""
+    import torch
+
+    return float(torch.linalg.norm(tensor.detach().double()))
+
+
+def _frobenius(model: nn.Module, tokenizer: Any = None) -> float:
+    from benchmark.heads import mlm_head
+
+    return frobenius(mlm_head(model).weight)
+
+
+def _row_rms(model: nn.Module, tokenizer: Any = None) -> float:
+    from benchmark.heads import mlm_head
+
+    weight = mlm_head(model).weight
+    return frobenius(weight) / math.sqrt(weight.shape[0])
+
+
+def sample_logits(
+    model: nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str] | None = None,
+    max_length: int = SAMPLE_MAX_LENGTH,
+    batch_size: int = 8,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(logits [batch, tokens, vocab], attention mask [batch, tokens]) over ``texts``, batch by batch.
+
+    ``texts`` defaults to the shipped SciFact abstracts. Batches are small because the logits of one
+    batch take batch × tokens × vocab floats (8 × 128 × 50k ≈ 200 MB).
+    """
+    import torch
+
+    from benchmark.samples import scifact_abstracts
+
+    texts = list(scifact_abstracts() if texts is None else texts)
+    device = next(model.parameters()).device
+    for start in range(0, len(texts), batch_size):
+        enc = tokenizer(texts[start : start + batch_size], padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        mask = enc["attention_mask"].to(device)
+        with torch.inference_mode():
+            logits = model(input_ids=enc["input_ids"].to(device), attention_mask=mask).logits
+        yield logits, mask
+
+
+def token_logit_std(logits: torch.Tensor, mask: torch.Tensor) -> tuple[float, int]:
+    """(sum over real tokens of the std of their logits over the vocabulary, number of real tokens).
+
+    Population std (÷V) per token in the logits' dtype (one fused pass; float32 keeps ~1e-6 relative,
+    ample for a scale), summed in float64. Multiplying the logits by a power of two multiplies it
+    exactly, as every step is a rounding that commutes with powers of two.
+    """
+    import torch
+
+    var, _ = torch.var_mean(logits, dim=-1, correction=0)  # [batch, tokens]
+    real = mask.bool()
+    return float(var[real].sqrt().double().sum()), int(real.sum())
+
+
+def logit_std(model: nn.Module, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str] | None = None) -> float:
+    """Mean over the sample's tokens of the std of the MLM logits over the vocabulary."""
+    total, count = 0.0, 0
+    for logits, mask in sample_logits(model, tokenizer, texts):
+        s, n = token_logit_std(logits, mask)
+        total, count = total + s, count + n
+    return total / count
+
+
+def _logit_std(model: nn.Module, tokenizer: Any = None) -> float:
+    if tokenizer is None:
+        raise BenchmarkError("match statistic 'logit-std' needs the backbone's tokenizer")
+    return logit_std(model, tokenizer)
+
+
+STATISTICS: Registry[Statistic] = Registry("rescale match statistic", fix="Set match_stat in [splade.rescale] or pass one of these")
+STATISTICS.register("frobenius", Statistic(_frobenius, False, "Frobenius norm of the decoder matrix ‖W‖_F"))
+STATISTICS.register("row-rms", Statistic(_row_rms, False, "RMS of the decoder's row norms, ‖W‖_F/√vocab"))
+STATISTICS.register(
+    "logit-std", Statistic(_logit_std, True, "std of the MLM logits over the vocabulary, mean over a SciFact sample's tokens")
+)
+
+
+def measure(stat: str, model: nn.Module, tokenizer: PreTrainedTokenizerBase | None = None) -> float:
+    """The match statistic ``stat`` of ``model`` as it is now."""
+    return STATISTICS[stat].measure(model, tokenizer)
+
+
+# --- the spec -----------------------------------------------------------------------------------
 
 
 def _positive_number(value: Any, what: str) -> float:
@@ -42,7 +225,7 @@ def _positive_number(value: Any, what: str) -> float:
 
 
 def _as_number(value: Any) -> Any:
-    """'12.5' → 12.5 (a CLI norm target); any other string stays a backbone name."""
+    """'12.5' → 12.5 (a CLI target); any other string stays a backbone name."""
     if isinstance(value, str):
         try:
             return float(value)
@@ -51,23 +234,40 @@ def _as_number(value: Any) -> Any:
     return value
 
 
+def _same_backbone(a: str, b: str) -> bool:
+    """Whether two backbone names (keys, registered hub ids or folders) name the same checkpoint."""
+    from benchmark.backbone import registered_key
+
+    if a == b:
+        return True
+    key_a, key_b = registered_key(a), registered_key(b)
+    if key_a is not None or key_b is not None:
+        return key_a == key_b
+    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    return pa.is_dir() and pb.is_dir() and pa.resolve() == pb.resolve()
+
+
 @dataclass(frozen=True)
 class Rescale:
-    """How to rescale the MLM-head projection.
+    """How to rescale the MLM head.
 
-    mode "none": leave the head as is. mode "factor": multiply by ``factor``. mode "match": pick
-    α = target / current head norm, where ``match`` is a reference backbone (its head's Frobenius
-    norm) or a number (the norm itself).
+    mode "none": the head as is. "factor": multiply the logits by ``factor``. "match": α = target /
+    ``match_stat`` of this backbone, where ``match`` is a reference backbone (its statistic) or a
+    number (the target itself). ``method`` says which weights carry α (``METHODS``).
     """
 
     mode: str = "none"
     factor: float | None = None
     match: str | float | None = None
     scale_bias: bool = True
+    method: str = DEFAULT_METHOD
+    match_stat: str = DEFAULT_MATCH_STAT
 
     def __post_init__(self) -> None:
         if self.mode not in RESCALE_MODES:
             raise unknown("rescale mode", self.mode, RESCALE_MODES)
+        METHODS[self.method]  # unknown → one line listing the valid ones
+        STATISTICS[self.match_stat]
         if not isinstance(self.scale_bias, bool):
             raise BenchmarkError(f"rescale scale_bias must be true or false, got {self.scale_bias!r}")
         if self.mode == "none":
@@ -75,7 +275,7 @@ class Rescale:
                 raise BenchmarkError("rescale mode 'none' takes no factor and no match target; use mode 'factor' or 'match'")
         elif self.mode == "factor":
             if self.match is not None:
-                raise BenchmarkError("rescale mode 'factor' takes no match target; use mode 'match' for a norm target")
+                raise BenchmarkError("rescale mode 'factor' takes no match target; use mode 'match' for a target")
             object.__setattr__(self, "factor", _positive_number(self.factor, "rescale factor"))
         else:
             if self.factor is not None:
@@ -83,166 +283,169 @@ class Rescale:
             match = _as_number(self.match)
             if isinstance(match, str):
                 if not match:
-                    raise BenchmarkError("rescale match target is empty; give a backbone name or a norm value")
+                    raise BenchmarkError("rescale match target is empty; give a backbone name or a number")
             else:
-                match = _positive_number(match, "rescale match norm")
+                match = _positive_number(match, "rescale match target")
             object.__setattr__(self, "match", match)
 
     @classmethod
     def from_options(
-        cls, factor: float | None = None, match: str | float | None = None, scale_bias: bool = True
+        cls,
+        factor: float | None = None,
+        match: str | float | None = None,
+        scale_bias: bool = True,
+        method: str = DEFAULT_METHOD,
+        match_stat: str = DEFAULT_MATCH_STAT,
     ) -> Rescale:
         """Build from the CLI pair ``--rescale FACTOR`` / ``--match-norm REF_OR_NUMBER`` (at most one)."""
         if factor is not None and match is not None:
-            raise BenchmarkError("give either a rescale factor or a match-norm target, not both")
-        if factor is not None:
-            return cls("factor", factor=factor, scale_bias=scale_bias)
-        if match is not None:
-            return cls("match", match=match, scale_bias=scale_bias)
-        return cls(scale_bias=scale_bias)
+            raise BenchmarkError("give either a rescale factor or a match target, not both")
+        mode = "factor" if factor is not None else "match" if match is not None else "none"
+        return cls(mode, factor=factor, match=match, scale_bias=scale_bias, method=method, match_stat=match_stat)
 
     @property
     def label(self) -> str:
-        """Short tag for tables and run names: 'none', 'x0.25', 'match:bert-base-uncased', 'match:6.5'."""
+        """Tag for tables: 'none', 'x0.25@head-norm', 'x2-nobias@tied', 'x0.25@untie+params',
+        'match:bert-base-uncased/logit-std@head-norm', 'match:6.5/frobenius@tied'."""
         if self.mode == "none":
             return "none"
-        text = f"x{self.factor:g}" if self.mode == "factor" else (
-            f"match:{self.match:g}" if isinstance(self.match, float) else f"match:{self.match}"
-        )
-        return text if self.scale_bias else f"{text}-nobias"
+        if self.mode == "factor":
+            text = f"x{self.factor:g}"
+        else:
+            target = f"{self.match:g}" if isinstance(self.match, float) else self.match
+            text = f"match:{target}/{self.match_stat}"
+        extra = "+params" if METHODS[self.method].adds_parameters else ""
+        return f"{text}{'' if self.scale_bias else '-nobias'}@{self.method}{extra}"
+
+    @property
+    def description(self) -> str:
+        """One line for plans and reports: the amount, the method and whether it adds parameters."""
+        if self.mode == "none":
+            return "MLM head as pretrained"
+        what = f"logits × {self.factor:g}" if self.mode == "factor" else f"{self.match_stat} matched to {self.match}"
+        bias = "" if self.scale_bias else ", decoder bias kept"
+        return f"{what} via {self.method} ({METHODS[self.method].summary}){bias}"
+
+    def is_identity_for(self, backbone: str) -> bool:
+        """True when applying this spec to ``backbone`` leaves it bit-for-bit as loaded.
+
+        ``none``, a factor of 1, or ``match`` naming the backbone itself (α = 1 by definition). A
+        numeric target equal to the backbone's statistic is only known after measuring, so it is not.
+        """
+        if self.mode == "none":
+            return True
+        if self.mode == "factor":
+            return self.factor == 1.0
+        return isinstance(self.match, str) and _same_backbone(self.match, backbone)
+
+    def canonical_for(self, backbone: str) -> Rescale:
+        """The spec with fields that cannot change ``backbone``'s weights reset: equal for equal models.
+
+        Identity specs become ``Rescale()``; ``factor`` drops ``match_stat``; a reference backbone is
+        named by its registry key. Stage configs built from this share one stage per distinct model.
+        """
+        from benchmark.backbone import registered_key
+
+        if self.is_identity_for(backbone):
+            return Rescale()
+        if self.mode == "factor":
+            return Rescale("factor", factor=self.factor, scale_bias=self.scale_bias, method=self.method)
+        match = (registered_key(self.match) or self.match) if isinstance(self.match, str) else self.match
+        return Rescale("match", match=match, scale_bias=self.scale_bias, method=self.method, match_stat=self.match_stat)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def frobenius(tensor: torch.Tensor) -> float:
-    """Frobenius (L2) norm, accumulated in float64."""
-    import torch
-
-    return float(torch.linalg.norm(tensor.detach().double()))
+# --- applying it --------------------------------------------------------------------------------
 
 
 @lru_cache(maxsize=8)
-def reference_head_norm(name: str) -> float:
-    """Frobenius norm of the MLM-head projection of backbone ``name`` (loaded once per process)."""
+def reference_statistic(name: str, stat: str) -> float:
+    """Match statistic ``stat`` of backbone ``name`` as loaded (each loaded once per process)."""
     from benchmark.backbone import load_backbone
-    from benchmark.heads import mlm_head
 
-    model, _ = load_backbone(name)
-    return frobenius(mlm_head(model).weight)
+    model, tokenizer = load_backbone(name)
+    return measure(stat, model, tokenizer)
 
 
-def resolve_factor(spec: Rescale, head_norm: float) -> tuple[float, float | None]:
-    """The factor α for ``spec`` given the current head norm, and the target norm in match mode."""
+def resolve_factor(
+    spec: Rescale, model: nn.Module, tokenizer: PreTrainedTokenizerBase | None = None
+) -> tuple[float, float | None, float | None]:
+    """(α, the model's statistic, the target) for ``spec``; the last two are None unless mode is match."""
     if spec.mode == "none":
-        return 1.0, None
+        return 1.0, None, None
     if spec.mode == "factor":
-        return float(spec.factor), None  # type: ignore[arg-type]
-    target = spec.match if isinstance(spec.match, float) else reference_head_norm(str(spec.match))
-    if head_norm <= 0:
-        raise BenchmarkError("cannot match the head norm: the MLM-head projection is all zeros")
-    return target / head_norm, target
+        return float(spec.factor), None, None  # type: ignore[arg-type]
+    current = measure(spec.match_stat, model, tokenizer)
+    target = spec.match if isinstance(spec.match, float) else reference_statistic(str(spec.match), spec.match_stat)
+    if not current > 0:
+        raise BenchmarkError(f"cannot match {spec.match_stat}: it is {current!r} for this backbone (an all-zero MLM head?)")
+    return target / current, current, target
 
 
-def _scale_head(model: nn.Module, factor: float, scale_bias: bool) -> bool:
-    """Multiply the projection (and optionally its bias) by ``factor``; returns True if it untied."""
-    import torch
-    from torch import nn
+def count_parameters(model: nn.Module) -> int:
+    """Distinct parameter elements: a tied matrix counts once (as ``num_parameters`` counts)."""
+    return sum(p.numel() for p in model.parameters())
 
+
+def head_snapshot(model: nn.Module) -> dict[str, Any]:
+    """What a method may change: parameter count, tie, decoder/bias/embedding norms, head gain rms(γ)."""
     from benchmark.heads import mlm_head
 
     head = mlm_head(model)
-    untie = head.tied
-    with torch.no_grad():
-        if untie:
-            # A tied projection *is* the input embedding matrix: give the head its own copy so the
-            # embeddings stay put, and record it in the config so save/load keeps them apart.
-            head.decoder.weight = nn.Parameter(head.weight.detach().clone() * factor)
-            model.config.tie_word_embeddings = False
-        else:
-            head.weight.mul_(factor)
-        bias_factor = factor if scale_bias else 1.0
-        if untie:
-            # tie_word_embeddings=False also drops transformers' decoder.bias ↔ alias tie (BERT,
-            # RoBERTa), so each alias gets its own tensor and both are saved with equal values.
-            for path, param in head.bias_params():
-                head.set_param(path, nn.Parameter(param.detach().clone() * bias_factor))
-        elif scale_bias:
-            seen: set[int] = set()
-            for _, param in head.bias_params():
-                if id(param) not in seen:
-                    seen.add(id(param))
-                    param.mul_(bias_factor)
-    return untie
+    gamma = head.norm.weight
+    return {
+        "params": count_parameters(model),
+        "tied": head.tied,
+        "head_norm": frobenius(head.weight),
+        "bias_norm": frobenius(head.bias) if head.bias is not None else 0.0,
+        "head_gain": frobenius(gamma) / math.sqrt(gamma.numel()) if gamma is not None else 1.0,
+        "embedding_norm": frobenius(model.get_input_embeddings().weight),
+    }
 
 
-def apply_rescale(model: nn.Module, spec: Rescale) -> dict[str, Any]:
+def apply_rescale(
+    model: nn.Module, spec: Rescale, tokenizer: PreTrainedTokenizerBase | None = None
+) -> dict[str, Any]:
     """Rescale ``model``'s MLM head in place per ``spec``; returns the record of what changed.
 
-    A factor of exactly 1.0 leaves the model untouched (still tied if it was).
+    A factor of exactly 1 leaves the model untouched whatever the method (``untie`` does not untie).
+    In match mode the statistic is measured again afterwards (``stat_after``): equal to the target up
+    to rounding for ``head-norm`` and ``untie``; for ``tied`` the encoder's input moved too.
     """
+    import torch
+
     from benchmark.heads import mlm_head
 
-    head = mlm_head(model)
-    head_before = frobenius(head.weight)
-    bias_before = frobenius(head.bias) if head.bias is not None else 0.0
-    tied_before = head.tied
-    factor, target = resolve_factor(spec, head_before)
-    untied = _scale_head(model, factor, spec.scale_bias) if factor != 1.0 else False
-    head = mlm_head(model)
+    before = head_snapshot(model)
+    factor, stat_before, target = resolve_factor(spec, model, tokenizer)
+    if factor != 1.0:
+        with torch.no_grad():
+            METHODS[spec.method].apply(mlm_head(model), factor, spec.scale_bias)
+    after = head_snapshot(model)
     return {
         "mode": spec.mode,
+        "method": spec.method,
+        "match_stat": spec.match_stat if spec.mode == "match" else None,
         "label": spec.label,
         "factor": factor,
         "match": spec.match,
-        "target_norm": target,
         "scale_bias": spec.scale_bias,
-        "head_norm_before": head_before,
-        "head_norm_after": frobenius(head.weight),
-        "bias_norm_before": bias_before,
-        "bias_norm_after": frobenius(head.bias) if head.bias is not None else 0.0,
-        "embedding_norm": frobenius(model.get_input_embeddings().weight),
-        "tied_before": tied_before,
-        "untied": untied,
+        "adds_parameters": after["params"] > before["params"],
+        "stat_before": stat_before,
+        "target": target,
+        "stat_after": measure(spec.match_stat, model, tokenizer) if spec.mode == "match" else None,
+        **{f"{k}_before": v for k, v in before.items()},
+        **{f"{k}_after": v for k, v in after.items()},
     }
 
 
-def _replace_dir(tmp: Path, out_dir: Path) -> None:
-    """Move a finished ``tmp`` folder onto ``out_dir``, replacing only a previous checkpoint."""
-    if out_dir.exists():
-        if out_dir.is_dir() and (not any(out_dir.iterdir()) or (out_dir / "config.json").is_file()):
-            shutil.rmtree(out_dir)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise BenchmarkError(f"{out_dir} exists and is not a saved backbone; choose an empty or new folder")
-    os.replace(tmp, out_dir)
+def __getattr__(name: str) -> Any:
+    # The backbone stage's work (load, rescale, save) lives in benchmark.backbone; this keeps the
+    # old import path working until every caller imports it from there.
+    if name == "prepare_backbone":
+        from benchmark.backbone import prepare_backbone
 
-
-def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
-    """Load ``name``, rescale its MLM head per ``spec``, save model + tokenizer into ``out_dir``.
-
-    The folder is written next to ``out_dir`` first and moved into place when complete, so an
-    interrupted run never leaves a half-saved backbone. Returns the record for the run config.
-    """
-    from benchmark.backbone import backbone_key, load_backbone, quiet_transformers, resolve_backbone
-
-    out_dir = Path(out_dir)
-    model, tokenizer = load_backbone(name)
-    record: dict[str, Any] = {
-        "backbone": backbone_key(name),
-        "source": resolve_backbone(name),
-        "model_type": model.config.model_type,
-        "vocab_size": int(model.config.vocab_size),
-        "hidden_size": int(model.config.hidden_size),
-        "rescale": spec.to_dict(),
-        **apply_rescale(model, spec),
-    }
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    with quiet_transformers():
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    faults.point("backbone:saved")
-    _replace_dir(tmp, out_dir)
-    return record
+        return prepare_backbone
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

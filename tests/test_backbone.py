@@ -9,9 +9,10 @@ import torch
 from _tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 from safetensors.torch import load_file, save_file
 
-from benchmark.backbone import BACKBONES, backbone_key, load_backbone, resolve_backbone
+from benchmark.backbone import BACKBONES, backbone_key, load_backbone, prepare_backbone, registered_key, resolve_backbone
 from benchmark.errors import BenchmarkError
 from benchmark.heads import MODEL_TYPE_TO_HEAD, head_layout, mlm_head
+from benchmark.rescale import METHODS, Rescale, apply_rescale
 
 MODEL_DIR = str(BERT_TINY.parent)
 
@@ -45,6 +46,11 @@ def test_resolve_prefers_model_dir_then_hub(monkeypatch):
     assert resolve_backbone("someone/some-mlm") == "someone/some-mlm"
     monkeypatch.delenv("BENCHMARK_MODEL_DIR")
     assert resolve_backbone("bert-tiny") == "prajjwal1/bert-tiny"
+
+
+def test_registered_key_needs_no_filesystem():
+    assert registered_key("bert-base-uncased") == registered_key("google-bert/bert-base-uncased") == "bert-base-uncased"
+    assert registered_key("someone/some-mlm") is None and registered_key("/runs/x/bert-tiny") is None
 
 
 def test_backbone_key_labels():
@@ -152,6 +158,14 @@ def test_head_table_matches_transformers_modules():
         assert head.weight.shape == (50, 8)
         assert len(head.transform) == len(head.layout.transform)
         assert head.bias_params()[0][1] is head.bias
+        # The norm is the head's last LayerNorm: its output is exactly what the decoder reads.
+        seen = {}
+        head.norm.register_forward_hook(lambda module, args, out: seen.setdefault("norm", out))
+        head.decoder.register_forward_pre_hook(lambda module, args: seen.setdefault("decoder", args[0]))
+        with torch.no_grad():
+            model(input_ids=torch.tensor([[3, 4, 5]]))
+        assert isinstance(head.norm, torch.nn.LayerNorm) and torch.equal(seen["norm"], seen["decoder"])
+        assert (head.norm.bias is None) == (model_type == "modernbert")  # ModernBERT: norm_bias = False
 
 
 def test_foreign_tokenizer_raises(tmp_path):
@@ -161,3 +175,68 @@ def test_foreign_tokenizer_raises(tmp_path):
     save_tokenizer(path, 30522)  # a tokenizer with more ids than the MLM head has rows
     with pytest.raises(BenchmarkError, match="tokenizer has 30522 tokens but the MLM head only 4096"):
         load_backbone(str(path))
+
+
+# --- the backbone stage: rescale, save, reload --------------------------------------------------------
+
+TEXTS = ["the quick brown fox jumps over the lazy dog", "capital of france"]
+
+
+def _logits(model, tokenizer) -> torch.Tensor:
+    enc = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        return model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).logits
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("family", ["bert", "modernbert"])
+def test_prepare_backbone_round_trip(tmp_path, models, family, method):
+    """save_pretrained → from_pretrained gives the rescaled model's logits bit for bit, ties as they were."""
+    spec = Rescale("factor", factor=0.25, method=method)
+    live, tokenizer = load_backbone(str(models[family]))
+    expected = apply_rescale(live, spec)
+    out = tmp_path / "backbone"
+    record = prepare_backbone(str(models[family]), spec, out)
+    assert record["backbone"] == f"tiny-{family}" and record["source"] == str(models[family])
+    assert record["model_type"] == family and record["factor"] == 0.25 and record["method"] == method
+    assert record["rescale"] == {"mode": "factor", "factor": 0.25, "match": None, "scale_bias": True, "method": method, "match_stat": "logit-std"}
+    assert {k: record[k] for k in expected} == expected
+    reloaded, tok2 = load_backbone(str(out))  # re-checks that no head weight is missing
+    assert torch.equal(_logits(reloaded, tok2), _logits(live, tokenizer))
+    head = mlm_head(reloaded)
+    assert head.tied == record["tied_after"] == (method != "untie")
+    assert sum(p.numel() for p in reloaded.parameters()) == record["params_after"]
+    if head.tied:  # BERT's bias alias stays the very same tensor as decoder.bias
+        assert all(p is head.bias for _, p in head.bias_params())
+    else:
+        assert all(torch.equal(p, head.bias) for _, p in head.bias_params())
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+
+
+def test_prepare_real_bert_tiny_head_norm(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCHMARK_MODEL_DIR", MODEL_DIR)
+    record = prepare_backbone("bert-tiny", Rescale("factor", factor=0.25), tmp_path / "bb")
+    saved = load_file(tmp_path / "bb" / "model.safetensors")
+    source = load_file(BERT_TINY / "model.safetensors")
+    norm = "cls.predictions.transform.LayerNorm"
+    # bert-tiny stores the legacy LayerNorm names gamma/beta, and transformers saves them back so.
+    changed = {f"{norm}.gamma", f"{norm}.beta", "cls.predictions.bias"}
+    assert set(saved) == set(source)  # tied: no separate decoder matrix or decoder.bias written
+    for key, value in saved.items():  # a power of two: exact
+        assert torch.equal(value, source[key] * 0.25 if key in changed else source[key]), key
+    assert record["backbone"] == "bert-tiny" and record["vocab_size"] == 30522 and record["hidden_size"] == 128
+    assert record["params_before"] == record["params_after"] == 4_416_698 and record["tied_after"]
+    # bert-tiny's head LayerNorm gain: rms(γ) (its mean is about 5.8)
+    gamma = source[f"{norm}.gamma"].double()
+    assert record["head_gain_before"] == pytest.approx(float(gamma.pow(2).mean().sqrt()), rel=1e-12)  # 128 terms: θ_128 ≈ 1.4e-14
+    assert record["head_gain_after"] == record["head_gain_before"] * 0.25
+
+
+def test_prepare_refuses_foreign_folder(tmp_path, models):
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(BenchmarkError, match="exists and is not a saved backbone"):
+        prepare_backbone(str(models["bert"]), Rescale(), out)
+    assert (out / "keep.txt").read_text() == "mine"
+    assert [p.name for p in tmp_path.iterdir()] == ["notes"]  # no temp folder left behind
