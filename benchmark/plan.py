@@ -38,6 +38,8 @@ class Options:
     max_queries: int | None = None
     recipe: str | None = None
     seeds: list[int] | None = None
+    rescale_method: str | None = None
+    match_stat: str | None = None
 
     def narrowing(self) -> list[tuple[str, str]]:
         """The command-line flags that make this run a subset of its suite, as (flag, value)."""
@@ -46,7 +48,7 @@ class Options:
             value = getattr(self, name)
             if value is not None:
                 out.append((name, ",".join(map(str, value))))
-        for name in ("recipe", "rescale_factor", "match_norm", "max_docs", "max_queries"):
+        for name in ("recipe", "rescale_factor", "match_norm", "rescale_method", "match_stat", "max_docs", "max_queries"):
             value = getattr(self, name)
             if value is not None:
                 out.append((name.replace("_", "-"), f"{value:g}" if isinstance(value, float) else str(value)))
@@ -165,12 +167,7 @@ def _fmt_factor(f: float) -> str:
 
 
 def _describe_variant(spec: Any, overrides: dict[str, Any]) -> str:
-    if spec.mode == "none":
-        text = "MLM head as pretrained"
-    else:
-        text = f"head × {spec.factor:g}" if spec.mode == "factor" else f"head matched to {spec.match}"
-        text += ", bias scaled too" if spec.scale_bias else ", bias kept"
-    return text + "".join(f", {k} = {v:g}" if isinstance(v, float) else f", {k} = {v}" for k, v in sorted(overrides.items()))
+    return spec.description + "".join(f", {k} = {v:g}" if isinstance(v, float) else f", {k} = {v}" for k, v in sorted(overrides.items()))
 
 
 def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variants: bool = False) -> dict[str, Any]:
@@ -185,14 +182,17 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
         mode, match = "factor", None
     elif opts.match_norm is not None:
         mode, match, factor = "match", opts.match_norm, None
+    common = {"scale_bias": rs.scale_bias, "method": opts.rescale_method or rs.method}
+    stat = opts.match_stat or rs.match_stat
     table: dict[str, Any] = {
         BASELINE: (Rescale(mode="none"), {}),
-        "rescaled": (Rescale(mode=mode, factor=factor, match=match, scale_bias=rs.scale_bias), {}),
+        "rescaled": (Rescale(mode=mode, factor=factor, match=match if mode == "match" else None,
+                             match_stat=stat, **common), {}),
     }
     for f in suite.splade.sweep:
-        table[f"x{_fmt_factor(f)}"] = (Rescale(mode="factor", factor=f, scale_bias=rs.scale_bias), {})
+        table[f"x{_fmt_factor(f)}"] = (Rescale(mode="factor", factor=f, **common), {})
     for v in suite.splade.extra_variants:
-        spec = Rescale(mode="factor", factor=v.factor, scale_bias=rs.scale_bias) if v.factor is not None else Rescale()
+        spec = Rescale(mode="factor", factor=v.factor, **common) if v.factor is not None else Rescale()
         table[v.name] = (spec, dict(v.overrides))
     if all_variants:
         return table
@@ -200,17 +200,6 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
     if bad:
         raise BenchmarkError(f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, comma-separated")
     return {n: table[n] for n in names}
-
-
-def _identity(spec: Any, backbone: str) -> bool:
-    """The spec leaves ``backbone``'s weights as they are: factor 1, or a head matched to itself."""
-    from benchmark.backbone import backbone_key
-
-    if spec.mode == "factor":
-        return spec.factor == 1.0
-    if spec.mode == "match" and isinstance(spec.match, str):
-        return backbone_key(spec.match) == backbone_key(backbone)
-    return spec.mode == "none"
 
 
 def _factor_label(spec: Any) -> str:
@@ -279,7 +268,7 @@ def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
     flags = dict(opts.narrowing())
     flags.update({k: str(v) for k, v in row.items() if v is not None})
     for flag in ("datasets", "backbones", "variants", "seeds", "recipe", "rescale-factor", "match-norm",
-                 "max-docs", "max-queries"):
+                 "rescale-method", "match-stat", "max-docs", "max-queries"):
         if flag in flags:
             args += [f"--{flag}", flags[flag]]
     return " ".join(shlex.quote(a) for a in args)
@@ -350,15 +339,13 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     for backbone in backbones:
         # variants that give the same weights and training share one stage and one row
         arms: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
-        from benchmark.rescale import Rescale
-
         for vname, (spec, overrides) in variants.items():
-            spec = Rescale(mode="none") if _identity(spec, backbone) else spec
-            key = repr((dataclasses.asdict(spec), sorted(overrides.items())))
+            spec = spec.canonical_for(backbone)
+            key = repr((spec.to_dict(), sorted(overrides.items())))
             arms.setdefault(key, ([], spec, overrides))[0].append(vname)
         for vnames, spec, overrides in arms.values():
             label = " = ".join(vnames)
-            init = Stage(Backbone, Backbone.Config(backbone, dataclasses.asdict(spec)))
+            init = Stage(Backbone, Backbone.Config(backbone, spec.to_dict()))
             models: list[tuple[Stage, Stage | None, int | None]] = []
             if train_inputs is not None:
                 recipe, mined = train_inputs
@@ -378,7 +365,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                                    {"index": idx, "queries": queries, "docs": encode})
                     plan.conditions.append(Condition(
                         name, "splade", backbone, label, tuple(vnames), _factor_label(spec),
-                        getattr(spec, "method", "") if spec.mode != "none" else "", trained=train is not None,
+                        spec.method if spec.mode != "none" else "", trained=train is not None,
                         seed=seed, evaluate=evaluate(search, name), train=train, search=search, backbone_stage=init,
                         command=reproduce_command(suite_arg, opts, **row)))
     return plan

@@ -440,12 +440,3 @@ def apply_rescale(
         **{f"{k}_after": v for k, v in after.items()},
     }
 
-
-def __getattr__(name: str) -> Any:
-    # The backbone stage's work (load, rescale, save) lives in benchmark.backbone; this keeps the
-    # old import path working until every caller imports it from there.
-    if name == "prepare_backbone":
-        from benchmark.backbone import prepare_backbone
-
-        return prepare_backbone
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

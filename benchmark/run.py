@@ -77,6 +77,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--variants", help="comma-separated: baseline, rescaled, and the suite's sweep variants")
     p.add_argument("--rescale-factor", type=float, help="the 'rescaled' variant multiplies the MLM head by this")
     p.add_argument("--match-norm", help="the 'rescaled' variant matches this backbone's (or number's) head norm")
+    p.add_argument("--rescale-method", help="how 'rescaled' scales the head: head-norm (default), tied, or untie")
+    p.add_argument("--match-stat", help="what --match-norm matches: logit-std (default), frobenius, or row-rms")
     p.add_argument("--recipe", help="training recipe name (overrides the suite's)")
     p.add_argument("--max-docs", type=int, help="deterministic corpus subset; judged documents always stay")
     p.add_argument("--max-queries", type=int, help="deterministic query subset")
@@ -145,7 +147,8 @@ def _main(args: argparse.Namespace) -> int:
     opts = Options(datasets=parse_list(args.datasets), backbones=parse_list(args.backbones),
                    variants=parse_list(args.variants), rescale_factor=args.rescale_factor,
                    match_norm=args.match_norm, max_docs=args.max_docs, max_queries=args.max_queries,
-                   recipe=args.recipe, seeds=_seeds(args.seeds))
+                   recipe=args.recipe, seeds=_seeds(args.seeds), rescale_method=args.rescale_method,
+                   match_stat=args.match_stat)
     problems: list[str] = []
     plan = build_plan(suite, opts, problems, suite_arg=args.suite)
     store = Store(args.runs_dir, force=args.force, verify=args.verify)

@@ -140,8 +140,8 @@ def test_cli_uncached_hub_id_is_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == (
         "error: backbone 'ettin-17m': jhu-clsp/ettin-encoder-17m is not in the local Hugging Face cache and the "
-        "hub is unreachable; put the checkpoint in $BENCHMARK_MODEL_DIR/ettin-17m/ or download it once online "
-        "and set HF_HUB_OFFLINE=1\n"
+        "hub is off (HF_HUB_OFFLINE=1); put the checkpoint in $BENCHMARK_MODEL_DIR/ettin-17m/ (now unset), or "
+        "download it once with network access (hf download jhu-clsp/ettin-encoder-17m) and run with HF_HUB_OFFLINE=1\n"
     )
 
 

@@ -76,7 +76,8 @@ def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
     assert "matrix: 9 backbone(s) × 2 variant(s) (trained) = 17 SPLADE system(s) + BM25; " \
            "18 system(s) × 16 dataset(s) = 288 conditions" in out
     assert "backbones: " + ", ".join(PAPER_BACKBONES) in out
-    assert "variants: baseline (MLM head as pretrained); rescaled (head matched to bert-base-uncased" in out
+    assert ("variants: baseline (MLM head as pretrained); rescaled (logit-std matched to bert-base-uncased via head-norm "
+            "(head LayerNorm γ, β and decoder bias × α; no parameter added, ties kept))") in out
     assert "training: recipe msmarco-infonce" in out
     assert "datasets (16): " + ", ".join(MSMARCO + BEIR13) in out
     assert "measures: nDCG@10, R@100, R@1000, RR@10, R(rel=2)@1000" in out

@@ -15,7 +15,7 @@ from benchmark.stage import Inputs, StageKind
 
 class Backbone(StageKind):
     name = "backbone"
-    VERSION = 1
+    VERSION = 2  # 2: rescaling methods (head-norm by default) and match statistics
     sources = ("benchmark.backbone", "benchmark.rescale", "benchmark.heads", "benchmark.stages.backbone")
 
     @dataclass(frozen=True)
@@ -37,11 +37,11 @@ class Backbone(StageKind):
     def describe(cls, config: Config) -> str:
         from benchmark.rescale import Rescale
 
-        return f"{config.backbone} head {Rescale(**config.rescale).label}"
+        return f"{config.backbone}: {Rescale(**config.rescale).description}"
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.rescale import prepare_backbone
+        from benchmark.backbone import prepare_backbone
         from benchmark.rescale import Rescale
 
         return prepare_backbone(config.backbone, Rescale(**config.rescale), out / "model")

@@ -39,10 +39,12 @@ class Encode:
 class RescaleSettings:
     """What the variant ``rescaled`` means in this suite (see benchmark.rescale)."""
 
-    mode: str = "match"
-    factor: float | None = None
-    match: str | None = "bert-base-uncased"
+    mode: str = "match"  # factor | match
+    factor: float | None = None  # mode factor: α
+    match: str | None = "bert-base-uncased"  # mode match: the reference backbone (or a number)
     scale_bias: bool = True
+    method: str = "head-norm"  # head-norm | tied | untie (benchmark.rescale.METHODS)
+    match_stat: str = "logit-std"  # frobenius | row-rms | logit-std (benchmark.rescale.STATISTICS)
 
 
 @dataclass(frozen=True)
