@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from benchmark import faults
 from benchmark.errors import BenchmarkError
 from benchmark.executor import run_stage, stops_pipeline
 from benchmark.resources import Resources
@@ -103,6 +104,7 @@ class Cluster:
             while waiting:
                 ready, waiting = ray.wait(waiting, num_returns=1)
                 ray.get(ready[0])
+                faults.point("shards:collected")
         except ray.exceptions.RayError as exc:  # a shard raised, or its worker died RETRIES + 1 times
             for ref in waiting:
                 ray.cancel(ref, force=True)

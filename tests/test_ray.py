@@ -3,10 +3,11 @@
 (tests/ray_cluster.py). One cluster serves three checks, to pay its start-up once:
 
 * fault tolerance: the SciFact slice of ``untrained_splade`` (BM25 + untrained bert-tiny, 3 encode
-  shards) with a worker process SIGKILLed in the middle of an encode shard (encoded, not yet
-  written) and in the middle of a search (run file written, stage not published); the suite must
-  finish with the local executor's ``metrics.csv``, and the sharded encode stage must be the local
-  one byte for byte;
+  shards) with worker processes SIGKILLed in the middle of an encode shard (encoded, not yet
+  written), in the encode stage's coordinator once a shard is finished, and in the middle of a
+  search (run file written, stage not published); the suite must finish with the local executor's
+  ``metrics.csv``, the retried coordinator must keep the finished shards, and the sharded encode
+  stage must be the local one byte for byte;
 * failure containment: a toy plan where one stage raises; its dependants are not run, the other
   branch finishes;
 * Ray Train: two gloo workers (one per node) train like one process on the same global batch.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -57,7 +59,8 @@ def cluster_run(untrained_splade, tmp_path_factory) -> dict:
             {"name": "contain", "argv": [sys.executable, checks, "contain", str(work / "toy-runs"), ADDRESS],
              "env": env, "timeout": 300},
             {"name": "suite", "argv": suite, "timeout": 600,
-             "env": {**env, "BENCHMARK_KILL_AT": "encode:encoded,search:written", "BENCHMARK_KILL_ONCE": str(work / "kills")}},
+             "env": {**env, "BENCHMARK_KILL_AT": "encode:encoded,shards:collected,search:written",
+                     "BENCHMARK_KILL_ONCE": str(work / "kills")}},
             {"name": "train", "argv": [sys.executable, checks, "train", str(init), str(work / "two"), ADDRESS],
              "env": env, "timeout": 600},
         ],
@@ -79,9 +82,12 @@ def _ok(report: dict, name: str) -> dict:
 
 
 def test_killed_workers_are_retried_and_the_metrics_equal_the_local_executors(cluster_run, untrained_splade):
-    _ok(cluster_run, "suite")
+    log = _ok(cluster_run, "suite")["stdout"]
     work = cluster_run["work"]
-    assert sorted(p.name for p in (work / "kills").iterdir()) == ["encode_encoded#1", "search_written#1"]  # both kills happened
+    kills = sorted(p.name for p in (work / "kills").iterdir())
+    assert kills == ["encode_encoded#1", "search_written#1", "shards_collected#1"]  # every kill happened
+    kept = [int(m) for m in re.findall(r"shard task\(s\) on .* each \((\d) of 3 already done\)", log)]
+    assert kept and min(kept) >= 1, log[-3000:]  # the retried coordinator started from the finished shards
     local = (untrained_splade["results"] / "metrics.csv").read_text()
     assert (work / "results" / "mini" / "metrics.csv").read_text() == local
 
