@@ -261,7 +261,7 @@ class RayExecutor:
         ctx = replace(self.ctx, threads=work.threads, cluster=Cluster(self.root, self.resources), log=task_log)
         parents = {p.id: metas[p.id] for p in stage.parents.values()}
         task = ray.remote(_stage_task).options(**_task_options(reserve, RETRIES, stage.id))
-        self.log(f"[ray] start {stage.id} ({work.describe()}{', fanned out' if reserve is not work else ''})")
+        self.log(f"[ray] submit {stage.id} ({work.describe()}{', fanned out' if reserve is not work else ''})")
         return task.remote(stage, str(self.root), self.store.force, self.store.verify, ctx, parents)
 
     def plan(self, targets: list[Stage]) -> tuple[list[Stage], Outcome]:
