@@ -320,7 +320,8 @@ class RayExecutor:
                     outcome.done[stage.id] = meta
                     if seconds:
                         self.store.timings[stage.id] = seconds
-                    self.log(f"[ray] done {stage.id} in {time.monotonic() - started:.1f}s "
+                    computed = f"computed in {seconds:.1f}s" if seconds else "found finished"
+                    self.log(f"[ray] done {stage.id}: {computed}, {time.monotonic() - started:.1f}s after submission "
                              f"({self._counts(outcome, running, waiting, total)})")
                 if time.monotonic() - last >= self.progress_every:
                     last = time.monotonic()
