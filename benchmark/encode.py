@@ -10,6 +10,10 @@ for MS MARCO's 8.8M passages, as long as a GPU needs to encode them. So every sh
 written by a pool of writer processes while the model encodes the next one (processes, not threads:
 a thread would hold the GIL that the encode loop needs to launch kernels). Tokenisation (~30 µs per
 passage) runs one shard ahead in a thread: the fast tokenizer releases the GIL.
+
+On a cluster (``benchmark.ray_executor``) the stage fans out instead: one task per missing shard,
+spread over every worker, each encoding its block of documents with the same ``DocEncoder.shard``
+into the same partial folder; ``finalise_docs`` then sums the shards' stats, as the local path does.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -153,60 +158,203 @@ def load_model(model_dir: Path, attn_implementation: str = "sdpa") -> tuple[Any,
     return model, AutoTokenizer.from_pretrained(model_dir)
 
 
+@dataclass(frozen=True)
+class DocShard:
+    """Shard ``n`` of a corpus: ``count`` documents from byte ``offset`` of ``corpus/docs.jsonl``."""
+
+    n: int
+    offset: int
+    count: int
+
+
+def plan_shards(corpus_dir: Path, shard_size: int) -> list[DocShard]:
+    """The corpus cut into blocks of ``shard_size`` documents (the last one shorter), by one pass over
+    the lines of ``corpus/docs.jsonl`` that parses nothing. The cut is the local encode's: shard n
+    holds documents ``n·shard_size`` to ``(n+1)·shard_size − 1`` in corpus order."""
+    shards: list[list[int]] = []
+    offset = 0
+    with open(Path(corpus_dir) / "corpus" / "docs.jsonl", "rb") as fh:
+        for i, line in enumerate(fh):
+            if i % shard_size == 0:
+                shards.append([len(shards), offset, 0])
+            shards[-1][2] += 1
+            offset += len(line)
+    return [DocShard(*s) for s in shards]
+
+
+def read_shard_docs(corpus_dir: Path, shard: DocShard) -> list[tuple[str, str]]:
+    """The documents of one shard, as ``iter_docs`` yields them (JSON never holds a raw newline)."""
+    out = []
+    with open(Path(corpus_dir) / "corpus" / "docs.jsonl", "rb") as fh:
+        fh.seek(shard.offset)
+        for _ in range(shard.count):
+            d = json.loads(fh.readline().decode("utf-8"))
+            out.append((d["id"], d["contents"]))
+    return out
+
+
+def shard_path(docs_dir: Path, n: int) -> Path:
+    return Path(docs_dir) / SHARD.format(n)
+
+
+def shard_done(docs_dir: Path, n: int) -> bool:
+    """Both files of shard n exist (each appears whole; a kill between the two redoes the shard)."""
+    shard = shard_path(docs_dir, n)
+    return shard.exists() and _stats_path(shard).exists()
+
+
+class DocEncoder:
+    """A model ready to encode document shards: what the local encode stage and every shard task of a
+    cluster share, so both write the same bytes."""
+
+    def __init__(self, model_dir: Path, *, max_length: int, batch_size: int, precision: str = "float32",
+                 attn_implementation: str = "sdpa") -> None:
+        self.key = (str(model_dir), max_length, batch_size, precision, attn_implementation)
+        self.model, self.tokenizer = load_model(model_dir, attn_implementation)
+        self.vocab = int(self.model.config.vocab_size)
+        self.terms = vocabulary_terms(self.tokenizer, self.vocab)
+        self.max_length, self.batch_size, self.precision = max_length, batch_size, precision
+
+    def tokenize(self, chunk: list[tuple[str, str]]) -> Any:
+        from benchmark.splade import tokenize
+
+        return tokenize(self.tokenizer, [text for _, text in chunk], self.max_length)
+
+    def shard(self, docs_dir: Path, n: int, chunk: list[tuple[str, str]], *, tokens: Any = None,
+              progress: bool = False, write: Any = None) -> Any:
+        """Shard n: encode ``chunk`` (or its ``tokens``), then write ``part-n`` and its stats.
+
+        ``write(write_shard, path, ids, reps)``, e.g. a writer pool's ``submit``, lets the caller encode
+        the next shard while this one is serialised; it gets no vocabulary (the pool holds it).
+        Without it the shard is written here and its stats returned.
+        """
+        from benchmark.splade import encode
+
+        reps = encode(self.model, self.tokenizer, tokens if tokens is not None else [text for _, text in chunk],
+                      max_length=self.max_length, batch_size=self.batch_size,
+                      progress=f"encode docs {n}" if progress else None, precision=self.precision)
+        faults.point("encode:encoded")
+        doc_ids = [doc_id for doc_id, _ in chunk]
+        if write is not None:
+            return write(write_shard, shard_path(docs_dir, n), doc_ids, reps)
+        return write_shard(shard_path(docs_dir, n), doc_ids, reps, self.terms)
+
+
+def finalise_docs(out: Path, shards: int, documents: int, vocab: int, *, max_length: int, precision: str,
+                  attn_implementation: str) -> dict[str, Any]:
+    """The encode stage's last step, however its shards were made: ``df.npy`` (the shards' document
+    frequencies summed) and the record."""
+    df, empty = np.zeros(vocab, dtype=np.int64), 0
+    for n in range(shards):
+        shard_df, shard_empty = read_shard_stats(shard_path(out / "docs", n))
+        df += shard_df
+        empty += shard_empty
+    save_npy(out / "df.npy", df)
+    return {"documents": documents, "empty_documents": empty, "doc_nnz": float(df.sum() / max(documents, 1)),
+            "vocab_size": vocab, "max_length": max_length, "precision": precision,
+            "attn_implementation": attn_implementation}
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One shard of an encode stage, as a cluster runs it: everything ``encode_shard_task`` needs."""
+
+    model_dir: Path
+    corpus_dir: Path
+    out: Path  # the stage's partial folder
+    shard: DocShard
+    max_length: int
+    batch_size: int
+    precision: str
+    attn_implementation: str
+
+    def encoder_key(self) -> tuple[Any, ...]:
+        return (str(self.model_dir), self.max_length, self.batch_size, self.precision, self.attn_implementation)
+
+
+_ENCODER: DocEncoder | None = None  # a shard worker keeps its model between shard tasks
+
+
+def encode_shard_task(task: ShardTask) -> int:
+    """Encode one shard into the partial folder, unless an earlier attempt finished it; its documents."""
+    global _ENCODER
+    docs_dir = task.out / "docs"
+    if not shard_done(docs_dir, task.shard.n):
+        if _ENCODER is None or _ENCODER.key != task.encoder_key():
+            _ENCODER = None  # free the previous model first
+            _ENCODER = DocEncoder(task.model_dir, max_length=task.max_length, batch_size=task.batch_size,
+                                  precision=task.precision, attn_implementation=task.attn_implementation)
+        docs_dir.mkdir(parents=True, exist_ok=True)
+        _ENCODER.shard(docs_dir, task.shard.n, read_shard_docs(task.corpus_dir, task.shard))
+    return task.shard.count
+
+
+def _model_vocab(model_dir: Path, out: Path) -> int:
+    """The vocabulary size, from shard 0's stats (one entry per term) or, for an empty corpus, the config."""
+    stats = _stats_path(shard_path(out / "docs", 0))
+    if stats.exists():
+        return len(read_shard_stats(shard_path(out / "docs", 0))[0])
+    from transformers import AutoConfig
+
+    return int(AutoConfig.from_pretrained(model_dir).vocab_size)
+
+
 def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: int, batch_size: int,
                       shard_size: int, precision: str = "float32", attn_implementation: str = "sdpa",
-                      progress: bool = True) -> dict[str, Any]:
-    """Documents → JsonVectorCollection shards, plus ``df.npy`` (per-term document frequency, for FLOPS)."""
-    from concurrent.futures import Future, ThreadPoolExecutor
+                      progress: bool = True, cluster: Any = None) -> dict[str, Any]:
+    """Documents → JsonVectorCollection shards, plus ``df.npy`` (per-term document frequency, for FLOPS).
 
-    from benchmark.splade import encode, tokenize
-
-    model, tokenizer = load_model(model_dir, attn_implementation)
-    vocab = int(model.config.vocab_size)
-    terms = vocabulary_terms(tokenizer, vocab)
+    ``cluster`` (an executor's, with ``map(fn, tasks, kind, total)``) encodes the shards as tasks spread over
+    its workers; without it they are encoded here, one after another. Either way the shards and
+    ``df.npy`` are the same bytes.
+    """
+    settings = {"max_length": max_length, "precision": precision, "attn_implementation": attn_implementation}
     docs_dir = out / "docs"
     docs_dir.mkdir(parents=True, exist_ok=True)
-    df, n_docs, empty = np.zeros(vocab, dtype=np.int64), 0, 0
+    if cluster is not None:
+        shards = plan_shards(corpus_dir, shard_size)
+        tasks = [ShardTask(Path(model_dir), Path(corpus_dir), Path(out), s, max_length, batch_size, precision,
+                           attn_implementation) for s in shards if not shard_done(docs_dir, s.n)]
+        cluster.map(encode_shard_task, tasks, "encode", total=len(shards))
+        return finalise_docs(out, len(shards), sum(s.count for s in shards), _model_vocab(model_dir, out), **settings)
+    return _encode_here(model_dir, corpus_dir, out, batch_size=batch_size, shard_size=shard_size,
+                        progress=progress, **settings)
+
+
+def _encode_here(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: int, batch_size: int,
+                 shard_size: int, precision: str, attn_implementation: str, progress: bool) -> dict[str, Any]:
+    """The shards in this process: the next shard is tokenised in a thread and the previous ones are
+    serialised by writer processes while the model encodes."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    encoder = DocEncoder(model_dir, max_length=max_length, batch_size=batch_size, precision=precision,
+                         attn_implementation=attn_implementation)
+    docs_dir = out / "docs"
+    n_docs, n_shards = 0, 0
     pool, pending = None, deque()
     writers = max(1, min(MAX_WRITERS, (os.cpu_count() or 2) - 1))
 
-    def finished(stats: tuple[np.ndarray, int]) -> None:
-        nonlocal df, empty
-        df += stats[0]
-        empty += stats[1]
+    def finished(result: Any) -> None:
         faults.point("encode:shard")
-
-    def done(n: int) -> bool:
-        shard = docs_dir / SHARD.format(n)
-        return shard.exists() and _stats_path(shard).exists()
-
-    def texts(chunk: list[tuple[str, str]]) -> list[str]:
-        return [text for _, text in chunk]
 
     ahead = ThreadPoolExecutor(1, thread_name_prefix="tokenize")  # the only user of the tokenizer
     tokens: dict[int, Future] = {}
     try:
         for n, (chunk, following) in enumerate(_with_next(_chunks(iter_docs(corpus_dir), shard_size))):
-            shard = docs_dir / SHARD.format(n)
             n_docs += len(chunk)
-            if done(n):
-                shard_df, shard_empty = read_shard_stats(shard)
-                df += shard_df
-                empty += shard_empty
+            n_shards = n + 1
+            if shard_done(docs_dir, n):
                 continue  # finished before a kill; shards only appear whole
             if n not in tokens:
-                tokens[n] = ahead.submit(tokenize, tokenizer, texts(chunk), max_length)
-            if following is not None and not done(n + 1):
-                tokens[n + 1] = ahead.submit(tokenize, tokenizer, texts(following), max_length)
-            reps = encode(model, tokenizer, tokens.pop(n).result(), max_length=max_length,
-                          batch_size=batch_size, progress=f"encode docs {n}" if progress else None,
-                          precision=precision)
-            doc_ids = [doc_id for doc_id, _ in chunk]
+                tokens[n] = ahead.submit(encoder.tokenize, chunk)
+            if following is not None and not shard_done(docs_dir, n + 1):
+                tokens[n + 1] = ahead.submit(encoder.tokenize, following)
             if following is None:  # nothing left to overlap with
-                finished(write_shard(shard, doc_ids, reps, terms))
+                finished(encoder.shard(docs_dir, n, chunk, tokens=tokens.pop(n).result(), progress=progress))
                 continue
-            pool = pool or _writer_pool(terms, writers)
-            pending.append(pool.submit(write_shard, shard, doc_ids, reps))
+            pool = pool or _writer_pool(encoder.terms, writers)
+            pending.append(encoder.shard(docs_dir, n, chunk, tokens=tokens.pop(n).result(), progress=progress,
+                                         write=pool.submit))
             while len(pending) > writers:  # bounded: encoded shards wait in memory
                 finished(pending.popleft().result())
         while pending:
@@ -215,9 +363,8 @@ def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_lengt
         ahead.shutdown(cancel_futures=True)
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    save_npy(out / "df.npy", df)
-    return {"documents": n_docs, "empty_documents": empty, "doc_nnz": float(df.sum() / max(n_docs, 1)), "vocab_size": vocab,
-            "max_length": max_length, "precision": precision, "attn_implementation": attn_implementation}
+    return finalise_docs(out, n_shards, n_docs, encoder.vocab, max_length=max_length, precision=precision,
+                         attn_implementation=attn_implementation)
 
 
 def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_length: int, batch_size: int,

@@ -1,5 +1,11 @@
-"""Named kill points for the kill-anywhere tests: ``BENCHMARK_KILL_AT=name[#n]`` SIGKILLs the process
-the n-th time (default 1st) execution passes ``point(name)``. Unset, a point costs one dict lookup."""
+"""Named kill points for the kill-anywhere tests: ``BENCHMARK_KILL_AT=name[#n][,name[#n]…]`` SIGKILLs
+the process the n-th time (default 1st) execution passes ``point(name)``. Unset, a point costs one
+dict lookup.
+
+With ``BENCHMARK_KILL_ONCE=DIR`` each kill happens once across every process that shares DIR (a
+cluster's workers): the first process to reach it creates ``DIR/<name>#<n>`` with ``O_EXCL`` and
+dies; the retried task passes the point alive.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +19,20 @@ def point(name: str) -> None:
     target = os.environ.get("BENCHMARK_KILL_AT")
     if not target:
         return
-    want, _, nth = target.partition("#")
-    if want != name:
+    wanted = [int(nth or 1) for want, _, nth in (item.partition("#") for item in target.split(",")) if want == name]
+    if not wanted:
         return
     _passes[name] = _passes.get(name, 0) + 1
-    if _passes[name] == int(nth or 1):
+    if _passes[name] in wanted and _first(f"{name}#{_passes[name]}"):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _first(label: str) -> bool:
+    folder = os.environ.get("BENCHMARK_KILL_ONCE")
+    if not folder:
+        return True
+    try:
+        os.close(os.open(os.path.join(folder, label.replace(":", "_")), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True

@@ -85,7 +85,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seeds", help="comma-separated training seeds (default: the suite's)")
     p.add_argument("--runs-dir", default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"))
     p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"))
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="Lucene threads (local executor; under Ray each task uses its kind's CPUs)")
     p.add_argument("--force", action="store_true", help="redo stages even if finished")
     p.add_argument("--verify", action="store_true", help="check every reused stage's files against their recorded sha256")
     p.add_argument("--dry-run", action="store_true", help="print the stage plan without loading models")
@@ -93,6 +94,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--keep", choices=["all", "indexed"], default="all",
                    help="'indexed' deletes encoded document shards once their impact index is built")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local: every stage in this process (default); ray: stages as tasks on a Ray cluster")
+    p.add_argument("--ray-address", help="with --executor ray: 'auto' (the cluster this node belongs to), HOST:PORT "
+                   "or ray://HOST:PORT; omitted: start a local cluster")
+    p.add_argument("--resources", help="with --executor ray: per stage kind, e.g. encode=gpu:1,index=cpu:4+mem:16,"
+                   "train=gpu:1+workers:4 (names: cpu, gpu, mem in GiB, workers)")
+    p.add_argument("--gpus", type=int, help="with --executor ray: GPUs of the local cluster; with --dry-run: "
+                   "estimate the wall time on this many GPUs")
     return p.parse_args(argv)
 
 
@@ -125,6 +134,21 @@ def _seeds(value: str | None) -> list[int] | None:
     return seeds
 
 
+def resources_layers(suite: Any, cli: str | None) -> list[dict[str, dict[str, Any]]]:
+    """The suite's ``[resources]`` and the command line's ``--resources``, each checked (later wins)."""
+    from benchmark.resources import from_suite, parse_cli
+
+    return [from_suite(suite.resources, suite.name), parse_cli(cli)]
+
+
+def stage_resources(suite: Any, cli: str | None) -> dict[str, Any]:
+    """Stage kind → the resources one of its tasks asks of a cluster."""
+    from benchmark.resources import resolve
+    from benchmark.stages import KINDS
+
+    return resolve([kind for _, kind in KINDS.items()], *resources_layers(suite, cli))
+
+
 def results_folder(plan: Plan) -> str:
     """``<suite>``, or ``<suite>@<subset>`` for a run the command line narrowed (under --results-dir):
     a subset never overwrites the suite's own tables."""
@@ -143,6 +167,12 @@ def _main(args: argparse.Namespace) -> int:
         from benchmark.inputs import check_output_dirs
 
         check_output_dirs(args.runs_dir, args.results_dir)
+    if args.executor != "ray":
+        for flag in ("ray_address", "resources", "gpus"):
+            if getattr(args, flag) is not None:
+                raise BenchmarkError(f"--{flag.replace('_', '-')} applies to the Ray executor; add --executor ray")
+    if args.gpus is not None and args.gpus < 0:
+        raise BenchmarkError(f"--gpus {args.gpus} must be 0 or more")
     suite = load_suite(args.suite)
     opts = Options(datasets=parse_list(args.datasets), backbones=parse_list(args.backbones),
                    variants=parse_list(args.variants), rescale_factor=args.rescale_factor,
@@ -152,9 +182,16 @@ def _main(args: argparse.Namespace) -> int:
     problems: list[str] = []
     plan = build_plan(suite, opts, problems, suite_arg=args.suite)
     store = Store(args.runs_dir, force=args.force, verify=args.verify)
+    resources = stage_resources(suite, args.resources) if args.executor == "ray" else {}
     validate(plan, opts, problems, deep=not args.dry_run)
     if args.dry_run:
         dry_run(plan, store)
+        if args.executor == "ray":
+            from benchmark.budget import describe_estimate
+
+            print("resources per task: " + "; ".join(f"{k} {r.describe()}" for k, r in resources.items()
+                                                     if any(s.kind.name == k for s in plan.stages())))
+            print(describe_estimate(plan, args.gpus or 1, resources.get("train")))
         return 0
     store.check_writable()
     from benchmark.executor import LocalExecutor, follow_training
@@ -165,13 +202,27 @@ def _main(args: argparse.Namespace) -> int:
         follow_training(plan.stages(), store, ctx)
         return 0
     start = time.perf_counter()
-    LocalExecutor(store, ctx).run([c.evaluate for c in plan.conditions if c.evaluate is not None])
+    targets = [c.evaluate for c in plan.conditions if c.evaluate is not None]
+    failed = None
+    if args.executor == "ray":
+        from benchmark.ray_executor import execute
+
+        explicit = {k for layer in resources_layers(suite, args.resources) for k, f in layer.items() if "gpus" in f}
+        outcome = execute(store, ctx, targets, resources, explicit, args.ray_address, args.gpus)
+        if outcome.failed:
+            failed = outcome.summary({s.id: s for s in plan.stages()})
+    else:
+        LocalExecutor(store, ctx).run(targets)
     if args.keep == "indexed":
         drop_encoded(plan, store)
     from benchmark.report import write_suite_results
 
     out = write_suite_results(plan, store, Path(args.results_dir), folder=results_folder(plan))
     write_stage_log(plan, store, out)
+    if failed:
+        print(f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; tables of the finished "
+              f"conditions in {out}\n{failed}", file=sys.stderr)
+        return 1
     print(f"suite {suite.name} finished in {time.perf_counter() - start:.1f}s; tables in {out}")
     if args.check:
         from benchmark.check import check_suite

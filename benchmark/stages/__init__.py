@@ -31,12 +31,15 @@ for _kind in (Topics, Corpus, Backbone, Triples, Train, Encode, Queries, Index, 
 
 @dataclass
 class Context:
-    """How stages run in this process (not part of any id): threads, progress bars, the log."""
+    """How stages run in this process (not part of any id): threads, progress bars, the log, and
+    the cluster a stage may spread its work over (``benchmark.ray_executor.Cluster``: encode shards
+    as tasks, training as data-parallel workers); None runs everything in this process."""
 
     threads: int = 1
     progress: bool = True
     log: Callable[[str], None] = print
     extra: dict[str, Any] | None = None
+    cluster: Any = None
 
 
 __all__ = ["KINDS", "Context", "Topics", "Corpus", "Backbone", "Triples", "Train", "Encode", "Queries", "Index",

@@ -45,7 +45,7 @@ class Encode(StageKind):
         return encode_docs_stage(_model(inputs), inputs.path("corpus"), out, max_length=config.max_length,
                                  batch_size=config.batch_size, shard_size=config.shard_size,
                                  precision=config.precision, attn_implementation=config.attn_implementation,
-                                 progress=ctx.progress)
+                                 progress=ctx.progress, cluster=getattr(ctx, "cluster", None))
 
     @classmethod
     def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:

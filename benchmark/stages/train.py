@@ -35,15 +35,23 @@ class Train(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.config import from_dict
-        from benchmark.mine import read_triples
-        from benchmark.stages.backbone import Backbone
-        from benchmark.train import Recipe, train_splade
-
-        recipe = from_dict(Recipe, config.recipe, f"recipe {config.recipe.get('name')!r}")
-        return train_splade(Backbone.model(inputs.path("init")), read_triples(inputs.path("triples")), recipe, out,
-                            seed=config.seed, progress=ctx.progress, overrides=config.overrides or None)
+        cluster = getattr(ctx, "cluster", None)
+        if cluster is not None:  # every worker trains into ``out``; rank 0 saves and returns the record
+            return cluster.data_parallel(train, config, inputs, out, ctx.progress)
+        return train(config, inputs, out, ctx.progress)
 
     @staticmethod
     def model(folder: Path) -> Path:
         return Path(folder) / "model"
+
+
+def train(config: Train.Config, inputs: Inputs, out: Path, progress: bool) -> dict[str, Any]:
+    """One process's part of a train stage (all of it, or one rank's under torchrun or Ray Train)."""
+    from benchmark.config import from_dict
+    from benchmark.mine import read_triples
+    from benchmark.stages.backbone import Backbone
+    from benchmark.train import Recipe, train_splade
+
+    recipe = from_dict(Recipe, config.recipe, f"recipe {config.recipe.get('name')!r}")
+    return train_splade(Backbone.model(inputs.path("init")), read_triples(inputs.path("triples")), recipe, out,
+                        seed=config.seed, progress=progress, overrides=config.overrides or None)

@@ -12,6 +12,7 @@ from typing import Any
 
 from benchmark.config import bounded, from_dict, load_toml
 from benchmark.errors import BenchmarkError, unknown
+from benchmark.resources import ResourceSpec
 
 #: Java's int: Lucene takes the ranking depth as one.
 MAX_K = 2**31 - 1
@@ -137,6 +138,8 @@ class Suite:
     # dataset or group → drop the hit whose id equals the query id (Pyserini's --remove-query);
     # unlisted datasets: on for BEIR (ids beir/… and local BEIR folders), as 2CR scores BEIR
     remove_query: dict[str, bool] = field(default_factory=dict)
+    # stage kind → what one of its tasks asks of a cluster (--executor ray; see benchmark.resources)
+    resources: dict[str, ResourceSpec] = field(default_factory=dict)
 
     def removes_query(self, dataset: str) -> bool:
         if dataset in self.remove_query:
@@ -216,6 +219,13 @@ class Suite:
                            "or collapsed = true")
             if e.tolerance < 0 or (e.okish is not None and e.okish < e.tolerance):
                 out.append(f"expected[{i}]: need 0 <= tolerance <= okish")
+        if self.resources:
+            from benchmark.resources import from_suite
+
+            try:
+                from_suite(self.resources)
+            except BenchmarkError as exc:
+                out.append(str(exc))
         if self.table.digits < 1 or not 0 < self.table.alpha < 1:
             out.append("table.digits must be >= 1 and table.alpha in (0, 1)")
         return out
