@@ -23,6 +23,8 @@ SUITE = """name = "kill"
 description = "BM25 + SPLADE bert-tiny on a SciFact slice"
 datasets = ["beir/scifact/test"]
 measures = ["nDCG@10", "RR@10", "R@100"]
+max_docs = 450
+max_queries = 20
 [bm25]
 [splade]
 backbones = ["bert-tiny"]
@@ -32,7 +34,6 @@ max_doc_length = 96
 max_query_length = 32
 shard_size = 150
 """
-SUBSET = ["--max-docs", "450", "--max-queries", "20"]
 
 # Spread over every stage; '#n' = the n-th time the point is passed.
 CI_POINTS = ["train:checkpoint", "encode:shard#2", "index:built", "search:written", "stage:publish#2"]
@@ -48,7 +49,7 @@ def run(suite: Path, runs: Path, results: Path, kill_at: str | None = None, extr
     env.pop("BENCHMARK_KILL_AT", None)
     if kill_at:
         env["BENCHMARK_KILL_AT"] = kill_at
-    cmd = [sys.executable, "-m", "benchmark.run", "--suite", str(suite), *SUBSET, "--runs-dir", str(runs),
+    cmd = [sys.executable, "-m", "benchmark.run", "--suite", str(suite), "--runs-dir", str(runs),
            "--results-dir", str(results), "--no-progress", "--threads", "1", *extra]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=1800)
     if proc.returncode not in (0, -signal.SIGKILL):
