@@ -13,7 +13,8 @@ def test_smoke_twice_from_scratch_identical_and_within_expected(tmp_path, capsys
     for n in (1, 2):
         assert run_cli("--suite", "smoke", *SUBSET, "--threads", "2",
                        "--runs-dir", str(tmp_path / f"runs{n}"), "--results-dir", str(tmp_path / f"res{n}")) == 0
-        outputs.append((tmp_path / f"res{n}" / "smoke" / "metrics.csv").read_text())
+        # a slice given on the command line is a subset run: its own results folder
+        outputs.append((tmp_path / f"res{n}" / "smoke@max-docs=600,max-queries=30" / "metrics.csv").read_text())
     assert outputs[0] == outputs[1]
     assert ",splade,bert-tiny,baseline,1,True," in outputs[0]  # the trained system is in there
     capsys.readouterr()
