@@ -79,6 +79,9 @@ CUDA_BLOCK_FACTOR = 64
 #: tiles, and a length-sorted corpus then reuses ~max_length/16 kernel shapes instead of one per
 #: length (each new shape pays cuBLAS/SDPA warm-up). On CPU padding is pure extra work.
 WIDTH_MULTIPLE = {"cuda": 16}
+#: Documents per forward on CPU with several threads (see ``_forward``); a constant, so that the
+#: hidden states depend on the documents' order only.
+BODY_DOCS = 8
 #: Texts tokenised at a time (a fast tokenizer's output for a whole corpus costs ~70 KB per text).
 TOKENIZE_CHUNK = 256
 
@@ -531,14 +534,14 @@ def _run_groups(fn: Any, n_docs: int, docs: int, pool: Any, workers: int) -> Non
         for d0 in mine:
             fn(slice(d0, min(d0 + docs, n_docs)))
 
-    if pool is not None and len(starts) > 1:
-        threads = torch.get_num_threads()
-        try:
+    threads = torch.get_num_threads()
+    try:
+        if pool is not None and len(starts) > 1:
             list(pool.map(work, [starts[i::workers] for i in range(workers)], [True] * workers))
-        finally:
-            torch.set_num_threads(threads)  # the setting is process-wide
-    else:
-        work(starts)
+        else:  # single-threaded all the same: a bf16 matmul's sums may depend on the thread count
+            work(starts, pool is not None)
+    finally:
+        torch.set_num_threads(threads)  # the setting is process-wide
 
 
 def _pool_screened(batch: _Batch, terms: _Terms, screen: _Screen, pool: Any, workers: int, unit32: float,
@@ -785,6 +788,60 @@ def _pad(ids: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any, m
     return torch.from_numpy(input_ids).to(device), torch.from_numpy(mask).to(device)
 
 
+def _hidden(model: Any, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The decoder's input for one padded batch (the forward stops there)."""
+    try:
+        model(input_ids=input_ids, attention_mask=mask)
+    except _Captured as captured:
+        return captured.hidden
+    raise BenchmarkError(f"{type(model).__name__} never called its output embeddings; cannot pool its MLM head")
+
+
+def _forward(model: Any, tokens: list[np.ndarray], rows: np.ndarray, pad_id: int, device: Any, multiple: int,
+             pool: Any, workers: int, dtype: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(hidden [B, L, H], mask [B, L]) of the documents ``rows``.
+
+    On CPU the batch is cut into sub-batches of ``BODY_DOCS`` consecutive documents, each run
+    single-threaded (by the workers when there are several): a transformer's small matmuls under
+    OpenMP spend much of their time at barriers (measured with bert-tiny on SciFact: 3.4 CPU ms per
+    document this way, 13 with two OpenMP threads on a busy machine), and MKL's sums depend on its
+    thread count. The cut depends on the documents' order only, so the hidden states (and the
+    vectors) depend neither on the thread count nor on a batch size that is a multiple of BODY_DOCS.
+    """
+    import torch
+
+    if device.type != "cpu":
+        input_ids, mask = _pad(tokens, rows, pad_id, device, multiple)
+        return _hidden(model, input_ids, mask), mask
+    subs = [rows[i : i + BODY_DOCS] for i in range(0, len(rows), BODY_DOCS)]
+    outs: list[tuple[torch.Tensor, torch.Tensor]] = [None] * len(subs)  # type: ignore[list-item]
+
+    def work(mine: list[int]) -> None:
+        torch.set_num_threads(1)
+        with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            for i in mine:
+                input_ids, mask = _pad(tokens, subs[i], pad_id, device, multiple)
+                outs[i] = (_hidden(model, input_ids, mask), mask)
+
+    threads = torch.get_num_threads()
+    try:
+        if pool is None or len(subs) == 1:  # single-threaded all the same: MKL's sums depend on its thread count
+            work(list(range(len(subs))))
+        else:
+            list(pool.map(work, [list(range(w, len(subs), workers)) for w in range(workers)]))
+    finally:
+        torch.set_num_threads(threads)
+    width = max(h.shape[1] for h, _ in outs)
+    hidden = outs[0][0].new_zeros(len(rows), width, outs[0][0].shape[2])
+    mask = outs[0][1].new_zeros(len(rows), width)
+    at = 0
+    for h, m in outs:
+        hidden[at : at + len(h), : h.shape[1]] = h
+        mask[at : at + len(h), : h.shape[1]] = m
+        at += len(h)
+    return hidden, mask
+
+
 def _pool_plain(hidden: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 pool: Any, workers: int) -> torch.Tensor:
     """Pooled ``hidden @ weight.T + bias`` in the weight's own dtype (no screen, no recompute)."""
@@ -909,7 +966,7 @@ def encode(
 
     threads = torch.get_num_threads()
     pool = None
-    if device.type == "cpu" and threads > 1 and decoder is not None:
+    if device.type == "cpu" and threads > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(threads, thread_name_prefix="splade-head")
@@ -927,18 +984,9 @@ def encode(
               _exact_reductions(device)):
             for start in range(0, len(tokens), batch_size):
                 rows = order[start : start + batch_size]
-                input_ids, mask = _pad(tokens, rows, pad_id, device, multiple)
-                batch = {"input_ids": input_ids, "attention_mask": mask}
                 t0 = _sync(device)
                 if decoder is not None:
-                    hidden = None
-                    try:
-                        model(**batch)
-                    except _Captured as captured:
-                        hidden = captured.hidden
-                    if hidden is None:
-                        raise BenchmarkError(f"{type(model).__name__} never called its output embeddings; "
-                                             "cannot pool its MLM head")
+                    hidden, mask = _forward(model, tokens, rows, pad_id, device, multiple, pool, threads, dtype)
                     t1 = _sync(device)
                     if terms is not None:
                         prepared = _Batch.of(hidden, mask)
@@ -949,7 +997,8 @@ def encode(
                     else:
                         pooled = _pool_plain(hidden, mask, weight, bias, pool, threads)
                 else:
-                    logits = model(**batch).logits
+                    input_ids, mask = _pad(tokens, rows, pad_id, device, multiple)
+                    logits = model(input_ids=input_ids, attention_mask=mask).logits
                     t1 = _sync(device)
                     pooled = _pool_logits(logits, mask.bool())
                 pooled[torch.from_numpy(lengths[rows] == 0).to(pooled.device)] = 0.0

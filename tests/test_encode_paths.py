@@ -246,3 +246,18 @@ def test_unknown_path_and_bfloat16_path_are_clear_errors(real_bert_tiny):
         encode(model, tokenizer, ["x"], max_length=8, path="fp8")
     with pytest.raises(BenchmarkError, match="precision='bfloat16'"):
         encode(model, tokenizer, ["x"], max_length=8, path="bf16", precision="bfloat16")
+
+
+def test_vectors_do_not_depend_on_threads_or_batch_size(real_bert_tiny, scifact_docs):
+    """Forwards run in sub-batches of BODY_DOCS documents whatever the thread count: same hidden states."""
+    model, tokenizer = real_bert_tiny
+    before = torch.get_num_threads()
+    outs = []
+    try:
+        for threads, batch_size in ((1, 8), (2, 16), (2, 8)):
+            torch.set_num_threads(threads)
+            outs.append(encode(model, tokenizer, scifact_docs, max_length=96, batch_size=batch_size, path="bf16"))
+            assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)
+    assert _same(outs[0], outs[1]) and _same(outs[0], outs[2])
