@@ -6,7 +6,8 @@ vocabulary, ≈3 GB peak RSS). Here the same vectors come from
 
 * length-sorted batches (little padding; input order restored on return);
 * the model's own forward up to the MLM decoder, captured by a pre-hook that stops the forward
-  there, so the [B, L, V] logits are never built;
+  there, so the [B, L, V] logits are never built; on CPU in sub-batches of ``BODY_DOCS`` documents
+  on single-threaded workers (no OpenMP barriers; hidden states independent of the thread count);
 * padding positions overwritten with the document's first token, so they never change a max and
   no mask pass is needed. log1p∘relu is monotone, so ``max_t log1p(relu(x_t)) = log1p(relu(max_t x_t))``:
   the transcendental runs on the pooled maxima only;
@@ -226,8 +227,8 @@ class _Screen:
     name = ""
     out_dtype = "float32"
 
-    def usable(self, device: Any) -> str | None:
-        """Why this screen cannot run here, or None."""
+    def usable(self, device: Any, k: int) -> str | None:
+        """Why this screen cannot run here (``k``: the hidden size), or None."""
         return None
 
     def prepare_terms(self, terms: _Terms) -> Any:
@@ -315,9 +316,11 @@ class _Int8Screen(_Screen):
     name = "int8"
     out_dtype = "int32"
 
-    def usable(self, device: Any) -> str | None:
+    def usable(self, device: Any, k: int) -> str | None:
         import torch
 
+        if k * 127 * 127 >= 2**24:
+            return f"hidden size {k}: int32 sums would not convert to float32 exactly"
         return None if hasattr(torch, "_int_mm") else "this torch has no torch._int_mm"
 
     def prepare_terms(self, terms: _Terms) -> Any:
@@ -658,7 +661,7 @@ def _choose(batch: _Batch, terms: _Terms, pool: Any, workers: int, unit32: float
         exact = batch.centred[check_docs].reshape(-1, k).double() @ check.weight.double().T
         for name in names:
             screen = SCREENS[name]
-            reason = screen.usable(device)
+            reason = screen.usable(device, k)
             if reason is None:
                 try:
                     ratio = _measured_error(screen, batch, check, check_docs, k, unit32, exact)
@@ -915,8 +918,9 @@ def encode(
     ``measured``, ``timings`` ({screen: head seconds per document} from the measurement),
     ``rejected``, ``candidates_fraction`` (share of (document, term) pairs recomputed exactly),
     ``forward_s``, ``head_s``, ``head_gflop_per_doc``, ``docs``, ``tokens``. ``progress`` is a tqdm
-    description, or None for silence. On CPU the decoder blocks run on ``torch.get_num_threads()``
-    single-threaded workers (the process-wide thread count is set to 1 while they run, then restored).
+    description, or None for silence. On CPU the forwards and the decoder blocks run on
+    ``torch.get_num_threads()`` single-threaded workers (the process-wide thread count is set to 1
+    while they run, then restored).
     """
     import torch
 
