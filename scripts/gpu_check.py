@@ -1,4 +1,4 @@
-"""GPU checks (issues 4 and 6), one short run on a lent GPU: prints JSON and writes it to $OUT.
+"""GPU checks, one short run on a lent GPU: prints JSON and writes it to $OUT.
 
 1. bf16 encoding throughput of a BERT-base-sized SPLADE encoder built from its config (random
    weights; the decoder bias is shifted so documents keep ~trained-SPLADE sparsity, ~100-300

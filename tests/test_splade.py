@@ -1,4 +1,7 @@
-"""benchmark.splade: the fast encoder gives the textbook SPLADE vectors, and quantisation is exact."""
+"""benchmark.splade: the fast encoder gives the textbook SPLADE vectors, and quantisation is exact.
+
+Identity of the encode paths and exactness of their values: ``test_encode_paths.py``.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,7 @@ from torch import nn
 
 from benchmark.errors import BenchmarkError
 import benchmark.splade as splade
-from benchmark.splade import (QUANT_SCALE, SCREEN_MARGIN, encode, quantise, quantise_vector, reference_encode,
-                              tokenize)
+from benchmark.splade import QUANT_SCALE, encode, quantise, quantise_vector, reference_encode, tokenize
 from _tiny_models import tiny_bert, tiny_modernbert
 
 
@@ -169,81 +171,6 @@ def test_bfloat16_is_close_and_float32_is_default(bert_tiny):
     ours = _dense(encode(model, tokenizer, texts, max_length=64, precision="bfloat16"), model.config.vocab_size)
     assert (ours - ref).abs().max().item() < 0.1  # bf16 keeps 8 bits of mantissa
     assert next(model.parameters()).dtype == torch.float32  # the model itself is untouched
-
-
-@pytest.mark.parametrize("hidden", [128, 768])
-def test_screen_margin_bounds_the_bf16_error(hidden):
-    """The screen's premise on this CPU's kernels: |bf16 logit − float32 logit| ≤ SCREEN_MARGIN·‖h‖·‖w‖."""
-    torch.manual_seed(hidden)
-    h = torch.randn(256, hidden) * torch.logspace(-2, 2, 256)[:, None]  # norms over four decades
-    aligned = h[torch.randint(0, 256, (2048,))] + 0.1 * torch.randn(2048, hidden)  # |logit| ≈ ‖h‖‖w‖
-    w = torch.cat([torch.randn(2048, hidden) * 0.05, aligned * 0.01])
-    exact = torch.mm(h.double(), w.double().T)
-    fp32 = torch.mm(h, w.T).double()
-    bf16 = torch.mm(h.bfloat16(), w.bfloat16().T).double()
-    bound = SCREEN_MARGIN * (h.double().norm(dim=1)[:, None] * w.double().norm(dim=1))
-    assert ((bf16 - fp32).abs() / bound).max() < 0.5  # the margin is 4u; the error stays under 2u
-    assert ((bf16 - exact).abs() / bound).max() > 0.05  # bf16 error is real: the margin is not idle
-
-
-def _boundary_model(pair, texts):
-    """bert-tiny with the decoder bias moved so text 0's every term sits within ±1e-4 of relu's kink."""
-    import copy
-
-    model, tokenizer = copy.deepcopy(pair[0]), pair[1]
-    batch = tokenizer(texts[:1], return_tensors="pt")
-    with torch.inference_mode():
-        top = model(**batch).logits[0].amax(dim=0)  # includes the current bias
-    torch.manual_seed(1)
-    with torch.no_grad():
-        model.get_output_embeddings().bias -= top + 1e-4 * torch.randn_like(top)
-    return model, tokenizer
-
-
-@pytest.fixture(scope="module")
-def real_bert_tiny(bert_tiny):
-    return _load(bert_tiny)
-
-
-def test_screened_float32_equals_reference_at_the_relu_boundary(real_bert_tiny):
-    texts = ["Vitamin D deficiency is associated with an increased risk of tuberculosis.",
-             "Microglia are the resident macrophages of the central nervous system.", "BRCA1 mutations"]
-    model, tokenizer = _boundary_model(real_bert_tiny, texts)
-    ref = reference_encode(model, tokenizer, texts, max_length=64)
-    assert (ref[0] > 0).sum() > 10000  # thousands of terms just above the kink, as many just below
-    for screen in (True, False):
-        ours = _dense(encode(model, tokenizer, texts, max_length=64, screen=screen), model.config.vocab_size)
-        _assert_same(ours, ref)
-
-
-def test_screen_without_margin_loses_terms(real_bert_tiny, monkeypatch):
-    """Control: the boundary test above does stress the margin; with none, true terms are screened out."""
-    texts = ["Vitamin D deficiency is associated with an increased risk of tuberculosis."]
-    model, tokenizer = _boundary_model(real_bert_tiny, texts)
-    ref = reference_encode(model, tokenizer, texts, max_length=64)
-    monkeypatch.setattr(splade, "SCREEN_MARGIN", 0.0)
-    ours = _dense(encode(model, tokenizer, texts, max_length=64, screen=True), model.config.vocab_size)
-    assert ((ref > 0) & (ours == 0)).sum() > 100
-
-
-def test_screening_stops_for_dense_vectors(modernbert, monkeypatch):
-    """Random ModernBERT weights give dense vectors: after one batch the screen is dropped, same output."""
-    model, tokenizer = modernbert
-    monkeypatch.setattr(splade, "has_fast_bf16", lambda device: True)  # auto mode, as on a bf16 CPU
-    screens = []
-    pool = splade._pool_decoder
-
-    def spy(*args):
-        screens.append(args[-1])
-        return pool(*args)
-
-    monkeypatch.setattr(splade, "_pool_decoder", spy)
-    texts = _texts(tokenizer, 9, seed=41)
-    ref = reference_encode(model, tokenizer, texts, max_length=64)
-    ours = encode(model, tokenizer, texts, max_length=64, batch_size=3)
-    _assert_same(_dense(ours, model.config.vocab_size), ref)
-    assert screens[0] is not None and not screens[0].worthwhile()
-    assert screens[1:] == [None, None]
 
 
 def test_pretokenized_input_gives_the_same_vectors(bert):

@@ -1,0 +1,5 @@
+import sys
+
+from benchmark.perf.cli import main
+
+sys.exit(main())
