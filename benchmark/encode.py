@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from collections import deque
@@ -31,11 +32,12 @@ from typing import Any
 import numpy as np
 
 from benchmark import faults
-from benchmark.atomic import atomic_path, save_npy, write_jsonl
+from benchmark.atomic import atomic_path, save_npy, write_json, write_jsonl
 from benchmark.data import iter_docs, read_queries
 
 SHARD = "part-{:05d}.jsonl"
 QUERIES = "queries.jsonl"
+ENCODER_INFO = "encoder"  # per-shard notes of what the encoder measured, folded into the record at the end
 #: Writer processes for document shards (at most; one core is left to the encode loop).
 MAX_WRITERS = 4
 
@@ -230,9 +232,13 @@ class DocEncoder:
         """
         from benchmark.splade import encode
 
+        info: dict[str, Any] = {}
         reps = encode(self.model, self.tokenizer, tokens if tokens is not None else [text for _, text in chunk],
                       max_length=self.max_length, batch_size=self.batch_size,
-                      progress=f"encode docs {n}" if progress else None, precision=self.precision)
+                      progress=f"encode docs {n}" if progress else None, precision=self.precision, info=info)
+        info_dir = Path(docs_dir).parent / ENCODER_INFO
+        info_dir.mkdir(exist_ok=True)
+        write_json(info_dir / f"{n:05d}.json", {**info, "docs": len(chunk)})
         faults.point("encode:encoded")
         doc_ids = [doc_id for doc_id, _ in chunk]
         if write is not None:
@@ -240,19 +246,40 @@ class DocEncoder:
         return write_shard(shard_path(docs_dir, n), doc_ids, reps, self.terms)
 
 
+def encoder_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``splade.encode`` measured, over shards: the path each chose (all give the same vectors, so
+    shards may differ), the first measurement's timings, and the time split of the whole stage."""
+    if not infos:
+        return {}
+    docs = sum(i.get("docs", 0) for i in infos) or 1
+    paths: dict[str, int] = {}
+    for i in infos:
+        paths[i.get("path", "?")] = paths.get(i.get("path", "?"), 0) + 1
+    measured = next((i for i in infos if i.get("measured")), infos[0])
+    return {"paths": paths, "timings": measured.get("timings"), "rejected": measured.get("rejected"),
+            "candidates_fraction": sum(i.get("candidates_fraction", 0.0) * i.get("docs", 0) for i in infos) / docs,
+            "forward_s": sum(i.get("forward_s", 0.0) for i in infos), "head_s": sum(i.get("head_s", 0.0) for i in infos),
+            "head_gflop_per_doc": measured.get("head_gflop_per_doc"), "threads": measured.get("threads"),
+            "device": measured.get("device")}
+
+
 def finalise_docs(out: Path, shards: int, documents: int, vocab: int, *, max_length: int, precision: str,
                   attn_implementation: str) -> dict[str, Any]:
     """The encode stage's last step, however its shards were made: ``df.npy`` (the shards' document
-    frequencies summed) and the record."""
+    frequencies summed) and the record, with what the encoder measured (``encoder``; the per-shard
+    notes are folded in and removed, so the stage's files are the same bytes on every executor)."""
     df, empty = np.zeros(vocab, dtype=np.int64), 0
     for n in range(shards):
         shard_df, shard_empty = read_shard_stats(shard_path(out / "docs", n))
         df += shard_df
         empty += shard_empty
     save_npy(out / "df.npy", df)
+    info_dir = out / ENCODER_INFO
+    infos = [json.loads(p.read_text()) for p in sorted(info_dir.glob("*.json"))] if info_dir.is_dir() else []
+    shutil.rmtree(info_dir, ignore_errors=True)
     return {"documents": documents, "empty_documents": empty, "doc_nnz": float(df.sum() / max(documents, 1)),
             "vocab_size": vocab, "max_length": max_length, "precision": precision,
-            "attn_implementation": attn_implementation}
+            "attn_implementation": attn_implementation, "encoder": encoder_summary(infos)}
 
 
 @dataclass(frozen=True)
@@ -378,8 +405,9 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
     terms = vocabulary_terms(tokenizer, vocab)
     queries = read_queries(topics_dir)
     qids = list(queries)
+    info: dict[str, Any] = {}
     reps = encode(model, tokenizer, [queries[q] for q in qids], max_length=max_length, batch_size=batch_size,
-                  progress="encode queries" if progress else None, precision=precision)
+                  progress="encode queries" if progress else None, precision=precision, info=info)
     qf = np.zeros(vocab, dtype=np.int64)
     qvecs: dict[str, dict[str, int]] = {}
     for qid, (ids, w) in zip(qids, reps):
@@ -390,7 +418,8 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
     write_jsonl(out / QUERIES, ({"id": q, "vector": v} for q, v in qvecs.items()))
     return {"queries": len(qvecs), "query_nnz": float(qf.sum() / max(len(qvecs), 1)),
             "empty_queries": sum(1 for v in qvecs.values() if not v), "vocab_size": vocab,
-            "max_length": max_length, "precision": precision, "attn_implementation": attn_implementation}
+            "max_length": max_length, "precision": precision, "attn_implementation": attn_implementation,
+            "encoder": encoder_summary([{**info, "docs": len(qids)}])}
 
 
 def flops(df: np.ndarray, documents: int, qf: np.ndarray, queries: int) -> float:

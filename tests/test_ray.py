@@ -104,6 +104,7 @@ def test_killed_workers_are_retried_and_the_metrics_equal_the_local_executors(cl
     for meta in (meta_local, meta_ray):
         for key in ("environment", "seconds", "finished"):
             meta.pop(key)
+        meta["record"].pop("encoder")  # what the encoder measured (timings, chosen path): not an output
     assert meta_ray == meta_local
 
 

@@ -17,7 +17,7 @@ from benchmark.stage import Inputs, StageKind
 
 class Encode(StageKind):
     name = "encode"
-    VERSION = 1
+    VERSION = 2  # 2: canonical exact values on every encoder path (float64 enclosure, float64 log1p)
     parents = ("model", "corpus")
     resumable = True
     device = "gpu"

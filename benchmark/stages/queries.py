@@ -13,7 +13,7 @@ from benchmark.stage import Inputs, StageKind
 
 class Queries(StageKind):
     name = "queries"
-    VERSION = 1
+    VERSION = 2  # 2: canonical exact values on every encoder path (float64 enclosure, float64 log1p)
     parents = ("model", "topics")
     device = "gpu"
     sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.queries")
