@@ -256,9 +256,12 @@ def encoder_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
     for i in infos:
         paths[i.get("path", "?")] = paths.get(i.get("path", "?"), 0) + 1
     measured = next((i for i in infos if i.get("measured")), infos[0])
+    screened = [i for i in infos if i.get("candidates_fraction") is not None]  # bfloat16 runs no screen
+    fraction = (sum(i["candidates_fraction"] * i.get("docs", 0) for i in screened)
+                / max(sum(i.get("docs", 0) for i in screened), 1)) if screened else None
     return {"paths": paths, "timings": measured.get("timings"), "rejected": measured.get("rejected"),
-            "candidates_fraction": sum(i.get("candidates_fraction", 0.0) * i.get("docs", 0) for i in infos) / docs,
-            "forward_s": sum(i.get("forward_s", 0.0) for i in infos), "head_s": sum(i.get("head_s", 0.0) for i in infos),
+            "candidates_fraction": fraction, "documents": docs,
+            "forward_s": sum(i.get("forward_s") or 0.0 for i in infos), "head_s": sum(i.get("head_s") or 0.0 for i in infos),
             "head_gflop_per_doc": measured.get("head_gflop_per_doc"), "threads": measured.get("threads"),
             "device": measured.get("device")}
 

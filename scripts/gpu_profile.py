@@ -360,7 +360,7 @@ def measure_stage(args: argparse.Namespace, device: Any) -> Callable[[], dict[st
             shard = max(1, args.docs // 4)
             t = time.perf_counter()
             stats = encode_docs_stage(Path(tmp) / "model", Path(tmp) / "data", Path(tmp) / "enc", max_length=256,
-                                      batch_size=args.batch_size, shard_size=shard, scale=100,
+                                      batch_size=args.batch_size, shard_size=shard,
                                       precision="bfloat16", progress=False)
             secs = time.perf_counter() - t
         rate = args.docs / secs
@@ -377,6 +377,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--docs", type=int, help="passages per encode measurement (default 40000; dry run 64)")
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--train-steps", type=int, help="training steps (default 40; dry run 3)")
+    p.add_argument("--only", help="comma-separated measurement names (default: all, in order)")
     args = p.parse_args(argv)
     args.budget = args.budget or (110.0 if args.dry_run else 450.0)
     args.docs = args.docs or (64 if args.dry_run else 40_000)
@@ -422,8 +423,10 @@ def main(argv: list[str] | None = None) -> int:
         ("encode_modernbert_sdpa_bf16_batch256", 40, measure_encode("modernbert-base", "sdpa", args, device,
                                                                     batch_size=min(256, args.batch_size))),
     ]
+    only = set(args.only.split(",")) if args.only else None
     for name, need, fn in plan:
-        prof.run(name, need * scale, fn)
+        if only is None or name in only:
+            prof.run(name, need * scale, fn)
     rates = {k: v["docs_per_s"] for k, v in prof.data["measurements"].items() if "docs_per_s" in v}
     if rates:
         best = max(rates, key=rates.get)
