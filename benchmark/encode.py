@@ -131,13 +131,18 @@ def _writer_pool(terms: list[str], workers: int) -> Any:
                                initializer=_writer_init, initargs=(terms,))
 
 
-def load_model(model_dir: Path) -> tuple[Any, Any]:
+def load_model(model_dir: Path, attn_implementation: str = "sdpa") -> tuple[Any, Any]:
     """Load a saved ``*ForMaskedLM`` for inference (float32 weights; bf16 is autocast in ``encode``),
-    on the GPU when there is one."""
+    on the GPU when there is one.
+
+    The attention implementation is pinned (transformers' default has changed between versions, and
+    ``encode`` captures the decoder's input in the padded [batch, length, hidden] layout); the
+    loaded one is ``model.config._attn_implementation``.
+    """
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    model = AutoModelForMaskedLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = AutoModelForMaskedLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn_implementation)
     model.eval()
     if torch.cuda.is_available():
         model.to("cuda")
