@@ -10,7 +10,6 @@ inverted labels (degraded on its held-out queries).
 from __future__ import annotations
 
 import csv
-import json
 import math
 import random
 from pathlib import Path

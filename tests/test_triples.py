@@ -100,6 +100,17 @@ def test_marginmse_recipe_joins_ids_to_texts_and_trains(tmp_path: Path, hf_cache
     assert (result["max_grad_norm"], result["checkpoint"], result["checkpoint_step"]) == (0.0, "best", result["dev_mrr_best_step"])
     assert result["outcome"] in (OK, DEGRADED) and result["triggers"] == {} and math.isfinite(result["final_loss"])
 
+    # a subset with the texts themselves (here JSON lines) is taken as it is, extra columns dropped
+    texts = tmp_path / "texts"
+    (texts / "t").mkdir(parents=True)
+    (texts / "README.md").write_text("---\nconfigs:\n- config_name: t\n  data_files:\n  - split: train\n    path: t/train.jsonl\n---\n")
+    given = [{"query": f"q{i}", "positive": f"p{i}", "negative": f"n{i}", "score": i / 2, "source": "x"} for i in range(3)]
+    (texts / "t" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in given))
+    (tmp_path / "t-out").mkdir()
+    assert hf_triples({}, tmp_path / "t-out", dataset=f"{texts}:t", limit=2)["triples"] == 2
+    assert [json.loads(line) for line in triples_path(tmp_path / "t-out").read_text().splitlines()] == \
+        [{k: r[k] for k in ("query", "positive", "negative", "score")} for r in given[:2]]
+
     # a subset with neither texts nor ids is refused by name
     (root / "README.md").write_text(README.replace(f"{SUBSET}/train.parquet", "corpus/train.parquet", 1))
     with pytest.raises(BenchmarkError, match=r"has columns passage_id, passage; training needs query, positive, negative "

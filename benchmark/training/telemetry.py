@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -87,7 +86,7 @@ def plot_png(rows: Sequence[dict[str, Any]], path: Path, title: str = "", outcom
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 5, figsize=(20, 7), constrained_layout=True)
-    for ax, (name, (columns, log)) in zip(axes.flat, PANELS.items()):
+    for n, (ax, (name, (columns, log))) in enumerate(zip(axes.flat, PANELS.items())):
         for column in columns:
             points = [(r["step"], r[column]) for r in rows if isinstance(r.get(column), (int, float))]
             if points:
@@ -99,7 +98,7 @@ def plot_png(rows: Sequence[dict[str, Any]], path: Path, title: str = "", outcom
         if armed_step is not None:
             ax.axvline(armed_step, color="grey", linestyle=":", linewidth=1)
         if outcome_step is not None:
-            ax.axvline(outcome_step, color="red", linestyle="--", linewidth=1, label=outcome_label or None)
+            ax.axvline(outcome_step, color="red", linestyle="--", linewidth=1, label=(outcome_label or None) if n == 0 else None)
         ax.set_title(name)
         ax.set_xlabel("step")
         if ax.get_legend_handles_labels()[0]:
