@@ -149,11 +149,20 @@ def _writer_pool(terms: list[str], workers: int) -> Any:
 
 def load_model(model_dir: Path, attn_implementation: str = "sdpa") -> tuple[Any, Any]:
     """Load a saved ``*ForMaskedLM`` for inference (float32 weights; bf16 is autocast in ``encode``),
-    on the GPU when there is one, with the attention implementation pinned (it is part of the stage id)."""
+    on the GPU when there is one.
+
+    The attention implementation is pinned (transformers' default has changed between versions, and
+    ``encode`` captures the decoder's input in the padded [batch, length, hidden] layout); the
+    loaded one is ``model.config._attn_implementation``.
+    """
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    model = AutoModelForMaskedLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn_implementation)
+    from benchmark.backbone import quiet_transformers
+
+    with quiet_transformers():
+        model = AutoModelForMaskedLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                     attn_implementation=attn_implementation)
     model.eval()
     if torch.cuda.is_available():
         model.to("cuda")

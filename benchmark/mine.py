@@ -2,19 +2,28 @@
 
 - ``bm25``: hard negatives mined from the harness's own BM25 run on the training topics;
 - ``official-triples``: an ir_datasets docpairs collection (MS MARCO ``train/triples-small``);
-- ``dataset-hard-negatives``: a Hugging Face dataset with query/positive/negative[/score] columns
-  (e.g. ``sentence-transformers/msmarco:bert-ensemble-margin-mse``, for MarginMSE).
+- ``dataset-hard-negatives``: a Hugging Face dataset with query/positive/negative[/score] columns,
+  or with query_id/positive_id/negative_id[/score] joined to the texts of the same hub dataset's
+  ``corpus`` (passage_id, passage) and ``queries`` (query_id, query) subsets, as
+  ``sentence-transformers/msmarco:bert-ensemble-margin-mse`` needs (for MarginMSE).
+
+Every source is streamed to ``triples.jsonl``: memory does not grow with the number of triples (the
+BM25 miner holds its corpus's texts, the id join a sorted id index of the corpus and the queries).
+Training reads the file by path (:func:`triples_path`), streamed as well.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from benchmark.atomic import write_jsonl
 from benchmark.data import iter_docs, qrels_path, read_queries
@@ -77,15 +86,108 @@ def official_triples(parents: dict[str, Path], out: Path, *, dataset: str, limit
     return {"negatives": "official-triples", "triples": n, "dataset": dataset}
 
 
-def hf_triples(parents: dict[str, Path], out: Path, *, dataset: str, limit: int = 0, **_: Any) -> dict[str, Any]:
-    """A Hugging Face dataset ``hub_id[:subset]`` with query/positive/negative(/score) columns."""
+#: text columns of a triples dataset, and the id columns joined to the texts of its corpus / queries subsets
+TEXT_COLUMNS = ("query", "positive", "negative")
+ID_COLUMNS = ("query_id", "positive_id", "negative_id")
+#: rows joined at a time
+JOIN_BATCH = 10_000
+
+
+class _TextsById:
+    """Texts of a memory-mapped ``datasets`` subset by id: a sorted index of the ids (8 bytes each for
+    integer ids), the texts themselves read from the Arrow file as needed."""
+
+    def __init__(self, subset: Any, id_column: str, text_column: str, where: str) -> None:
+        missing = [c for c in (id_column, text_column) if c not in subset.column_names]
+        if missing:
+            raise BenchmarkError(f"{where} has columns {', '.join(subset.column_names)}; the id join needs "
+                                 f"{id_column} and {text_column}")
+        self.subset, self.text_column, self.where = subset, text_column, where
+        ids = np.asarray(subset.data.column(id_column).to_numpy(zero_copy_only=False))
+        self.order = np.argsort(ids, kind="stable")
+        self.sorted_ids = ids[self.order]
+
+    def __call__(self, ids: list[Any]) -> list[str]:
+        wanted = np.asarray(ids, dtype=self.sorted_ids.dtype)
+        pos = np.minimum(np.searchsorted(self.sorted_ids, wanted), len(self.sorted_ids) - 1)
+        found = self.sorted_ids[pos] == wanted
+        if not found.all():
+            raise BenchmarkError(f"id {ids[int(np.argmin(found))]!r} is not in {self.where}; the triples and their "
+                                 "texts must come from the same dataset")
+        return self.subset[self.order[pos].tolist()][self.text_column]
+
+
+def _arrow_batches(hub: str, subset: str | None, batch_size: int) -> Iterator[Any]:
+    """The ``train`` split's data files, read as Arrow record batches one at a time (local paths or
+    ``hf://`` URLs, through fsspec). ``datasets``' own streaming and Arrow-cache builders keep tens of
+    bytes per row while they run; reading the Parquet row groups / JSON lines here stays flat."""
+    import fsspec
+    import pyarrow.parquet as pq
+    from datasets import load_dataset_builder
+
+    from benchmark.training.examples import json_lines_batches
+
+    files = load_dataset_builder(hub, subset).config.data_files.get("train") or []
+    if not files:
+        raise BenchmarkError(f"dataset {hub}:{subset} has no train split; name a subset with one")
+    for url in files:
+        name = str(url).split("?")[0]
+        with fsspec.open(url, "rb") as fh:
+            if name.endswith(".parquet"):
+                yield from pq.ParquetFile(fh).iter_batches(batch_size=batch_size)
+            elif name.endswith((".jsonl", ".json")):
+                yield from json_lines_batches(fh, batch_size)
+            else:
+                raise BenchmarkError(f"{name}: only Parquet and JSON-lines triples files can be streamed; "
+                                     "convert the subset to Parquet")
+
+
+def _text_rows(batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
+    for batch in batches:
+        columns = [c for c in (*TEXT_COLUMNS, "score") if c in batch.schema.names]
+        values = {c: batch.column(c).to_pylist() for c in columns}
+        for i in range(batch.num_rows):
+            yield {c: values[c][i] for c in columns}
+
+
+def _joined(batches: Iterator[Any], hub: str, corpus_subset: str, queries_subset: str) -> Iterator[dict[str, Any]]:
+    """Id triples → text triples, one record batch at a time."""
     from datasets import load_dataset
 
+    passages = _TextsById(load_dataset(hub, corpus_subset, split="train"), "passage_id", "passage", f"{hub}:{corpus_subset}")
+    queries = _TextsById(load_dataset(hub, queries_subset, split="train"), "query_id", "query", f"{hub}:{queries_subset}")
+    for batch in batches:
+        texts = {"query": queries(batch.column("query_id").to_pylist()),
+                 "positive": passages(batch.column("positive_id").to_pylist()),
+                 "negative": passages(batch.column("negative_id").to_pylist())}
+        scores = batch.column("score").to_pylist() if "score" in batch.schema.names else None
+        for i in range(batch.num_rows):
+            row = {k: texts[k][i] for k in TEXT_COLUMNS}
+            if scores is not None:
+                row["score"] = scores[i]
+            yield row
+
+
+def hf_triples(parents: dict[str, Path], out: Path, *, dataset: str, limit: int = 0, corpus_subset: str = "corpus",
+               queries_subset: str = "queries", **_: Any) -> dict[str, Any]:
+    """A Hugging Face dataset ``hub_id[:subset]``, streamed: text triples as they are, id triples joined
+    to the texts of the hub dataset's ``corpus_subset`` and ``queries_subset`` (see the module doc)."""
     hub, _, subset = dataset.partition(":")
-    rows = load_dataset(hub, subset or None, split="train", streaming=True)
-    keep = ("query", "positive", "negative", "score")
-    n = _write(out, islice(({k: r[k] for k in keep if k in r} for r in rows), limit or None))
-    return {"negatives": "dataset-hard-negatives", "triples": n, "dataset": dataset}
+    batches = _arrow_batches(hub, subset or None, JOIN_BATCH)
+    first = next(batches, None)
+    columns = list(first.schema.names) if first is not None else []
+    batches = itertools.chain([first] if first is not None else [], batches)
+    record: dict[str, Any] = {"negatives": "dataset-hard-negatives", "dataset": dataset, "columns": columns}
+    if all(c in columns for c in TEXT_COLUMNS):
+        triples = _text_rows(batches)
+    elif all(c in columns for c in ID_COLUMNS):
+        triples = _joined(batches, hub, corpus_subset, queries_subset)
+        record["texts_from"] = {"passages": f"{hub}:{corpus_subset}", "queries": f"{hub}:{queries_subset}"}
+    else:
+        raise BenchmarkError(f"dataset {dataset!r} has columns {', '.join(columns) or '(none)'}; training needs "
+                             f"{', '.join(TEXT_COLUMNS)} or the ids {', '.join(ID_COLUMNS)} (and score for MarginMSE)")
+    record["triples"] = _write(out, islice(triples, limit or None))
+    return record
 
 
 NEGATIVES_TO_MINER: dict[str, Callable[..., dict[str, Any]]] = {
@@ -95,6 +197,12 @@ NEGATIVES_TO_MINER: dict[str, Callable[..., dict[str, Any]]] = {
 }
 
 
+def triples_path(stage_dir: Path) -> Path:
+    """The triples stage's output, as ``train_splade`` takes it (streamed, never loaded whole)."""
+    return Path(stage_dir) / TRIPLES
+
+
 def read_triples(stage_dir: Path) -> list[dict[str, Any]]:
-    with open(Path(stage_dir) / TRIPLES, encoding="utf-8") as fh:
+    """Every triple as a dict, in memory: for small stages and tests only; training takes ``triples_path``."""
+    with open(triples_path(stage_dir), encoding="utf-8") as fh:
         return [json.loads(line) for line in fh]

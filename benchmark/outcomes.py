@@ -1,6 +1,6 @@
 """The one status vocabulary: how a training run ended, and what a table cell can show.
 
-A training run's outcome is a result, decided by the rules in ``benchmark.training.telemetry``:
+A training run's outcome is a result, decided by the rules in ``benchmark.training.detector``:
 ``ok``, ``degraded`` (its held-out ranking ended worse than where it started) or ``collapsed``
 (a trigger fired). A table cell is one of those, or ``missing`` (not run yet).
 """

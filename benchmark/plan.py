@@ -382,8 +382,10 @@ def _train_inputs(suite: Suite, recipe_name: str) -> tuple[dict[str, Any], Stage
         raise BenchmarkError(f"recipe {recipe_name!r} names no training dataset; add dataset = \"<ir_datasets id>\" to it")
     negatives = as_dict.get("negatives", "bm25")
     seed = suite.splade.data_seed if suite.splade else 42
-    # Enough examples for the whole run, when the recipe bounds it by steps.
-    limit = as_dict["max_steps"] * as_dict["batch_size"] if as_dict.get("max_steps", -1) > 0 else 0
+    # Enough examples for the whole run, when the recipe bounds it by steps, plus room for the rows of
+    # the held-out dev queries, which training drops (MS MARCO triples: ~50 rows per query).
+    limit = (as_dict["max_steps"] * as_dict["batch_size"] + 100 * as_dict.get("dev_queries", 0)
+             if as_dict.get("max_steps", -1) > 0 else 0)
     if negatives != "bm25":
         return as_dict, Stage(Triples, Triples.Config(negatives, dataset=dataset, limit=limit))
     topics, corpus = data_stages(dataset, None, as_dict.get("max_train_queries"))

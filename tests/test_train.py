@@ -1,4 +1,5 @@
-"""SPLADE training: recipes, the chunked pooling, resume, telemetry and collapse.
+"""SPLADE training: recipes, the chunked pooling, resume, telemetry, streamed examples, seeds and
+the best checkpoint. The outcome rules have their own file (test_outcomes.py).
 
 Training runs use a tiny random BERT (hidden 32, vocabulary 30522) on SciFact train triples
 (query, relevant doc, random other doc) with max lengths 16, so each run takes a few seconds.
@@ -18,11 +19,15 @@ from _tiny_models import tiny_bert, tiny_modernbert
 from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
 
 from benchmark.errors import BenchmarkError
+from benchmark.outcomes import COLLAPSED, DEGRADED, OK
 from benchmark.train import RECIPES, load_recipe, train_splade
+from benchmark.training.detector import DENSE
 from benchmark.training.recipe import LOSS_COLUMNS
-from benchmark.training.telemetry import COLUMNS, DENSE, NAN, ZERO, CollapseDetector
+from benchmark.training.telemetry import COLUMNS
 
-TINY = {"batch_size": 4, "query_max_length": 16, "doc_max_length": 16, "chunk_size": 4, "learning_rate": 1e-3}
+# 4 of the 24 fixture queries are held out as the dev batch (8 in-batch candidates)
+TINY = {"batch_size": 4, "query_max_length": 16, "doc_max_length": 16, "chunk_size": 4, "learning_rate": 1e-3,
+        "dev_queries": 4, "dev_steps": 2, "logging_steps": 2}
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +95,15 @@ def test_packaged_recipes_load_and_cite_a_source() -> None:
     assert (marginmse.loss, marginmse.lambda_q, marginmse.lambda_d, marginmse.max_steps) == ("marginmse", 0.5, 0.4, 150000)
     smoke = load_recipe("smoke")
     assert (smoke.dataset, smoke.query_max_length, smoke.doc_max_length, smoke.batch_size) == ("beir/scifact/train", 32, 64, 32)
+    # as published: naver/splade's trainer does not clip gradients; attention pinned; naver keeps the
+    # best validation checkpoint, the smoke recipe (no source) its last
+    for name in RECIPES:
+        recipe = load_recipe(name)
+        assert "max_grad_norm = " in RECIPES[name].read_text()  # explicit in every recipe
+        assert (recipe.max_grad_norm, recipe.attn_implementation, recipe.stop_on_collapse) == (0.0, "sdpa", False)
+    assert (infonce.checkpoint, marginmse.checkpoint, smoke.checkpoint) == ("best", "best", "last")
+    assert marginmse.dataset == "sentence-transformers/msmarco:bert-ensemble-margin-mse"
+    assert "Hofstätter" in marginmse.description and "not EnsembleDistil" in marginmse.description
 
 
 def test_unknown_recipe_lists_the_options() -> None:
@@ -104,6 +118,11 @@ def test_unknown_recipe_lists_the_options() -> None:
         (("batch_size = 32", 'batch_size = "32"'), r"bad\.toml\.batch_size must be int, got str '32'"),
         (("lambda_q = 1e-3", "lambda_q = true"), r"bad\.toml\.lambda_q must be float, got bool"),
         (("dense_fraction = 0.5", "dense_fraction = 1.5"), r"bad\.toml: dense_fraction = 1\.5 must be in \(0, 1\]; fix the value"),
+        (('attn_implementation = "sdpa"', 'attn_implementation = "flash"'),
+         r"bad\.toml: attn_implementation = 'flash' must be one of sdpa, eager, flash_attention_2"),
+        (('checkpoint = "last"', 'checkpoint = "final"'), r"bad\.toml: checkpoint = 'final' must be one of last, best"),
+        (("dev_steps = 4", "dev_steps = 3"), r"bad\.toml: dev_steps = 3 must be a multiple of logging_steps = 2"),
+        (("stop_on_collapse = false", "stop_on_collapse = 0"), r"bad\.toml\.stop_on_collapse must be bool, got int"),
         (('loss = "infonce"', 'loss = "kl"'), r"bad\.toml: unknown loss 'kl'; valid: infonce, marginmse"),
         (("save_steps = 10\n", ""), r"bad\.toml: missing required key 'save_steps'; add it"),
     ],
@@ -217,45 +236,96 @@ class _KillAfterSave(TrainerCallback):
             raise _Kill
 
 
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
 def test_resumed_run_ends_with_the_same_model(tmp_path: Path, bert_dir: Path, triples: list[dict]) -> None:
-    settings = {**TINY, "max_steps": 6, "logging_steps": 2, "save_steps": 2, "lambda_q": 1e-2, "lambda_d": 1e-2}
+    """Streamed from triples.jsonl, killed after the step-4 checkpoint and resumed: same model, same
+    telemetry, same outcome (the trigger streak started before the kill), same best checkpoint."""
+    from sentence_transformers.sparse_encoder import SparseEncoder
+
+    from benchmark.training.dev import DevBatch
+    from benchmark.training.pooling import SpladeMLM
+
+    settings = {**TINY, "max_steps": 6, "save_steps": 2, "lambda_q": 1e-2, "lambda_d": 1e-2, "trigger_patience": 2,
+                "checkpoint": "best"}
     recipe = load_recipe("smoke")
-    straight = train_splade(bert_dir, triples, recipe, tmp_path / "a", progress=False, overrides=settings)
+    source = _jsonl(tmp_path / "triples.jsonl", triples)
+    straight = train_splade(bert_dir, source, recipe, tmp_path / "a", progress=False, overrides=settings)
 
     with pytest.raises(_Kill):
-        train_splade(bert_dir, triples, recipe, tmp_path / "b", progress=False, overrides=settings, callbacks=[_KillAfterSave(4)])
+        train_splade(bert_dir, source, recipe, tmp_path / "b", progress=False, overrides=settings, callbacks=[_KillAfterSave(4)])
     assert (tmp_path / "b" / "checkpoints" / "checkpoint-4").is_dir()
     assert not (tmp_path / "b" / "record.json").exists()
-    resumed = train_splade(bert_dir, triples, recipe, tmp_path / "b", progress=False, overrides=settings)
+    resumed = train_splade(bert_dir, source, recipe, tmp_path / "b", progress=False, overrides=settings)
 
-    assert (straight["status"], straight["steps"], straight["resumed_from_step"]) == ("ok", 6, None)
-    assert (resumed["status"], resumed["steps"], resumed["resumed_from_step"]) == ("ok", 6, 4)
+    # the random tiny BERT is dense (about 26k of 30522 terms indexed), scores at chance and maps every
+    # query to the same terms; λ is final from step 3 (warm-up: 2 of 6 steps), so the rows at steps 4
+    # and 6 are armed and every trigger fires at step 6 (patience 2); the resumed run counted row 4
+    # before the kill
+    for record, resumed_from in ((straight, None), (resumed, 4)):
+        assert (record["outcome"], record["outcome_reason"], record["outcome_step"], record["steps"]) == (COLLAPSED, DENSE, 6, 6)
+        assert record["triggers"] == {"dense": 6, "degenerate_support": 6, "chance_ranking": 6}
+        assert (record["stopped_early"], record["triggers_armed_step"], record["resumed_from_step"]) == (False, 4, resumed_from)
+    timing = ("train_seconds", "steps_per_second", "examples_per_second", "resumed_from_step")
+    assert {k: v for k, v in straight.items() if k not in timing} == {k: v for k, v in resumed.items() if k not in timing}
     a, b = _weights(tmp_path / "a" / "model"), _weights(tmp_path / "b" / "model")
     assert a.keys() == b.keys()
     for name in a:
         torch.testing.assert_close(b[name], a[name], rtol=0, atol=0, msg=name)
     assert any(not torch.equal(a[n], w) for n, w in _weights(bert_dir).items())  # it did train
 
-    # outputs: the model + tokenizer load, telemetry has every column, checkpoints are gone
+    # outputs: the model + tokenizer load, telemetry has every column, checkpoints and examples are gone
     out = tmp_path / "a"
     AutoTokenizer.from_pretrained(out / "model")
     assert sorted(p.name for p in out.iterdir()) == ["fingerprint.json", "model", "record.json", "telemetry.csv", "telemetry.png"]
     rows_a, rows_b = _csv(out / "telemetry.csv"), _csv(tmp_path / "b" / "telemetry.csv")
     assert tuple(rows_a[0]) == COLUMNS
-    assert [r["step"] for r in rows_a] == [r["step"] for r in rows_b] == ["1", "2", "4", "6"]
-    for ra, rb in zip(rows_a, rows_b):
-        for column in ("loss", "ranking_loss", "flops_reg_q", "flops_reg_d", "nnz_q", "nnz_d", "grad_norm", "lambda_q"):
+    assert [r["step"] for r in rows_a] == [r["step"] for r in rows_b] == ["0", "1", "2", "4", "6"]
+    assert [r["event"] for r in rows_a] == ["", "", "", "", "dense;degenerate_support;chance_ranking"]
+    assert [r["dev_mrr"] != "" for r in rows_a] == [True, False, True, True, True]  # step 0, every dev_steps = 2, the end
+    for ra, rb in zip(rows_a[1:], rows_b[1:]):
+        for column in ("loss", "ranking_loss", "flops_reg_q", "flops_reg_d", "nnz_q", "nnz_d", "grad_norm", "lambda_q",
+                       "low_support_q", "query_cosine"):
             assert math.isclose(float(ra[column]), float(rb[column]), rel_tol=1e-6), (ra["step"], column)
+    assert [ra["dev_mrr"] for ra in rows_a] == [rb["dev_mrr"] for rb in rows_b]
     last = rows_a[-1]
     assert float(last["lambda_q"]) == float(last["lambda_d"]) == 1e-2  # the warm-up ended (2 of 6 steps)
-    assert float(rows_a[0]["lambda_q"]) == 0.0  # quadratic warm-up starts at 0
+    assert float(rows_a[1]["lambda_q"]) == 0.0  # quadratic warm-up starts at 0
     assert math.isclose(float(last["loss"]), straight["final_loss"], rel_tol=1e-9)
     assert 0 < float(last["nnz_q"]) <= 30522 and float(last["head_norm"]) > 0 and float(last["grad_norm"]) > 0
     assert straight["hyperparameters"]["max_steps"] == 6 and straight["recipe"] == "smoke"
-    assert (straight["lambda_q"], straight["lambda_d"], straight["examples"]) == (1e-2, 1e-2, 24)
+    # 24 triples of 24 queries, the first 4 held out; attention and clipping as the recipe pins them
+    assert (straight["lambda_q"], straight["lambda_d"], straight["examples"]) == (1e-2, 1e-2, 20)
+    assert (straight["dev_queries"], straight["dev_candidates"], straight["examples_source"]) == (4, 8, str(source))
+    assert (straight["attn_implementation"], straight["max_grad_norm"], straight["seed"]) == ("sdpa", 0.0, 42)
+
+    # checkpoint "best": the published weights are those of the best dev MRR@10 after step 0, and
+    # re-evaluating them gives that value (same code, same machine: equal, not close)
+    dev_values = {int(r["step"]): float(r["dev_mrr"]) for r in rows_a if r["dev_mrr"] and r["step"] != "0"}
+    best_step = max(dev_values, key=lambda s: (dev_values[s], -s))
+    assert (straight["checkpoint"], straight["checkpoint_step"], straight["dev_mrr_best_step"]) == ("best", best_step, best_step)
+    assert straight["dev_mrr_initial"] == float(rows_a[0]["dev_mrr"]) and straight["dev_mrr_final"] == dev_values[6]
+    published = SparseEncoder(modules=[SpladeMLM(str(out / "model"), chunk_size=4, query_length=16, document_length=16)])
+    rr = DevBatch.from_rows(triples[:4]).reciprocal_ranks(published, batch_size=4)
+    assert sum(rr) / len(rr) == straight["dev_mrr_best"] == dev_values[best_step]
+
     assert json.loads((out / "record.json").read_text()) == straight
     # a finished folder is not trained again
-    assert train_splade(bert_dir, triples, recipe, out, progress=False, overrides=settings) == straight
+    assert train_splade(bert_dir, source, recipe, out, progress=False, overrides=settings) == straight
+
+
+def test_two_seeds_give_two_runs(tmp_path: Path, bert_dir: Path, triples: list[dict]) -> None:
+    """The seed reaches the data order and the model; the record keeps it."""
+    settings = {**TINY, "max_steps": 2, "save_steps": 100, "dev_queries": 0, "logging_steps": 1, "dev_steps": 1}
+    runs = {seed: train_splade(bert_dir, triples, load_recipe("smoke"), tmp_path / str(seed), seed=seed, progress=False,
+                               overrides=settings) for seed in (42, 43)}
+    assert [runs[s]["seed"] for s in (42, 43)] == [42, 43]
+    assert runs[42]["final_loss"] != runs[43]["final_loss"]
+    a, b = _weights(tmp_path / "42" / "model"), _weights(tmp_path / "43" / "model")
+    assert any(not torch.equal(a[n], b[n]) for n in a)
 
 
 def test_untied_rescaled_head_is_loaded_as_saved(tmp_path: Path, bert_dir: Path) -> None:
@@ -278,72 +348,35 @@ def test_examples_are_checked(tmp_path: Path, bert_dir: Path, triples: list[dict
     recipe = load_recipe("smoke")
     with pytest.raises(BenchmarkError, match=r"examples\[1\] has \['positive', 'query'\]; recipe loss 'infonce' needs keys query, positive, negative"):
         train_splade(bert_dir, [triples[0], {"query": "q", "positive": "p"}, *triples], recipe, tmp_path, overrides=TINY)
-    with pytest.raises(BenchmarkError, match=r"3 training examples are fewer than one batch \(batch_size = 4"):
-        train_splade(bert_dir, triples[:3], recipe, tmp_path, overrides=TINY)
+    with pytest.raises(BenchmarkError, match=r"3 training examples after holding out 4 dev queries are fewer than one batch \(batch_size = 4"):
+        train_splade(bert_dir, triples[:7], recipe, tmp_path / "few", overrides=TINY)
+    with pytest.raises(BenchmarkError, match=r"a list of 3 examples has 3 distinct queries, fewer than dev_queries = 4 to hold out"):
+        train_splade(bert_dir, triples[:3], recipe, tmp_path / "dev", overrides=TINY)
     with pytest.raises(BenchmarkError, match=r"examples\[0\]\['score'\] is str"):
         train_splade(bert_dir, [{**t, "score": "1"} for t in triples], recipe, tmp_path, overrides={**TINY, "loss": "marginmse"})
     assert LOSS_COLUMNS["marginmse"] == ("query", "positive", "negative", "score")
+    # a triples file: the line (or row) and the key are named, before any model is loaded
+    good = json.dumps(triples[0])
+    cases = [
+        (f"{good}\nnot json\n", r"triples\.jsonl: line 2 is not JSON"),
+        (f'{good}\n{{"query": "q", "positive": "p"}}\n', r"triples\.jsonl: line 2 has \['positive', 'query'\]; recipe loss 'infonce' needs keys query, positive, negative"),
+        (f'{good}\n\n{{"query": 3, "positive": "p", "negative": "n"}}\n', r"triples\.jsonl: line 3\['query'\] is int 3, expected a str"),
+    ]
+    for text, message in cases:
+        (tmp_path / "triples.jsonl").write_text(text)
+        with pytest.raises(BenchmarkError, match=message):
+            train_splade(bert_dir, tmp_path / "triples.jsonl", recipe, tmp_path / "bad", overrides=TINY)
+    with pytest.raises(BenchmarkError, match=r"triples file '.*missing\.jsonl' does not exist; run the triples stage first"):
+        train_splade(bert_dir, tmp_path / "missing.jsonl", recipe, tmp_path / "bad", overrides=TINY)
 
 
 def test_marginmse_trains(tmp_path: Path, bert_dir: Path, triples: list[dict]) -> None:
-    examples = [{**t, "score": 2.0} for t in triples]
+    examples = [{**t, "score": float(i % 5)} for i, t in enumerate(triples)]
     record = train_splade(bert_dir, examples, load_recipe("msmarco-marginmse"), tmp_path, progress=False,
-                          overrides={**TINY, "max_steps": 2, "logging_steps": 1})
-    assert (record["status"], record["steps"], record["recipe"]) == ("ok", 2, "msmarco-marginmse")
-    assert math.isfinite(record["final_loss"])
-
-
-# ---------------------------------------------------------------- collapse
-
-
-def _row(step: int, nnz_q: float = 40.0, nnz_d: float = 100.0, loss: float = 1.0) -> dict:
-    return {"step": step, "loss": loss, "ranking_loss": loss, "nnz_q": nnz_q, "nnz_d": nnz_d}
-
-
-def test_collapse_detector_on_synthetic_telemetry() -> None:
-    detector = CollapseDetector(vocab_size=1000, dense_fraction=0.5, dense_patience=3)
-    assert detector.check_row(_row(1)) is None
-    assert detector.check_row(_row(2, nnz_d=600)) is None  # dense 1
-    assert detector.check_row(_row(3, nnz_d=600)) is None  # dense 2
-    assert detector.check_row(_row(4, nnz_d=500)) is None  # exactly 0.5 is not denser: run resets
-    assert detector.check_row(_row(5, nnz_q=501)) is None
-    assert detector.check_row(_row(6, nnz_q=900)) is None
-    assert detector.check_row(_row(7, nnz_d=700)) == DENSE
-    assert (detector.step, detector.reason) == (7, DENSE)
-    assert detector.detail == "vectors denser than 0.5 of the vocabulary for 3 logging steps (step 7: nnz_q=40.0, nnz_d=700.0 of 1000)"
-    assert detector.check_row(_row(8, loss=math.nan)) == DENSE  # the first reason stays
-
-    zero = CollapseDetector(1000, 0.5, 3)
-    assert zero.check_row(_row(1, nnz_q=0.5)) is None
-    assert zero.check_row(_row(2, nnz_d=0.0)) == ZERO
-    assert zero.detail == "every document vector is all-zero at step 2"
-    assert CollapseDetector(1000, 0.5, 3).check_row(_row(3, nnz_q=0.0)) == ZERO
-
-    nan = CollapseDetector(1000, 0.5, 3)
-    assert nan.check_finite(4, True) is None
-    assert nan.check_finite(5, False) == NAN and nan.step == 5
-    assert CollapseDetector(1000, 0.5, 3).check_row(_row(9, loss=math.inf)) == NAN
-
-    resumed = CollapseDetector(1000, 0.5, 3)
-    resumed.replay([_row(1, nnz_d=600), _row(2, nnz_d=600)])
-    assert (resumed.reason, resumed.dense_run) == (None, 2)
-    assert resumed.check_row(_row(3, nnz_d=600)) == DENSE
-
-
-@pytest.mark.parametrize(
-    ("weight_scale", "bias", "reason", "step"),
-    [
-        (1.0, math.inf, NAN, 1),  # infinite logits: inf scores, NaN InfoNCE
-        (0.0, -100.0, ZERO, 1),  # every logit negative: nothing survives relu
-        (0.0, 10.0, DENSE, 2),  # every logit positive: all 30522 terms active, 2 logging steps in a row
-    ],
-)
-def test_forced_collapse_is_a_result(tmp_path: Path, bert_dir: Path, triples: list[dict], weight_scale: float, bias: float, reason: str, step: int) -> None:
-    folder = _head_variant(bert_dir, tmp_path / "head", weight_scale, bias)
-    overrides = {**TINY, "max_steps": 6, "logging_steps": 1, "save_steps": 100, "dense_patience": 2}
-    record = train_splade(folder, triples, load_recipe("smoke"), tmp_path / "run", progress=False, overrides=overrides)
-    assert (record["status"], record["collapse_reason"], record["collapse_step"], record["steps"]) == ("collapsed", reason, step, step)
-    rows = _csv(tmp_path / "run" / "telemetry.csv")
-    assert [int(r["step"]) for r in rows] == list(range(1, step + 1))
-    assert AutoModelForMaskedLM.from_pretrained(tmp_path / "run" / "model").config.vocab_size == 30522
-    assert not (tmp_path / "run" / "checkpoints").exists()
+                          overrides={**TINY, "max_steps": 2, "logging_steps": 1, "dev_steps": 1, "checkpoint": "last"})
+    # two logging rows: fewer than the recipe's patience (10), so no trigger; whether the random model's
+    # dev MRR fell (degraded) is the held-out rule's business, tested in test_outcomes.py
+    assert (record["steps"], record["recipe"], record["triggers"]) == (2, "msmarco-marginmse", {})
+    assert record["outcome"] in (OK, DEGRADED) and math.isfinite(record["final_loss"])
+    rows = _csv(tmp_path / "telemetry.csv")
+    assert all(math.isfinite(float(r["r2"])) for r in rows[1:])  # R² of the margins, for the chance trigger

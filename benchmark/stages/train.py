@@ -15,12 +15,13 @@ from benchmark.stage import Inputs, StageKind
 
 class Train(StageKind):
     name = "train"
-    VERSION = 1
+    VERSION = 2  # 2: outcomes decided by armed triggers and a held-out dev batch; no clipping in the recipes
     parents = ("init", "triples")
     resumable = True
     device = "gpu"
     sources = ("benchmark.train", "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.pooling",
-               "benchmark.training.telemetry", "benchmark.training.recipe", "benchmark.stages.train")
+               "benchmark.training.telemetry", "benchmark.training.recipe", "benchmark.training.detector",
+               "benchmark.training.dev", "benchmark.training.examples", "benchmark.stages.train")
 
     @dataclass(frozen=True)
     class Config:
@@ -48,10 +49,10 @@ class Train(StageKind):
 def train(config: Train.Config, inputs: Inputs, out: Path, progress: bool) -> dict[str, Any]:
     """One process's part of a train stage (all of it, or one rank's under torchrun or Ray Train)."""
     from benchmark.config import from_dict
-    from benchmark.mine import read_triples
     from benchmark.stages.backbone import Backbone
+    from benchmark.stages.triples import Triples
     from benchmark.train import Recipe, train_splade
 
     recipe = from_dict(Recipe, config.recipe, f"recipe {config.recipe.get('name')!r}")
-    return train_splade(Backbone.model(inputs.path("init")), read_triples(inputs.path("triples")), recipe, out,
+    return train_splade(Backbone.model(inputs.path("init")), Triples.file(inputs.path("triples")), recipe, out,
                         seed=config.seed, progress=progress, overrides=config.overrides or None)

@@ -12,7 +12,7 @@ from benchmark.stage import Inputs, StageKind
 
 class Triples(StageKind):
     name = "triples"
-    VERSION = 1
+    VERSION = 2  # 2: Hugging Face triples joined to their corpus and queries subsets
     optional_parents = ("topics", "corpus", "run")  # BM25 mining: the training topics, their corpus, a BM25 run
     sources = ("benchmark.mine", "benchmark.stages.triples")
 
@@ -39,6 +39,7 @@ class Triples(StageKind):
 
     @staticmethod
     def file(folder: Path) -> Path:
-        from benchmark.mine import TRIPLES
+        """The triples, one JSON object per line: training streams them from here."""
+        from benchmark.mine import triples_path
 
-        return Path(folder) / TRIPLES
+        return triples_path(folder)

@@ -4,21 +4,25 @@ The run is resumable: checkpoints go to ``out_dir/checkpoints`` and a call on a 
 holds one continues from the last (optimizer, scheduler, RNG and data position included), so a
 killed run and an uninterrupted one end with the same weights. On finish ``out_dir`` holds
 
-* ``model/``: the trained ``*ForMaskedLM`` and its tokenizer (``AutoModelForMaskedLM.from_pretrained``);
+* ``model/``: the published ``*ForMaskedLM`` and its tokenizer (``AutoModelForMaskedLM.from_pretrained``):
+  the last step's weights, or the best held-out dev MRR@10's (recipe ``checkpoint``);
 * ``telemetry.csv`` / ``telemetry.png``: one row per logging step (see ``telemetry.COLUMNS``);
 * ``record.json``: what :func:`train_splade` returns;
 
-and the checkpoints are deleted. A finished folder is not trained again: its record is returned.
-Collapse (NaN loss, all-zero or too-dense vectors) stops training early; the collapsed model is
-saved all the same and the record says ``status: "collapsed"``.
+and the checkpoints and the streamed examples are deleted. A finished folder is not trained again:
+its record is returned.
+
+The outcome (``ok`` / ``degraded`` / ``collapsed``, see ``benchmark.training.detector``) is a
+result: a non-finite step stops training at once; any other trigger lets the run train to its end
+(its model is encoded and evaluated like any other) unless the recipe sets ``stop_on_collapse``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -26,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from sentence_transformers.base.sampler import BatchSamplers
 from sentence_transformers.sparse_encoder import (
     SparseEncoder,
     SparseEncoderTrainer,
@@ -40,52 +43,20 @@ from transformers.trainer_utils import get_last_checkpoint
 from benchmark import faults
 from benchmark.atomic import write_json
 from benchmark.errors import BenchmarkError
+from benchmark.training.detector import DEV_DROP, TRIGGERS, DevDrop, OutcomeDetector, outcome
+from benchmark.training.dev import DevBatch
+from benchmark.training.examples import NoDuplicatesPermutedBatchSampler, PermutedBatchSampler, prepare_examples
 from benchmark.training.losses import Probe, build_loss
 from benchmark.training.pooling import SpladeMLM
 from benchmark.training.recipe import LOSS_COLUMNS, Recipe
-from benchmark.training.telemetry import CollapseDetector, plot_png, telemetry_rows, write_csv
+from benchmark.training.telemetry import plot_png, telemetry_rows, write_csv
 
 #: example column → the Transformer task whose max length it is truncated to
 COLUMN_TASKS = {"query": "query", "positive": "document", "negative": "document"}
 #: ranking loss → batch sampler (in-batch negatives must not contain the query's own positive)
-LOSS_SAMPLERS = {"infonce": BatchSamplers.NO_DUPLICATES, "marginmse": BatchSamplers.BATCH_SAMPLER}
-
-
-def _check_examples(examples: Sequence[dict[str, Any]], columns: tuple[str, ...], recipe: Recipe) -> None:
-    if not isinstance(examples, Sequence) or isinstance(examples, (str, bytes)):
-        raise BenchmarkError(f"examples must be a list of dicts with keys {', '.join(columns)}, got {type(examples).__name__}")
-    if len(examples) < recipe.batch_size:
-        raise BenchmarkError(
-            f"{len(examples)} training examples are fewer than one batch (batch_size = {recipe.batch_size} in recipe "
-            f"{recipe.name!r}); provide more examples or override batch_size"
-        )
-    for i, example in enumerate(examples):
-        if not isinstance(example, dict) or any(c not in example for c in columns):
-            keys = sorted(example) if isinstance(example, dict) else type(example).__name__
-            raise BenchmarkError(f"examples[{i}] has {keys}; recipe loss {recipe.loss!r} needs keys {', '.join(columns)}")
-        for column in columns:
-            value = example[column]
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) if column == "score" else isinstance(value, str)
-            if not ok:
-                kind = "a number" if column == "score" else "a str"
-                raise BenchmarkError(f"examples[{i}][{column!r}] is {type(value).__name__} {value!r:.40}, expected {kind}")
-
-
-def _fingerprint(
-    recipe: Recipe, examples: Sequence[dict[str, Any]], columns: tuple[str, ...], seed: int, world: int
-) -> dict[str, Any]:
-    """What must not change between a run and its resume (examples: count + a sample hash)."""
-    stride = max(1, len(examples) // 1000)
-    digest = hashlib.sha256()
-    for example in examples[::stride]:
-        digest.update(json.dumps([example[c] for c in columns]).encode())
-    return {
-        "recipe": recipe.hyperparameters(),
-        "seed": seed,
-        "world_size": world,
-        "examples": len(examples),
-        "examples_sample_sha256": digest.hexdigest(),
-    }
+LOSS_SAMPLERS = {"infonce": NoDuplicatesPermutedBatchSampler, "marginmse": PermutedBatchSampler}
+EXAMPLES_DIR = "examples"
+BEST_DIR = re.compile(r"best-(\d+)")
 
 
 def _check_head_as_saved(init_dir: Path, auto_model: Any) -> None:
@@ -109,19 +80,79 @@ def _check_head_as_saved(init_dir: Path, auto_model: Any) -> None:
                     )
 
 
-class _Telemetry:
-    """Builds the telemetry row of a logging step and runs the collapse detector on it."""
+class _Best:
+    """The best held-out dev MRR@10 after step 0, and its weights in ``out_dir/best-<step>``.
 
-    def __init__(self, probe: Probe, loss: Any, decoder: torch.nn.Linear, detector: CollapseDetector) -> None:
+    A newer best is saved at once; older folders are deleted only once a checkpoint newer than the
+    new best exists, so a resumed run always finds the best as of its checkpoint.
+    """
+
+    def __init__(self, out_dir: Path, enabled: bool, main: bool) -> None:
+        self.out_dir, self.enabled, self.main = out_dir, enabled, main
+        self.step: int | None = None
+        self.mrr = -1.0
+
+    def folders(self) -> dict[int, Path]:
+        found = {}
+        for path in self.out_dir.glob("best-*"):
+            match = BEST_DIR.fullmatch(path.name)
+            if match and path.is_dir():
+                found[int(match.group(1))] = path
+        return found
+
+    def replay(self, rows: Sequence[dict[str, Any]]) -> None:
+        """On (re)start: the best as of the checkpoint's rows; drop folders from beyond it."""
+        self.step, self.mrr = None, -1.0
+        for row in rows:
+            if row.get("step", 0) > 0 and isinstance(row.get("dev_mrr"), float) and row["dev_mrr"] > self.mrr:
+                self.step, self.mrr = int(row["step"]), row["dev_mrr"]
+        if not (self.enabled and self.main):
+            return
+        if self.step is not None and self.step not in self.folders():
+            raise BenchmarkError(f"{self.out_dir}: the checkpoint names step {self.step} as the best dev MRR@10, but "
+                                 f"best-{self.step}/ is missing; delete the folder to train again")
+        for step, path in self.folders().items():
+            if step != self.step:
+                shutil.rmtree(path)
+
+    def offer(self, step: int, mrr: float, model: SparseEncoder) -> None:
+        if step <= 0 or mrr <= self.mrr:
+            return
+        self.step, self.mrr = step, mrr
+        if self.enabled and self.main:
+            _save_model(model, self.out_dir / f"best-{step}")
+
+    def prune(self) -> None:
+        """After a checkpoint: only the current best's folder is needed from now on."""
+        if self.enabled and self.main:
+            for step, path in self.folders().items():
+                if step != self.step:
+                    shutil.rmtree(path, ignore_errors=True)
+
+
+class _Telemetry:
+    """Builds the telemetry row of a logging step, runs the outcome rules on it, and evaluates the
+    held-out dev batch on the steps that call for it."""
+
+    def __init__(self, probe: Probe, loss: Any, decoder: torch.nn.Linear, detector: OutcomeDetector,
+                 dev: DevBatch | None, recipe: Recipe, best: _Best, autocast: Any) -> None:
         self.probe = probe
         self.loss = loss
         self.decoder = decoder
         self.detector = detector
+        self.dev = dev
+        self.recipe = recipe
+        self.best = best
+        self.autocast = autocast
         self.offset = 0.0  # seconds trained before this session (resume)
         self.session_start = time.perf_counter()
+        self.reported: set[str] = set()  # triggers already written to a row's event
 
     def head_norm(self) -> float:
         return float(self.decoder.weight.detach().float().norm())
+
+    def evaluate_dev(self, model: SparseEncoder) -> list[float]:
+        return self.dev.reciprocal_ranks(model, batch_size=self.recipe.batch_size, autocast=self.autocast)
 
     def row(self, step: int, logs: dict[str, Any]) -> dict[str, Any]:
         row = self.probe.flush()
@@ -130,14 +161,16 @@ class _Telemetry:
         row["head_norm"] = self.head_norm()
         row["seconds"] = self.offset + time.perf_counter() - self.session_start
         self.detector.check_row({**logs, **row, "step": step})
+        fired = [t for t in TRIGGERS if t in self.detector.fired and t not in self.reported]  # a non-finite step too
+        self.reported.update(fired)
+        row["event"] = ";".join(fired)
         return row
 
 
 class _SpladeTrainer(SparseEncoderTrainer):
-    """SparseEncoderTrainer that adds the telemetry to each training log entry.
-
-    Entries go to ``state.log_history``, which checkpoints store: a resumed run keeps its table.
-    """
+    """SparseEncoderTrainer that adds the telemetry (and, on dev steps, the dev MRR@10) to each
+    training log entry. Entries go to ``state.log_history``, which checkpoints store: a resumed run
+    keeps its table."""
 
     def __init__(self, *args: Any, telemetry: _Telemetry, **kwargs: Any) -> None:
         self.telemetry = telemetry
@@ -147,24 +180,43 @@ class _SpladeTrainer(SparseEncoderTrainer):
         """No model card: the output is a bare ``*ForMaskedLM``, and building the card costs time."""
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if "loss" in logs:
-            logs.update(self.telemetry.row(self.state.global_step, logs))
-            if self.telemetry.detector.reason is not None:
-                self.control.should_training_stop = True
+        if "loss" not in logs:
+            super().log(logs, start_time)
+            return
+        t, step = self.telemetry, self.state.global_step
+        logs.update(t.row(step, logs))
+        if t.recipe.stop_on_collapse and t.detector.reason is not None:
+            self.control.should_training_stop = True
+        last = self.control.should_training_stop or step >= self.state.max_steps
+        rr = None
+        if t.dev is not None and t.detector.non_finite_step is None and (last or step % t.recipe.dev_steps == 0):
+            rr = t.evaluate_dev(self.model)
+            logs["dev_mrr"] = sum(rr) / len(rr)
+            t.best.offer(step, logs["dev_mrr"], self.model)
         super().log(logs, start_time)
+        if rr is not None:  # per-query values: in the history (checkpoints) but not printed
+            self.state.log_history[-1]["dev_rr"] = rr
 
 
-class _CollapseCallback(TrainerCallback):
-    """Stops at the first non-finite step; forces a log on the last step; restores state on resume."""
+class _OutcomeCallback(TrainerCallback):
+    """Step-0 dev MRR; stops at the first non-finite step; forces a log on the last step; restores
+    the detector, the best checkpoint and the clock on resume."""
 
     def __init__(self, telemetry: _Telemetry) -> None:
         self.telemetry = telemetry
 
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        t = self.telemetry
         rows = telemetry_rows(state.log_history)
-        self.telemetry.detector.replay(rows)
-        self.telemetry.offset = float(rows[-1]["seconds"]) if rows else 0.0
-        self.telemetry.session_start = time.perf_counter()
+        t.detector.replay(rows)
+        t.reported = set(t.detector.fired)
+        t.best.replay(rows)
+        trained = [r for r in rows if r.get("step", 0) > 0]
+        t.offset = float(trained[-1]["seconds"]) if trained else 0.0
+        if t.dev is not None and not any(r.get("step") == 0 for r in rows):
+            rr = t.evaluate_dev(model)
+            state.log_history.insert(0, {"step": 0, "dev_mrr": sum(rr) / len(rr), "dev_rr": rr})
+        t.session_start = time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         finite = self.telemetry.probe.finite
@@ -178,6 +230,7 @@ class _CollapseCallback(TrainerCallback):
             control.should_log = True  # the last row covers the last steps
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.telemetry.best.prune()
         faults.point("train:checkpoint")  # the kill-anywhere tests stop here, after a whole checkpoint
 
 
@@ -193,7 +246,7 @@ def _training_args(
         warmup_steps=recipe.warmup_ratio,  # a float in [0, 1) is a ratio of the total steps
         lr_scheduler_type=recipe.lr_scheduler,
         weight_decay=recipe.weight_decay,
-        max_grad_norm=recipe.max_grad_norm,
+        max_grad_norm=recipe.max_grad_norm,  # 0: the Trainer skips clipping (the norm is still logged)
         logging_steps=recipe.logging_steps,
         logging_first_step=True,
         logging_nan_inf_filter=False,  # a NaN loss must reach the telemetry, not be averaged away
@@ -232,9 +285,14 @@ def _save_model(model: SparseEncoder, out: Path) -> None:
     os.replace(tmp, out)
 
 
+def _barrier(world: int) -> None:
+    if world > 1:
+        torch.distributed.barrier()
+
+
 def train_splade(
     init_dir: Path,
-    examples: Sequence[dict[str, Any]],
+    examples: Path | str | Sequence[dict[str, Any]],
     recipe: Recipe,
     out_dir: Path,
     *,
@@ -245,16 +303,14 @@ def train_splade(
 ) -> dict[str, Any]:
     """Train SPLADE from the MLM checkpoint ``init_dir`` on ``examples``; see the module doc.
 
-    ``examples``: dicts with ``query``, ``positive``, ``negative`` (and ``score`` = CE(pos) - CE(neg)
-    for MarginMSE). ``overrides``: recipe keys to replace, validated like the recipe file.
+    ``examples``: the triples stage's ``triples.jsonl`` (streamed, never held in memory), or a list
+    of dicts (tests), each with ``query``, ``positive``, ``negative`` (and ``score`` = CE(pos) -
+    CE(neg) for MarginMSE). ``overrides``: recipe keys to replace, validated like the recipe file.
     ``callbacks``: extra ``transformers.TrainerCallback`` objects (tests use them to interrupt).
     """
     recipe = recipe.with_overrides(overrides)
     init_dir, out_dir = Path(init_dir), Path(out_dir)
     columns = LOSS_COLUMNS[recipe.loss]
-    if recipe.max_examples:
-        examples = examples[: recipe.max_examples]
-    _check_examples(examples, columns, recipe)
     record_path = out_dir / "record.json"
     if record_path.is_file() and (out_dir / "model" / "config.json").is_file():
         return json.loads(record_path.read_text())
@@ -269,9 +325,26 @@ def train_splade(
     if recipe.batch_size % world:
         raise BenchmarkError(f"batch_size = {recipe.batch_size} does not split over {world} processes; override batch_size")
     args.per_device_train_batch_size = recipe.batch_size // world
+    main = args.process_index == 0
+
+    # the examples: streamed to a memory-mapped file by the main process, opened by every process
+    prepare = dict(loss=recipe.loss, dev_queries=recipe.dev_queries, max_examples=recipe.max_examples,
+                   work_dir=out_dir / EXAMPLES_DIR)
+    if main:
+        data = prepare_examples(examples, columns, **prepare)
+    _barrier(world)
+    if not main:
+        data = prepare_examples(examples, columns, build=False, **prepare)
+    if data.rows < recipe.batch_size:
+        held = f" after holding out {recipe.dev_queries} dev queries" if recipe.dev_queries else ""
+        raise BenchmarkError(
+            f"{data.rows} training examples{held} are fewer than one batch (batch_size = {recipe.batch_size} in recipe "
+            f"{recipe.name!r}); provide more examples or override batch_size"
+        )
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    fingerprint = _fingerprint(recipe, examples, columns, seed, world)
+    fingerprint = {"recipe": recipe.hyperparameters(), "seed": seed, "world_size": world, "examples": data.rows,
+                   "examples_sha256": data.source_sha256}
     fingerprint_path = out_dir / "fingerprint.json"
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
     if last and fingerprint_path.is_file() and json.loads(fingerprint_path.read_text()) != fingerprint:
@@ -279,7 +352,7 @@ def train_splade(
             f"{out_dir} holds checkpoints of a different run (recipe, seed, examples or world size changed); "
             "delete the folder or use another out_dir"
         )
-    if args.process_index == 0:
+    if main:
         write_json(fingerprint_path, fingerprint)
 
     set_seed(seed)
@@ -289,28 +362,37 @@ def train_splade(
             chunk_size=recipe.chunk_size or None,
             query_length=recipe.query_max_length,
             document_length=recipe.doc_max_length,
-            model_kwargs={"dtype": torch.float32},  # fp32 master weights; bf16 comes from autocast
+            # fp32 master weights (bf16 comes from autocast); attention pinned, not transformers' default
+            model_kwargs={"dtype": torch.float32, "attn_implementation": recipe.attn_implementation},
         )
+    attn = module.auto_model.config._attn_implementation
+    if attn != recipe.attn_implementation:
+        raise BenchmarkError(f"{init_dir}: loaded with attention {attn!r}, not the recipe's {recipe.attn_implementation!r}; "
+                             "pick an attn_implementation this model and transformers support")
     _check_head_as_saved(init_dir, module.auto_model)
     model = SparseEncoder(modules=[module])
+    vocab = module.get_embedding_dimension()
     probe = Probe()
     loss = build_loss(model, recipe.loss, recipe.lambda_q, recipe.lambda_d, recipe.mnrl_scale, probe)
-    detector = CollapseDetector(module.get_embedding_dimension(), recipe.dense_fraction, recipe.dense_patience)
-    telemetry = _Telemetry(probe, loss, module.decoder, detector)
+    detector = OutcomeDetector(  # in-batch candidates: a positive and a negative per query of the global batch
+        loss=recipe.loss, vocab_size=vocab, candidates=2 * recipe.batch_size,
+        dense_fraction=recipe.dense_fraction, patience=recipe.trigger_patience,
+        lambda_q=recipe.lambda_q, lambda_d=recipe.lambda_d,
+    )
+    best = _Best(out_dir, enabled=recipe.checkpoint == "best", main=main)
+    telemetry = _Telemetry(probe, loss, module.decoder, detector, data.dev, recipe, best,
+                           torch.bfloat16 if bf16 else None)
     head_norm_initial = telemetry.head_norm()
 
-    from datasets import Dataset
-
-    dataset = Dataset.from_dict({c: [e[c] for e in examples] for c in columns})
     trainer = _SpladeTrainer(
         model=model,
         args=args,
-        train_dataset=dataset,
+        train_dataset=data.dataset(),
         loss=loss,
         data_collator=SparseEncoderDataCollator(preprocess_fn=model.preprocess, router_mapping=COLUMN_TASKS),
         callbacks=[
             SpladeRegularizerWeightSchedulerCallback(loss, recipe.lambda_schedule, recipe.lambda_warmup_ratio),
-            _CollapseCallback(telemetry),
+            _OutcomeCallback(telemetry),
             *callbacks,
         ],
         telemetry=telemetry,
@@ -322,17 +404,41 @@ def train_splade(
         output = trainer.train(resume_from_checkpoint=last)
 
     rows = telemetry_rows(trainer.state.log_history)
-    final = rows[-1] if rows else {}
-    session_steps = trainer.state.global_step - (resumed_from or 0)
+    trained = [r for r in rows if r.get("step", 0) > 0]
+    final = trained[-1] if trained else {}
+    steps = trainer.state.global_step
+    dev_rows = [r for r in rows if "dev_rr" in r]
+    drop = None
+    if data.dev is not None and len(dev_rows) >= 2 and dev_rows[0]["step"] == 0 and dev_rows[-1]["step"] == steps:
+        drop = DevDrop.of(dev_rows[0]["dev_rr"], dev_rows[-1]["dev_rr"])
+    result, reason, outcome_step, detail = outcome(detector, drop, steps)
+    if reason == DEV_DROP and final:
+        final["event"] = ";".join(e for e in (final.get("event"), DEV_DROP) if e)
+    publish_best = recipe.checkpoint == "best" and best.step is not None
+    session_steps = steps - (resumed_from or 0)
     runtime = output.metrics.get("train_runtime", 0.0)
     record = {
-        "status": "collapsed" if detector.reason else "ok",
-        "collapse_step": detector.step,
-        "collapse_reason": detector.reason,
-        "collapse_detail": detector.detail,
-        "steps": trainer.state.global_step,
+        "outcome": result,
+        "outcome_reason": reason,
+        "outcome_step": outcome_step,
+        "outcome_detail": detail,
+        "stopped_early": steps < trainer.state.max_steps,
+        "triggers": dict(sorted(detector.fired.items(), key=lambda kv: kv[1])),  # trigger → first step it fired
+        "triggers_armed_step": detector.armed_step,
+        "status": result,  # the outcome under its former key, until every reader uses "outcome"
+        "steps": steps,
         "max_steps": trainer.state.max_steps,
-        "examples": len(examples),
+        "examples": data.rows,
+        "examples_source": data.source,
+        "dev_queries": len(data.dev.queries) if data.dev else 0,
+        "dev_candidates": len(data.dev.candidates) if data.dev else 0,
+        "dev_mrr_initial": dev_rows[0]["dev_mrr"] if dev_rows and dev_rows[0]["step"] == 0 else None,
+        "dev_mrr_final": drop.final if drop else None,
+        "dev_mrr_drop_se": drop.se if drop else None,
+        "dev_mrr_best": best.mrr if best.step is not None else None,
+        "dev_mrr_best_step": best.step,
+        "checkpoint": recipe.checkpoint,
+        "checkpoint_step": best.step if publish_best else steps,
         "train_seconds": float(final.get("seconds", runtime)),
         "steps_per_second": session_steps / runtime if runtime else None,
         "examples_per_second": session_steps * recipe.batch_size / runtime if runtime else None,
@@ -340,12 +446,16 @@ def train_splade(
         "final_nnz_q": final.get("nnz_q"),
         "final_nnz_d": final.get("nnz_d"),
         "final_flops": final.get("flops"),
+        "final_low_support_q": final.get("low_support_q"),
+        "final_query_cosine": final.get("query_cosine"),
         "head_norm_initial": head_norm_initial,
         "head_norm_final": telemetry.head_norm(),
         "recipe": recipe.name,
         "hyperparameters": recipe.hyperparameters(),
         "lambda_q": recipe.lambda_q,
         "lambda_d": recipe.lambda_d,
+        "max_grad_norm": recipe.max_grad_norm,
+        "attn_implementation": attn,
         "seed": seed,
         "world_size": world,
         "precision": "bf16" if bf16 else "fp32",
@@ -353,14 +463,23 @@ def train_splade(
         "init_dir": str(init_dir),
     }
     if trainer.is_world_process_zero():
-        with _quiet(progress):
-            _save_model(model, out_dir / "model")
+        model_dir = out_dir / "model"
+        if publish_best:
+            if model_dir.exists():
+                shutil.rmtree(model_dir)
+            os.replace(out_dir / f"best-{best.step}", model_dir)
+        else:
+            with _quiet(progress):
+                _save_model(model, model_dir)
         faults.point("train:saved")
         write_csv(rows, out_dir / "telemetry.csv")
-        plot_png(rows, out_dir / "telemetry.png", f"{recipe.name}: {init_dir.name} ({record['status']})", detector.step)
+        label = f"{result}: {reason}" if reason else ""
+        plot_png(rows, out_dir / "telemetry.png", f"{recipe.name}: {init_dir.name} ({result})", outcome_step, label,
+                 detector.armed_step)
         write_json(record_path, record)
         shutil.rmtree(ckpt_dir, ignore_errors=True)
-    if world > 1:
-        torch.distributed.barrier()
+        shutil.rmtree(out_dir / EXAMPLES_DIR, ignore_errors=True)
+        for path in best.folders().values():
+            shutil.rmtree(path, ignore_errors=True)
+    _barrier(world)
     return record
-

@@ -12,7 +12,9 @@ used as they are. Two thin subclasses add what that stack lacks:
   compute the global value; the gather's backward sums the gradients from all ranks, and DDP's
   mean over ranks of those sums is exactly the gradient of the global FLOPS.
 * :class:`MonitoredSpladeLoss`: records the loss parts, the FLOPS values and the activation
-  statistics of every step (detached, on device, no host sync) for the telemetry.
+  statistics of every step (detached, on device, no host sync) for the telemetry and the outcome
+  rules (``benchmark.training.detector``). Terms are counted as the index sees them: a weight counts
+  when its quantised impact is at least 1 (``indexed_threshold``).
 """
 
 from __future__ import annotations
@@ -31,21 +33,61 @@ from sentence_transformers.util import all_gather_with_grad
 from torch import Tensor
 
 from benchmark.registry import Registry
+from benchmark.training.detector import SUPPORT_MAX_TERMS
 
 
 def world_size() -> int:
     return torch.distributed.get_world_size() if torch.distributed.is_available() and torch.distributed.is_initialized() else 1
 
 
-class Probe:
-    """Per-step statistics accumulated between two logging steps (tensors stay on device)."""
+def indexed_threshold() -> float:
+    """The smallest float32 weight the index keeps: ``benchmark.splade.quantise`` gives it impact >= 1.
 
-    SUMS = ("ranking_loss", "flops_reg_q", "flops_reg_d", "flops", "nnz_q", "nnz_d")
+    ``quantise`` rounds ``w · QUANT_SCALE`` half to even in float64 and is monotone in ``w``, so
+    ``w >= indexed_threshold()`` is exactly ``quantise(w) >= 1`` for every float32 ``w``.
+    """
+    import numpy as np
+
+    from benchmark.splade import QUANT_SCALE, quantise
+
+    def kept(w: np.float32) -> bool:
+        return int(quantise(np.array([w], dtype=np.float32))[0]) >= 1
+
+    w = np.float32(0.5 / QUANT_SCALE)
+    up, down = np.float32(np.inf), np.float32(0.0)
+    while not kept(w):
+        w = np.nextafter(w, up)
+    while kept(np.nextafter(w, down)):
+        w = np.nextafter(w, down)
+    return float(w)
+
+
+def mean_pairwise_cosine(vectors: Tensor) -> Tensor:
+    """Mean cosine over pairs of different rows; an all-zero row has cosine 0 with every other row."""
+    n = vectors.shape[0]
+    if n < 2:
+        return vectors.new_zeros(())
+    norms = vectors.norm(dim=1, keepdim=True)
+    unit = torch.where(norms > 0, vectors / norms.clamp_min(torch.finfo(vectors.dtype).tiny), torch.zeros_like(vectors))
+    gram = unit @ unit.T
+    return (gram.sum() - gram.diagonal().sum()) / (n * (n - 1))
+
+
+class Probe:
+    """Per-step statistics accumulated between two logging steps (tensors stay on device).
+
+    Non-zeros, FLOPS and support count indexed terms (impact >= 1 after quantisation). ``ss_res`` /
+    ``ss_tot``: MarginMSE's residual and total sums of squares of the teacher margins, for R².
+    """
+
+    SUMS = ("ranking_loss", "flops_reg_q", "flops_reg_d", "flops", "nnz_q", "nnz_d", "low_support_q", "query_cosine")
     MAXES = ("max_q", "max_d")
+    GLOBAL_SUMS = ("ss_res", "ss_tot")  # summed over ranks at flush
 
     def __init__(self) -> None:
         self.seen: dict[str, Tensor] = {}
         self.finite: Tensor | None = None
+        self.threshold = indexed_threshold()
         self._reset()
 
     def _reset(self) -> None:
@@ -58,23 +100,33 @@ class Probe:
         self.seen[side] = embeddings.detach()
         self.seen[f"flops_reg_{side}"] = value.detach().float()
 
-    def end_step(self, losses: dict[str, Tensor]) -> None:
+    def end_step(self, losses: dict[str, Tensor], labels: Tensor | None = None) -> None:
         q, d = self.seen.get("q"), self.seen.get("d")
         base = losses["base_loss"].detach().float()
         step = {"ranking_loss": base}
         finite = torch.isfinite(base)
+        indexed = {}
         for side, emb in (("q", q), ("d", d)):
             if emb is None:
                 continue
-            active = emb > 0
-            step[f"nnz_{side}"] = active.sum(1).float().mean()
+            emb = emb.float()
+            indexed[side] = emb >= self.threshold
+            counts = indexed[side].sum(1)
+            step[f"nnz_{side}"] = counts.float().mean()
             step[f"flops_reg_{side}"] = self.seen[f"flops_reg_{side}"]
-            self.maxes[f"max_{side}"] = torch.maximum(self.maxes.get(f"max_{side}", emb.new_zeros(())).float(), emb.max().float())
+            self.maxes[f"max_{side}"] = torch.maximum(self.maxes.get(f"max_{side}", emb.new_zeros(())).float(), emb.max())
             finite = finite & torch.isfinite(emb).all()
-        if q is not None and d is not None:
+            if side == "q":
+                step["low_support_q"] = (counts <= SUPPORT_MAX_TERMS).float().mean()
+                step["query_cosine"] = mean_pairwise_cosine(torch.where(indexed[side], emb, 0.0))
+        if "q" in indexed and "d" in indexed:
             # FLOPS as defined by Paria et al.: expected number of multiplications per (q, d) pair,
-            # sum_j P(q_j > 0) P(d_j > 0), estimated on this batch
-            step["flops"] = ((q > 0).float().mean(0) * (d > 0).float().mean(0)).sum()
+            # sum_j P(q_j indexed) P(d_j indexed), estimated on this batch
+            step["flops"] = (indexed["q"].float().mean(0) * indexed["d"].float().mean(0)).sum()
+        if labels is not None:
+            teacher = labels.detach().float().reshape(-1)
+            step["ss_res"] = base * teacher.numel()  # MarginMSE is the mean squared margin error
+            step["ss_tot"] = ((teacher - teacher.mean()) ** 2).sum()
         for key, value in step.items():
             self.sums[key] = self.sums[key] + value if key in self.sums else value
         self.finite = finite
@@ -86,14 +138,23 @@ class Probe:
         if not self.steps:
             return {}
         if world_size() > 1:
-            # the ranking loss is per rank (each rank's own queries); the rest saw the gathered batch
-            loss = self.sums["ranking_loss"].clone()
-            torch.distributed.all_reduce(loss)
-            self.sums["ranking_loss"] = loss / world_size()
+            # the ranking loss and MarginMSE's sums are per rank (each rank's own queries); the rest
+            # saw the gathered batch
+            for key in ("ranking_loss", *self.GLOBAL_SUMS):
+                if key in self.sums:
+                    total = self.sums[key].clone()
+                    torch.distributed.all_reduce(total)
+                    self.sums[key] = total / world_size() if key == "ranking_loss" else total
         keys = [k for k in (*self.SUMS, *self.MAXES) if k in self.sums or k in self.maxes]
-        values = torch.stack([(self.sums[k] / self.steps) if k in self.sums else self.maxes[k] for k in keys]).tolist()
+        values = [(self.sums[k] / self.steps) if k in self.sums else self.maxes[k] for k in keys]
+        ss = [self.sums[k] for k in self.GLOBAL_SUMS if k in self.sums]
+        floats = torch.stack([*values, *ss]).tolist()
+        row = dict(zip(keys, floats[: len(keys)]))
+        if ss:
+            ss_res, ss_tot = floats[len(keys):]
+            row["r2"] = 1.0 - ss_res / ss_tot if ss_tot > 0 else None
         self._reset()
-        return dict(zip(keys, values))
+        return row
 
 
 class GlobalFlopsLoss(FlopsLoss):
@@ -122,7 +183,7 @@ class MonitoredSpladeLoss(SpladeLoss):
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
         losses = super().forward(sentence_features, labels)
         if self.model.training:
-            self.probe.end_step(losses)
+            self.probe.end_step(losses, labels if isinstance(self.loss, SparseMarginMSELoss) else None)
         return losses
 
 

@@ -2,7 +2,8 @@
 
 A recipe fixes everything that decides the trained model except the backbone, the examples and
 the seed: the loss, the optimiser schedule, max lengths, the FLOPS weights λ_q / λ_d and their
-warm-up, and the collapse thresholds. Each file cites the paper or config its numbers come from.
+warm-up, the attention implementation, the outcome rules' thresholds, the held-out dev signal and
+which checkpoint is published. Each file cites the paper or config its numbers come from.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ LAMBDA_SCHEDULES = ("quadratic", "linear")
 DATASET_KINDS = ("ir_datasets", "huggingface")
 #: learning-rate schedules after the linear warm-up (transformers' SchedulerType names)
 LR_SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup", "polynomial", "inverse_sqrt")
+#: transformers' attention implementations that keep the padded [batch, length, hidden] layout the
+#: fused pooling and the encoder's decoder hook rely on
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
+#: which weights a run publishes: the last step's, or those of the best held-out dev MRR@10
+CHECKPOINTS = ("last", "best")
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ class Recipe:
     warmup_ratio: float  # linear learning-rate warm-up
     lr_scheduler: str
     weight_decay: float
-    max_grad_norm: float
+    max_grad_norm: float  # global gradient-norm clipping; 0: none (naver/splade's trainer does not clip)
     query_max_length: int
     doc_max_length: int
     # FLOPS regulariser
@@ -63,12 +69,21 @@ class Recipe:
     lambda_schedule: str
     # memory: tokens per chunk of the vocabulary projection (0: one chunk, i.e. unchunked)
     chunk_size: int
+    # transformers attn_implementation, pinned (the default differs across transformers versions)
+    attn_implementation: str
     # bookkeeping
     logging_steps: int
     save_steps: int
-    # collapse detection
-    dense_fraction: float
-    dense_patience: int
+    # outcome rules (benchmark.training.detector): a trigger needs trigger_patience consecutive
+    # logging steps once λ is final; stop_on_collapse ends a triggered run at once
+    dense_fraction: float  # density trigger: mean indexed terms per vector above this fraction of the vocabulary
+    trigger_patience: int
+    stop_on_collapse: bool
+    # held-out dev signal: MRR@10 of dev_queries held-out queries among their in-batch candidates,
+    # every dev_steps steps (0 queries: no dev signal, so no `degraded` outcome and no `best` checkpoint)
+    dev_queries: int
+    dev_steps: int
+    checkpoint: str  # "last" or "best" (highest dev MRR@10 after step 0)
 
     def hyperparameters(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -93,7 +108,8 @@ class Recipe:
 
         if self.loss not in LOSS_COLUMNS:
             raise BenchmarkError(f"{where}: {unknown('loss', self.loss, LOSS_COLUMNS)}")
-        choices = {"lambda_schedule": LAMBDA_SCHEDULES, "dataset_kind": DATASET_KINDS, "lr_scheduler": LR_SCHEDULERS}
+        choices = {"lambda_schedule": LAMBDA_SCHEDULES, "dataset_kind": DATASET_KINDS, "lr_scheduler": LR_SCHEDULERS,
+                   "attn_implementation": ATTN_IMPLEMENTATIONS, "checkpoint": CHECKPOINTS}
         for key, options in choices.items():
             if getattr(self, key) not in options:
                 raise bad(key, f"must be one of {', '.join(options)}")
@@ -101,10 +117,10 @@ class Recipe:
         for key in positive:
             if not getattr(self, key) > 0:
                 raise bad(key, "must be > 0")
-        for key in ("mnrl_scale", "dense_patience"):
+        for key in ("mnrl_scale", "trigger_patience", "dev_steps"):
             if not getattr(self, key) > 0:
                 raise bad(key, "must be > 0")
-        for key in ("lambda_q", "lambda_d", "weight_decay", "max_grad_norm", "max_examples", "chunk_size"):
+        for key in ("lambda_q", "lambda_d", "weight_decay", "max_grad_norm", "max_examples", "chunk_size", "dev_queries"):
             if not getattr(self, key) >= 0:
                 raise bad(key, "must be >= 0")
         for key in ("warmup_ratio",):
@@ -117,6 +133,12 @@ class Recipe:
             raise bad("epochs", "must be > 0 when max_steps <= 0")
         if self.loss == "infonce" and self.batch_size < 2:
             raise bad("batch_size", "must be >= 2 for in-batch negatives")
+        if self.dev_steps % self.logging_steps:
+            raise bad("dev_steps", f"must be a multiple of logging_steps = {self.logging_steps} (dev rows are telemetry rows)")
+        if self.dev_queries == 1:
+            raise bad("dev_queries", "must be 0 (no dev signal) or >= 2 (a standard error needs two queries)")
+        if self.checkpoint == "best" and not self.dev_queries:
+            raise bad("checkpoint", "needs dev_queries > 0 (best is chosen on the held-out dev MRR@10)")
 
 
 def _recipe_dir() -> Path:

@@ -1,0 +1,189 @@
+"""The outcome of a training run: ``ok``, ``degraded`` or ``collapsed``, each with a reason and a step.
+
+The rules read the telemetry rows (one per logging step, see ``telemetry.COLUMNS``), so a resumed run
+replays them from its checkpoint's log history and reaches the same verdict.
+
+* **Non-finite** loss or representation: ``collapsed`` at that optimiser step; training stops at once.
+* Every other trigger is **armed** only once λ_q and λ_d have reached their final values (after the
+  FLOPS warm-up): a run that is dense at initialisation must get the chance to be regularised. It
+  fires after ``patience`` consecutive armed logging steps on which its condition holds:
+
+  - ``dense``: mean indexed terms per query or document vector above ``dense_fraction`` of the vocabulary;
+  - ``degenerate_support``: at least ``SUPPORT_QUERY_FRACTION`` of the queries keep at most
+    ``SUPPORT_MAX_TERMS`` indexed terms, or different queries of a batch share their terms (mean
+    pairwise cosine above ``COSINE_MAX``);
+  - ``chance_ranking``: InfoNCE no better than chance (in-batch loss at least ``CHANCE_FRACTION`` of
+    ln(candidates), the loss of a model that scores every candidate alike), or for MarginMSE the
+    student's margins explain none of the teacher's (R² ≤ 0).
+
+  Terms are counted as the index sees them: impact ≥ 1 after quantisation (``benchmark.splade.quantise``).
+* ``degraded``: not collapsed, and the held-out dev MRR@10 at the end is below its step-0 value by
+  more than the standard error of that drop (``degraded``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmark.outcomes import COLLAPSED, DEGRADED, OK
+
+NON_FINITE = "non_finite"
+DENSE = "dense"
+SUPPORT = "degenerate_support"
+CHANCE = "chance_ranking"
+DEV_DROP = "dev_mrr_drop"
+#: collapse triggers, in the order a tie (two firing on the same row) is reported: the
+#: representation-level causes before the ranking symptom they explain
+TRIGGERS = (NON_FINITE, DENSE, SUPPORT, CHANCE)
+
+#: chance-level InfoNCE: loss ≥ 0.95 · ln(in-batch candidates)
+CHANCE_FRACTION = 0.95
+#: degenerate support: ≥ 5 % of queries with ≤ 2 indexed terms, or mean query-query cosine > 0.9
+SUPPORT_MAX_TERMS = 2
+SUPPORT_QUERY_FRACTION = 0.05
+COSINE_MAX = 0.9
+
+
+def _finite(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values if v is not None)
+
+
+@dataclass
+class OutcomeDetector:
+    """Collapse triggers over telemetry rows (see module doc). ``candidates``: in-batch candidates per
+    query (InfoNCE: positives + negatives of the global batch); ``lambda_q``/``lambda_d``: final λ."""
+
+    loss: str
+    vocab_size: int
+    candidates: int
+    dense_fraction: float
+    patience: int
+    lambda_q: float
+    lambda_d: float
+    runs: dict[str, int] = field(default_factory=dict)  # consecutive armed rows per trigger
+    fired: dict[str, int] = field(default_factory=dict)  # trigger → first step it fired
+    details: dict[str, str] = field(default_factory=dict)
+    armed_step: int | None = None  # first armed logging step
+    non_finite_step: int | None = None
+
+    @property
+    def reason(self) -> str | None:
+        """The first trigger that fired (earliest step; ties in ``TRIGGERS`` order), else None."""
+        if not self.fired:
+            return None
+        return min(self.fired, key=lambda t: (self.fired[t], TRIGGERS.index(t)))
+
+    @property
+    def step(self) -> int | None:
+        return self.fired[self.reason] if self.reason else None
+
+    @property
+    def detail(self) -> str | None:
+        return self.details[self.reason] if self.reason else None
+
+    def _fire(self, trigger: str, step: int, detail: str) -> None:
+        if trigger not in self.fired:
+            self.fired[trigger] = step
+            self.details[trigger] = detail
+
+    def check_finite(self, step: int, finite: bool) -> bool:
+        """Per optimiser step. Returns True when training must stop now (a non-finite step)."""
+        if not finite:
+            self.non_finite_step = step if self.non_finite_step is None else self.non_finite_step
+            self._fire(NON_FINITE, step, f"non-finite loss or representation at step {step}")
+        return not finite
+
+    def conditions(self, row: dict[str, Any]) -> dict[str, str]:
+        """The trigger conditions that hold on ``row`` (trigger → why), armed or not."""
+        held: dict[str, str] = {}
+        nnz_q, nnz_d = row.get("nnz_q"), row.get("nnz_d")
+        if nnz_q is not None and nnz_d is not None:
+            density = max(nnz_q, nnz_d) / self.vocab_size
+            if density > self.dense_fraction:
+                held[DENSE] = (f"{max(nnz_q, nnz_d):.1f} indexed terms per vector (query {nnz_q:.1f}, document "
+                               f"{nnz_d:.1f}) > {self.dense_fraction:g} of the {self.vocab_size} vocabulary")
+        low, cosine = row.get("low_support_q"), row.get("query_cosine")
+        if low is not None and low >= SUPPORT_QUERY_FRACTION:
+            held[SUPPORT] = (f"{100 * low:.1f}% of queries have <= {SUPPORT_MAX_TERMS} indexed terms "
+                             f"(>= {100 * SUPPORT_QUERY_FRACTION:g}%)")
+        elif cosine is not None and cosine > COSINE_MAX:
+            held[SUPPORT] = f"different queries share their terms: mean pairwise cosine {cosine:.3f} > {COSINE_MAX:g}"
+        if self.loss == "infonce":
+            loss, chance = row.get("ranking_loss"), math.log(self.candidates)
+            if loss is not None and loss >= CHANCE_FRACTION * chance:
+                held[CHANCE] = (f"in-batch InfoNCE {loss:.3f} >= {CHANCE_FRACTION:g} x ln({self.candidates}) = "
+                                f"{CHANCE_FRACTION * chance:.3f} (chance level)")
+        else:
+            r2 = row.get("r2")
+            if r2 is not None and r2 <= 0:
+                held[CHANCE] = f"student margins explain none of the teacher margins: R² = {r2:.3f} <= 0"
+        return held
+
+    def armed(self, row: dict[str, Any]) -> bool:
+        return row.get("lambda_q") == self.lambda_q and row.get("lambda_d") == self.lambda_d
+
+    def check_row(self, row: dict[str, Any]) -> list[str]:
+        """Per logging step, on a telemetry row. Returns the triggers that fired on this row."""
+        step = int(row["step"])
+        before = set(self.fired)
+        if not _finite(row.get("loss"), row.get("ranking_loss"), row.get("nnz_q"), row.get("nnz_d")):
+            self._fire(NON_FINITE, step, f"non-finite loss at step {step} (loss={row.get('loss')})")
+        held = self.conditions(row)
+        armed = self.armed(row)
+        if armed and self.armed_step is None:
+            self.armed_step = step
+        for trigger in TRIGGERS[1:]:
+            self.runs[trigger] = self.runs.get(trigger, 0) + 1 if armed and trigger in held else 0
+            if self.runs[trigger] >= self.patience:
+                self._fire(trigger, step, f"{held[trigger]} for {self.runs[trigger]} logging steps (step {step})")
+        return [t for t in TRIGGERS if t in self.fired and t not in before]
+
+    def replay(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Rebuild the state from earlier rows (on resume)."""
+        for row in rows:
+            if "ranking_loss" in row:
+                self.check_row(row)
+
+
+@dataclass(frozen=True)
+class DevDrop:
+    """The held-out dev MRR@10 at step 0 and at the end, per query, and whether the run degraded."""
+
+    initial: float
+    final: float
+    se: float  # standard error of the mean per-query drop (paired over the same queries)
+    queries: int
+
+    @property
+    def drop(self) -> float:
+        return self.initial - self.final
+
+    @property
+    def degraded(self) -> bool:
+        return self.drop > self.se
+
+    @classmethod
+    def of(cls, initial: Sequence[float], final: Sequence[float]) -> DevDrop:
+        """From per-query reciprocal ranks at step 0 and at the end (same queries, same order)."""
+        n = len(initial)
+        if n != len(final) or n < 2:
+            raise ValueError(f"need the same >= 2 dev queries at both ends, got {n} and {len(final)}")
+        diffs = [a - b for a, b in zip(initial, final)]
+        mean = sum(diffs) / n
+        var = sum((d - mean) ** 2 for d in diffs) / (n - 1)
+        return cls(sum(initial) / n, sum(final) / n, math.sqrt(var / n), n)
+
+
+def outcome(detector: OutcomeDetector, dev: DevDrop | None, final_step: int) -> tuple[str, str | None, int | None, str | None]:
+    """(outcome, reason, step, detail) of a run that ended at ``final_step``; ``dev`` None: no held-out
+    signal. A degraded run's step is its last: the drop is measured there."""
+    if detector.reason is not None:
+        return COLLAPSED, detector.reason, detector.step, detector.detail
+    if dev is not None and dev.degraded:
+        detail = (f"held-out dev MRR@10 fell from {dev.initial:.4f} at step 0 to {dev.final:.4f} at the end: a drop of "
+                  f"{dev.drop:.4f} > its standard error {dev.se:.4f} over {dev.queries} queries")
+        return DEGRADED, DEV_DROP, final_step, detail
+    return OK, None, None, None
