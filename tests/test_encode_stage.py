@@ -49,4 +49,7 @@ def test_pooled_shards_equal_inline_shards(tmp_path, bert_tiny, monkeypatch):
     v_many, df_many = _read(tmp_path / "many" / "docs")
     assert len(v_one) == 47 and v_one == v_many
     assert np.array_equal(df_one, df_many) and np.array_equal(np.load(tmp_path / "many" / "df.npy"), df_one)
+    assert sum(one.pop("encoder")["paths"].values()) == 1  # what the encoder measured, per shard: not an output
+    many.pop("encoder")
     assert one == many and one["documents"] == 47 and one["doc_nnz"] > 10
+    assert not (tmp_path / "many" / "encoder").exists()  # the per-shard notes are folded into the record

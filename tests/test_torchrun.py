@@ -18,7 +18,7 @@ measures = ["nDCG@10"]
 max_docs = 200
 max_queries = 10
 [splade]
-backbones = ["bert-tiny"]
+backbones = ["{model}"]
 recipe = "ci"
 [encode]
 max_doc_length = 64
@@ -34,9 +34,20 @@ def _ndcg(results: Path) -> float:
     return float(row["value"])
 
 
-def test_two_ranks_train_and_rank_zero_runs_the_rest(tmp_path: Path) -> None:
+def _without_dropout(source: Path, target: Path) -> Path:
+    """bert-tiny with dropout off: one process and two ranks then compute the same function."""
+    import shutil
+
+    shutil.copytree(source, target)
+    config = json.loads((target / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (target / "config.json").write_text(json.dumps(config))
+    return target
+
+
+def test_two_ranks_train_and_rank_zero_runs_the_rest(tmp_path: Path, bert_tiny: Path) -> None:
     suite = tmp_path / "ddp.toml"
-    suite.write_text(SUITE)
+    suite.write_text(SUITE.format(model=_without_dropout(bert_tiny, tmp_path / "bert-tiny-nodropout")))
     runs, results = tmp_path / "runs", tmp_path / "results"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
@@ -52,8 +63,11 @@ def test_two_ranks_train_and_rank_zero_runs_the_rest(tmp_path: Path) -> None:
     assert record["world_size"] == 2 and record["status"] == "ok" and record["steps"] == 6
     assert not [p for p in runs.rglob("*") if ".partial" in p.name]  # everything published
 
-    # One process on the same global batch (16 = 8 + 8): dropout streams differ, so the model is
-    # not bit-identical, but it must be as good a model on the same slice.
+    # One process, same global batch size (16 = 8 + 8), dropout off. The runs are not the same computation:
+    # the no-duplicates sampler fills two 8-example rank batches instead of one 16-example batch, so where
+    # SciFact repeats a query the global batches differ (equal gradients on equal batches is test_ddp's
+    # job). So this is a sanity check that the two-rank model is as good, not a bound (measured
+    # 0.6878 vs 0.6911 nDCG@10 on these 10 queries).
     assert run_cli("--suite", str(suite), "--runs-dir", str(tmp_path / "runs1"),
                    "--results-dir", str(tmp_path / "results1")) == 0
     two, one = _ndcg(results), _ndcg(tmp_path / "results1")
