@@ -1,0 +1,32 @@
+"""A slice of the paper's dress rehearsal: the ModernBERT family (built from its real config class) and
+the real bert-tiny, baseline and rescaled, trained, encoded, indexed, searched and tabulated."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+
+from benchmark.outcomes import TRAINING_OUTCOMES
+
+
+def test_paper_mini_slice_runs_every_stage_on_modernbert(tmp_path):
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    assert run_cli("--suite", "paper-mini", "--backbones", "tiny-modernbert,bert-tiny", "--datasets", "beir/nfcorpus/test",
+                   "--max-docs", "150", "--max-queries", "5", "--runs-dir", str(runs), "--results-dir", str(results)) == 0
+    folder = results / "paper-mini@datasets=nfcorpus,backbones=tiny-modernbert,bert-tiny,max-docs=150,max-queries=5"
+    data = json.loads((folder / "results.json").read_text())
+    rows = {(c["backbone"], c["variant"]) for c in data["conditions"] if c["system"] == "splade"}
+    # bert-tiny matched to its own head is its baseline: one model, one row
+    assert rows == {("tiny-modernbert", "baseline"), ("tiny-modernbert", "rescaled"), ("bert-tiny", "baseline = rescaled")}
+    trained = [c for c in data["conditions"] if c["system"] == "splade"]
+    assert all(c["outcome"] in TRAINING_OUTCOMES for c in trained)
+    assert all(c["metrics"] or c["stopped_early"] for c in trained)  # scored unless stopped at a collapse
+    backbones = [json.loads((p / "config.json").read_text())["record"] for p in (runs / "backbone").iterdir()
+                 if not p.name.startswith(".")]
+    rescaled = next(r for r in backbones if r["backbone"] == "tiny-modernbert" and r["factor"] != 1.0)
+    assert (rescaled["model_type"], rescaled["method"], rescaled["match_stat"]) == ("modernbert", "head-norm", "logit-std")
+    assert rescaled["params_before"] == rescaled["params_after"] and rescaled["tied_after"]
+    table = (folder / "table.md").read_text()
+    assert "SPLADE tiny-modernbert rescaled" in table and "max-docs=150" in table
+    assert (folder / "index.html").is_file()
