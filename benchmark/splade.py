@@ -418,12 +418,12 @@ def _canonical(hidden: torch.Tensor, candidates: torch.Tensor, terms: _Terms, un
         unsure = torch.nonzero((lo != hi) & vc).tolist()
         if unsure:  # the tokens within 2·spread of the best can hold the exact maximum
             near = s >= (best - 2 * spread)[:, None, :]
-            h_cpu, w_cpu, b_cpu = hidden.cpu().numpy(), terms.weight.cpu().numpy(), terms.bias.cpu().numpy()
             fixed = []
-            for doc, c in unsure:
+            for doc, c in unsure:  # a few per million values: move only their rows to the host
                 term = int(ic[doc, c])
-                tokens = torch.nonzero(near[doc, :, c]).flatten().cpu().numpy()
-                fixed.append(float(_exact_max(h_cpu[doc, tokens], w_cpu[term], b_cpu[term])) if len(tokens) else 0.0)
+                tokens = torch.nonzero(near[doc, :, c]).flatten()
+                fixed.append(float(_exact_max(hidden[doc, tokens].cpu().numpy(), terms.weight[term].cpu().numpy(),
+                                              np.float32(terms.bias[term].item()))) if len(tokens) else 0.0)
             at = torch.tensor(unsure, device=hidden.device)
             part[at[:, 0], at[:, 1]] = torch.tensor(fixed, dtype=torch.float32, device=hidden.device)
         values[:, c0 : c0 + step] = part
