@@ -68,7 +68,7 @@ def _check(args: argparse.Namespace) -> list[str]:
 
 def _header(args: argparse.Namespace) -> str:
     return ("# Performance: benchmark.splade / training / impact search vs sentence-transformers / Pyserini\n\n"
-            f"model {args.model}, {args.threads} threads, encode batch {args.batch_size}, max length "
+            f"model {Path(args.model).name}, {args.threads} threads, encode batch {args.batch_size}, max length "
             f"{args.max_length}; {os.cpu_count()} CPUs; each system in its own subprocess (peak = its VmHWM; "
             "Δ = peak − RSS before the measured work); speed× and mem× are relative to the first row of each "
             "part; load = 1-minute load average before → after.\n\n")

@@ -20,6 +20,7 @@ from benchmark.outcomes import COLLAPSED, DEGRADED, MISSING, OK
 from benchmark.report.results import ConditionResult, RowKey, SuiteResults, outcome_counts
 
 BASELINE = "baseline"
+SUBSET_MEAN = "mean over shown"
 DAGGER = "†"
 PARTIAL = "*"
 
@@ -84,6 +85,7 @@ class Table:
     sparsity: list[str] = field(default_factory=list)  # datasets whose FLOPS and non-zeros show beside the score
     sparse: dict[tuple[RowKey, str], dict[str, float | None]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    declared_averages: list[str] = field(default_factory=list)  # the suite's own averages (for the subset note)
 
     @property
     def labels(self) -> dict[RowKey, str]:
@@ -232,6 +234,11 @@ def build_table(results: SuiteResults, measure_for: Callable[[str], str | None],
         if all(d in names for d in avg.datasets):  # an average over a subset would mislead: leave it out
             measures = {measure_for(d) for d in avg.datasets}
             columns.append(Column(avg.name, "average", measures.pop() if len(measures) == 1 else "mixed", tuple(avg.datasets)))  # type: ignore[arg-type]
+    if settings.averages and not any(c.kind == "average" for c in columns) and len(names) >= 2 \
+            and len({measure_for(n) for n in names}) == 1:
+        # a subset of a suite with averages (two BEIR datasets of BEIR-13): the mean of what is shown,
+        # named as such, never under the suite's average's name
+        columns.append(Column(f"{SUBSET_MEAN} ({len(names)} datasets)", "average", measure_for(names[0]), tuple(names)))  # type: ignore[arg-type]
 
     keys = list(rows)
     cells: dict[tuple[RowKey, str], Cell] = {}
@@ -285,7 +292,7 @@ def build_table(results: SuiteResults, measure_for: Callable[[str], str | None],
 
     measures = {c.measure for c in columns}
     table = Table(title, measures.pop() if len(measures) == 1 else None, columns, keys, rows, cells,
-                  settings.alpha, settings.digits)
+                  settings.alpha, settings.digits, declared_averages=[a.name for a in settings.averages])
     return table
 
 
@@ -347,6 +354,10 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
         if col.kind == "group":
             out.append(f"{short_name(col.name)}: mean over its {len(col.members)} sub-forums, as BEIR reports it; "
                        "its significance test pools their queries.")
+        if col.kind == "average" and col.name.startswith(SUBSET_MEAN + " ("):
+            declared = ", ".join(table.declared_averages) or "the suite's averages"
+            out.append(f"{col.name}: the mean over the {len(col.members)} datasets shown; not {declared}, "
+                       "which needs every one of its datasets.")
     if table.sparsity:
         out.append("FLOPS: expected multiplications per query–document dot product, Σ_j p_q(j)·p_d(j); "
                    "q nnz / d nnz: mean non-zero terms per query / document as indexed; seed means.")
