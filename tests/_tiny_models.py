@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-MODEL_DIR = Path(os.environ.get("BENCHMARK_MODEL_DIR", "/work/shared/models"))
+MODEL_DIR = Path(os.environ.get("BENCHMARK_MODEL_DIR") or Path(__file__).resolve().parents[2] / "shared" / "models")
 BERT_TINY = MODEL_DIR / "bert-tiny"
 BERT_SPECIALS = 104  # [PAD], [unused0..98], [UNK], [CLS], [SEP], [MASK] in the BERT vocabulary
 

@@ -25,7 +25,9 @@ DEFAULT_PARTS = ("encode", "large", "search", "train")  # e2e (a whole smoke run
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     import benchmark.perf
 
-    default_model = Path(os.environ.get("BENCHMARK_MODEL_DIR", "/work/shared/models")) / "bert-tiny"
+    from benchmark.backbone import resolve_backbone
+
+    default_model = Path(resolve_backbone("bert-tiny"))  # $BENCHMARK_MODEL_DIR/bert-tiny when it is there
     p = argparse.ArgumentParser(prog="python -m benchmark.perf", description=benchmark.perf.__doc__.splitlines()[0])
     p.add_argument("--only", default=",".join(DEFAULT_PARTS),
                    help=f"comma-separated parts of {', '.join(PARTS)}, or 'all' (default: {','.join(DEFAULT_PARTS)})")
