@@ -115,9 +115,16 @@ class StageKind:
     def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
         raise NotImplementedError
 
+    #: (record key, parent role, what the stage did): counts that must equal the parent's record's
+    counted: ClassVar[tuple[tuple[str, str, str], ...]] = ()
+
     @classmethod
     def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
         """A problem when counts disagree with the parents' records (documents, queries), else None."""
+        for key, role, did in cls.counted:
+            expected = parents.get(role, {}).get(key)
+            if expected is not None and record.get(key) != expected:
+                return f"{record.get(key)} {key} {did}, but the {role} stage holds {expected}"
         return None
 
 

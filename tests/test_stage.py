@@ -15,7 +15,7 @@ from typing import ClassVar
 import pytest
 
 from benchmark.errors import BenchmarkError
-from benchmark.stage import Inputs, Stage, StageKind, Store
+from benchmark.stage import Stage, StageKind, Store
 
 
 class Demo(StageKind):

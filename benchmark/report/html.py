@@ -157,7 +157,7 @@ def drilldown(results: SuiteResults, digits: int) -> str:
                     cells.append(f'<td class="num missing" data-measure="{escape(m)}">{MISSING_TEXT}</td>')
             for name in SPARSITY:
                 text = sparse(name, getattr(c, name)) if c.scored else ""
-                cells.append(f'<td class="num">' + (f'<span data-field="{name}">{text}</span>' if text else "") + "</td>")
+                cells.append('<td class="num">' + (f'<span data-field="{name}">{text}</span>' if text else "") + "</td>")
             queries = f'<span data-field="queries">{c.queries}</span>' if c.queries is not None else ""
             cells.append(f'<td class="num">{queries}</td>')
             cells.append(_cmd_cell([c.command]))

@@ -39,7 +39,7 @@ def row_label(table: Table, row) -> str:
 
 def markdown(table: Table, labels: dict[str, str] | None = None) -> str:
     first = table.measure if table.measure is not None else "System"
-    heads, aligns = [], []
+    heads = []
     for col in table.columns:
         heads.append(header(table, col, labels))
         if col.name in table.sparsity:

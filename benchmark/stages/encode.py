@@ -7,7 +7,6 @@ FLOPS). Shards appear whole, so a killed encode resumes at the first missing one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ class Encode(StageKind):
     parents = ("model", "corpus")
     resumable = True
     device = "gpu"
+    counted = (("documents", "corpus", "encoded"),)
     sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.encode")
 
     @dataclass(frozen=True)
@@ -47,12 +47,6 @@ class Encode(StageKind):
                                  precision=config.precision, attn_implementation=config.attn_implementation,
                                  progress=ctx.progress, cluster=getattr(ctx, "cluster", None))
 
-    @classmethod
-    def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
-        corpus = parents.get("corpus", {}).get("documents")
-        if corpus is not None and record.get("documents") != corpus:
-            return f"{record.get('documents')} documents encoded, but the corpus holds {corpus}"
-        return None
 
     # readers for later stages
     @staticmethod

@@ -3,7 +3,6 @@ significance tests) and aggregated over every judged query (0 where the run has 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ class Evaluate(StageKind):
     name = "evaluate"
     VERSION = 1
     parents = ("run", "topics", "corpus")
+    counted = (("queries", "topics", "evaluated"),)
     sources = ("benchmark.evaluate", "benchmark.stages.evaluate")
 
     @dataclass(frozen=True)
@@ -33,12 +33,6 @@ class Evaluate(StageKind):
         return evaluate_stage(Search.run_file(inputs.path("run")), inputs.path("topics"), inputs.path("corpus"),
                               list(config.measures), out)
 
-    @classmethod
-    def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
-        topics = parents.get("topics", {}).get("queries")
-        if topics is not None and record.get("queries") != topics:
-            return f"{record.get('queries')} queries evaluated, but the topics hold {topics}"
-        return None
 
     @staticmethod
     def perquery(folder: Path) -> dict[str, dict[str, float]]:
