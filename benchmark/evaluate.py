@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import csv
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmark import faults
+from benchmark.atomic import write_csv
 from benchmark.data import qrels_path, read_docids
 from benchmark.errors import BenchmarkError
 
@@ -119,14 +119,9 @@ def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures:
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise BenchmarkError(f"evaluating {', '.join(map(str, parsed))} on {run_file} failed ({detail}); "
                              f"drop the measure that fails from the suite; {MEASURE_HELP}") from None
-    tmp = out / f".{PERQUERY}.tmp"
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh, delimiter="\t")
-        w.writerow(["measure", "query_id", "value"])
-        for measure in parsed:
-            for qid in judged:  # a judged query the system returned nothing for scores 0, as trec_eval -c
-                w.writerow([str(measure), qid, per_query.get((str(measure), qid), 0.0)])
-    os.replace(tmp, out / PERQUERY)
+    # a judged query the system returned nothing for scores 0, as trec_eval -c
+    write_csv(out / PERQUERY, ({"measure": str(m), "query_id": q, "value": per_query.get((str(m), q), 0.0)}
+                               for m in parsed for q in judged), ["measure", "query_id", "value"], delimiter="\t")
     faults.point("evaluate:written")
     # Mean over every judged query, 0 where the run has none (trec_eval -c, as Pyserini's BEIR 2CR).
     aggregate = {str(m): sum(per_query.get((str(m), q), 0.0) for q in judged) / len(judged) for m in parsed}

@@ -205,15 +205,9 @@ def _cell(value: Any) -> str:
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
     """CSV text with full-precision floats (so ratios can be checked exactly)."""
-    import csv
-    import io
+    from benchmark.atomic import csv_text
 
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in rows:
-        writer.writerow([_cell(row[c]) for c in COLUMNS])
-    return buf.getvalue()
+    return csv_text(({c: _cell(row[c]) for c in COLUMNS} for row in rows), COLUMNS)
 
 
 def to_table(rows: list[dict[str, Any]]) -> str:

@@ -456,16 +456,15 @@ def to_json(results: SuiteResults) -> dict[str, Any]:
 
 def perquery_bytes(perquery: Mapping[str, Mapping[str, Mapping[str, float]]]) -> bytes:
     """Gzipped CSV, sorted, without a timestamp: the same values give the same bytes."""
-    text = io.StringIO()
-    w = csv.writer(text, lineterminator="\n")
-    w.writerow(PERQUERY_COLUMNS)
-    for key in sorted(perquery):
-        for measure in sorted(perquery[key]):
-            for qid, value in sorted(perquery[key][measure].items()):
-                w.writerow([key, measure, qid, repr(float(value))])
+    from benchmark.atomic import csv_text
+
+    rows = ({"condition": key, "measure": measure, "query_id": qid, "value": repr(float(value))}
+            for key in sorted(perquery) for measure in sorted(perquery[key])
+            for qid, value in sorted(perquery[key][measure].items()))
+    text = csv_text(rows, PERQUERY_COLUMNS)
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", filename="", mtime=0) as gz:
-        gz.write(text.getvalue().encode("utf-8"))
+        gz.write(text.encode("utf-8"))
     return buf.getvalue()
 
 

@@ -12,7 +12,7 @@ from benchmark.stage import Inputs, StageKind
 
 class Evaluate(StageKind):
     name = "evaluate"
-    VERSION = 1
+    VERSION = 2  # 2: perquery.tsv through the one CSV writer (\n line ends)
     parents = ("run", "topics", "corpus")
     counted = (("queries", "topics", "evaluated"),)
     sources = ("benchmark.evaluate", "benchmark.stages.evaluate")
