@@ -109,10 +109,11 @@ def test_dry_run_loads_no_model_and_is_quick():
 
 def test_scale_sweep_variants():
     plan = build_plan(load_suite("scale-sweep"), Options())
-    factors = [(c.variant, c.factor) for c in plan.conditions if c.system == "splade"]
-    # x1 is the baseline's model: trained once, shown once with both labels
-    assert factors == [("baseline = x1", "1"), ("x0.25", "0.25"), ("x0.5", "0.5"), ("x2", "2"), ("x4", "4"),
-                       ("x8", "8"), ("x16", "16")]
+    cells = [(c.variant, c.factor, c.seed) for c in plan.conditions if c.system == "splade"]
+    # x1 is the baseline's model: trained once per seed, shown once with both labels
+    arms = [("baseline = x1", "1"), ("x0.25", "0.25"), ("x0.5", "0.5"), ("x2", "2"), ("x4", "4"),
+            ("x8", "8"), ("x16", "16"), ("x0.25-flops", "0.25"), ("x4-flops", "4")]
+    assert cells == [(v, f, seed) for v, f in arms for seed in (42, 43, 44)]
     assert all(c.trained for c in plan.conditions if c.system == "splade")
     assert plan.recipe["name"] == "smoke"
 
