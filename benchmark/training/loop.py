@@ -144,8 +144,8 @@ class _Telemetry:
         self.recipe = recipe
         self.best = best
         self.autocast = autocast
-        self.offset = 0.0  # seconds trained before this session (resume)
-        self.session_start = time.perf_counter()
+        self.offset = 0.0  # seconds trained before this process started (resume)
+        self.process_start = time.perf_counter()
         self.reported: set[str] = set()  # triggers already written to a row's event
 
     def head_norm(self) -> float:
@@ -159,7 +159,7 @@ class _Telemetry:
         row["lambda_q"] = float(self.loss.query_regularizer_weight or 0.0)
         row["lambda_d"] = float(self.loss.document_regularizer_weight)
         row["head_norm"] = self.head_norm()
-        row["seconds"] = self.offset + time.perf_counter() - self.session_start
+        row["seconds"] = self.offset + time.perf_counter() - self.process_start
         self.detector.check_row({**logs, **row, "step": step})
         fired = [t for t in TRIGGERS if t in self.detector.fired and t not in self.reported]  # a non-finite step too
         self.reported.update(fired)
@@ -216,7 +216,7 @@ class _OutcomeCallback(TrainerCallback):
         if t.dev is not None and not any(r.get("step") == 0 for r in rows):
             rr = t.evaluate_dev(model)
             state.log_history.insert(0, {"step": 0, "dev_mrr": sum(rr) / len(rr), "dev_rr": rr})
-        t.session_start = time.perf_counter()
+        t.process_start = time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         finite = self.telemetry.probe.finite
@@ -415,7 +415,7 @@ def train_splade(
     if reason == DEV_DROP and final:
         final["event"] = ";".join(e for e in (final.get("event"), DEV_DROP) if e)
     publish_best = recipe.checkpoint == "best" and best.step is not None
-    session_steps = steps - (resumed_from or 0)
+    process_steps = steps - (resumed_from or 0)
     runtime = output.metrics.get("train_runtime", 0.0)
     record = {
         "outcome": result,
@@ -440,8 +440,8 @@ def train_splade(
         "checkpoint": recipe.checkpoint,
         "checkpoint_step": best.step if publish_best else steps,
         "train_seconds": float(final.get("seconds", runtime)),
-        "steps_per_second": session_steps / runtime if runtime else None,
-        "examples_per_second": session_steps * recipe.batch_size / runtime if runtime else None,
+        "steps_per_second": process_steps / runtime if runtime else None,
+        "examples_per_second": process_steps * recipe.batch_size / runtime if runtime else None,
         "final_loss": final.get("loss"),
         "final_nnz_q": final.get("nnz_q"),
         "final_nnz_d": final.get("nnz_d"),
