@@ -237,21 +237,24 @@ def _select_datasets(suite: Suite, requested: Sequence[str], problems: list[str]
 
 
 def subset_label(opts: Options) -> str | None:
-    """A short, filesystem-safe name for what the command line narrowed (None: the whole suite)."""
-    import hashlib
-    import re
-
+    """What the command line narrowed, in full (None: the whole suite); tables and pages show it."""
     parts = []
     for flag, value in opts.narrowing():
         if flag == "datasets":
             value = "+".join(_short_dataset(d) for d in value.split(","))
         parts.append(f"{flag}={value}")
-    if not parts:
-        return None
-    label = re.sub(r"[^A-Za-z0-9=+,.:_-]", "_", ",".join(parts))
-    if len(label) > 80:
-        label = label[:60] + "-" + hashlib.sha1(label.encode()).hexdigest()[:8]
-    return label
+    return ",".join(parts) or None
+
+
+def subset_folder(label: str) -> str:
+    """A filesystem-safe folder name for a subset label: long labels keep a prefix and a digest."""
+    import hashlib
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9=+,.:_-]", "_", label)
+    if len(name) > 80:
+        name = name[:60] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
+    return name
 
 
 def _short_dataset(name: str) -> str:

@@ -152,7 +152,9 @@ def stage_resources(suite: Any, cli: str | None) -> dict[str, Any]:
 def results_folder(plan: Plan) -> str:
     """``<suite>``, or ``<suite>@<subset>`` for a run the command line narrowed (under --results-dir):
     a subset never overwrites the suite's own tables."""
-    return plan.suite.name + (f"@{plan.subset}" if plan.subset else "")
+    from benchmark.plan import subset_folder
+
+    return plan.suite.name + (f"@{subset_folder(plan.subset)}" if plan.subset else "")
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -153,3 +153,17 @@ def test_headline_suites_plan_offline(name):
     assert plan.conditions and all(c.evaluate is not None for c in plan.conditions)
     trained = {c.trained for c in plan.conditions if c.system == "splade"}
     assert trained == {True}
+
+
+def test_a_long_subset_is_shown_in_full_and_stored_under_a_short_folder():
+    from benchmark.plan import subset_folder
+    from benchmark.run import results_folder
+
+    opts = Options(datasets=["beir/scifact/test", "beir/nfcorpus/test"], backbones=["bert-tiny"],
+                   variants=["baseline", "rescaled"], recipe="smoke", rescale_factor=0.25)
+    plan = build_plan(load_suite("beir"), opts)
+    full = "datasets=scifact+nfcorpus,backbones=bert-tiny,variants=baseline,rescaled,recipe=smoke,rescale-factor=0.25"
+    assert plan.subset == full  # what tables and pages print
+    folder = results_folder(plan)
+    assert folder.startswith("beir@" + full[:60] + "-") and len(folder) == len("beir@") + 60 + 1 + 8
+    assert subset_folder("max-docs=600,max-queries=30") == "max-docs=600,max-queries=30"  # short labels unchanged
