@@ -4,7 +4,9 @@ Both train the same model on the same SciFact train triples with the same recipe
 ``smoke`` recipe's learning rate, warm-up, λ_q/λ_d and their schedule, InfoNCE scale), batch, max
 length (queries and documents alike: stock ST has one), steps, seed and threads, each in its own
 process. Stock ST is ``MLMTransformer`` + ``SpladePooling('max')`` (no chunking) under
-``SpladeLoss(SparseMultipleNegativesRankingLoss)`` and ``SparseEncoderTrainer``.
+``SpladeLoss(SparseMultipleNegativesRankingLoss)`` and ``SparseEncoderTrainer``. Both draw their
+batches with our keyed sampler (a ``batch_sampler`` class ST accepts as it is) and ours holds out no
+dev queries, so both see the same rows in the same order.
 
 The losses are the same function computed in different summation orders (ours pools the
 vocabulary projection in chunks of tokens), so the curves agree to rounding at first and drift
@@ -105,7 +107,8 @@ def _train_ours(spec: dict[str, Any], examples: list[dict[str, str]], meter: Any
 
     overrides = {"max_steps": spec["steps"], "batch_size": spec["batch_size"], "logging_steps": 1,
                  "save_steps": spec["steps"] + 1, "query_max_length": spec["max_length"],
-                 "doc_max_length": spec["max_length"], "max_examples": 0, "chunk_size": spec["chunk_size"]}
+                 "doc_max_length": spec["max_length"], "max_examples": 0, "chunk_size": spec["chunk_size"],
+                 "dev_queries": 0}  # no held-out rows: both sides train on the same rows, in the same order
     train_splade(Path(spec["model"]), examples, load_recipe(RECIPE), Path(spec["out"] + ".run"),
                  seed=spec["seed"], progress=False, overrides=overrides, callbacks=[meter])
 
@@ -115,7 +118,6 @@ def _train_st(spec: dict[str, Any], examples: list[dict[str, str]], meter: Any) 
 
     from datasets import Dataset
     from sentence_transformers import SparseEncoder
-    from sentence_transformers.base.sampler import BatchSamplers
     from sentence_transformers.sparse_encoder import SparseEncoderTrainer, SparseEncoderTrainingArguments
     from sentence_transformers.sparse_encoder.callbacks.splade_callbacks import SpladeRegularizerWeightSchedulerCallback
     from sentence_transformers.sparse_encoder.losses import SparseMultipleNegativesRankingLoss, SpladeLoss
@@ -123,6 +125,7 @@ def _train_st(spec: dict[str, Any], examples: list[dict[str, str]], meter: Any) 
     from transformers import set_seed
 
     from benchmark.train import load_recipe
+    from benchmark.training.examples import NoDuplicatesPermutedBatchSampler
 
     logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
     recipe = load_recipe(RECIPE)
@@ -136,7 +139,7 @@ def _train_st(spec: dict[str, Any], examples: list[dict[str, str]], meter: Any) 
         learning_rate=recipe.learning_rate, max_steps=spec["steps"], warmup_steps=recipe.warmup_ratio,
         lr_scheduler_type=recipe.lr_scheduler, weight_decay=recipe.weight_decay, max_grad_norm=recipe.max_grad_norm,
         logging_steps=1, save_strategy="no", seed=spec["seed"], data_seed=spec["seed"], use_cpu=True,
-        dataloader_drop_last=True, batch_sampler=BatchSamplers.NO_DUPLICATES, report_to="none", disable_tqdm=True)
+        dataloader_drop_last=True, batch_sampler=NoDuplicatesPermutedBatchSampler, report_to="none", disable_tqdm=True)
     columns = ("query", "positive", "negative")
     dataset = Dataset.from_dict({c: [e[c] for e in examples] for c in columns})
     trainer = SparseEncoderTrainer(model=model, args=args, train_dataset=dataset, loss=loss, callbacks=[
