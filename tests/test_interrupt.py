@@ -57,7 +57,10 @@ def test_interrupt_during_indexing_leaves_no_child_and_resumes(tmp_path, signum)
     cmd = [sys.executable, "-m", "benchmark.run", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"),
            "--results-dir", str(tmp_path / "results"), "--no-progress"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A shell starts background jobs with SIGINT ignored, and Python keeps an inherited SIG_IGN: give the
+    # run the default disposition a terminal gives it, however pytest itself was started.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     indexer, deadline = [], time.monotonic() + 240
     while not indexer and time.monotonic() < deadline and proc.poll() is None:
         indexer = [p for p in _children(proc.pid) if "pyserini.index.lucene" in _cmdline(p)]
