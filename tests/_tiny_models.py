@@ -8,11 +8,11 @@ The tokenizer vocabulary is built from the bert-tiny WordPiece vocabulary and al
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-MODEL_DIR = Path(os.environ.get("BENCHMARK_MODEL_DIR") or Path(__file__).resolve().parents[2] / "shared" / "models")
-BERT_TINY = MODEL_DIR / "bert-tiny"
+from benchmark.backbone import resolve_backbone
+
+BERT_TINY = Path(resolve_backbone("bert-tiny"))  # as the pipeline finds it ($BENCHMARK_MODEL_DIR, set by conftest)
 BERT_SPECIALS = 104  # [PAD], [unused0..98], [UNK], [CLS], [SEP], [MASK] in the BERT vocabulary
 
 

@@ -42,7 +42,9 @@ def run_cli(*args: str) -> int:
 
 @pytest.fixture(scope="session")
 def bert_tiny() -> Path:
-    return Path(os.environ["BENCHMARK_MODEL_DIR"]) / "bert-tiny"
+    from _tiny_models import BERT_TINY
+
+    return BERT_TINY
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,6 @@ class Encode(StageKind):
                                  precision=config.precision, attn_implementation=config.attn_implementation,
                                  progress=ctx.progress, cluster=getattr(ctx, "cluster", None))
 
-
     # readers for later stages
     @staticmethod
     def shards(folder: Path) -> Path:

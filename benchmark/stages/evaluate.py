@@ -33,7 +33,6 @@ class Evaluate(StageKind):
         return evaluate_stage(Search.run_file(inputs.path("run")), inputs.path("topics"), inputs.path("corpus"),
                               list(config.measures), out)
 
-
     @staticmethod
     def perquery(folder: Path) -> dict[str, dict[str, float]]:
         from benchmark.evaluate import read_perquery

@@ -41,7 +41,6 @@ class Queries(StageKind):
                                     precision=config.precision, attn_implementation=config.attn_implementation,
                                     progress=ctx.progress)
 
-
     # readers for later stages
     @staticmethod
     def vectors(folder: Path) -> dict[str, dict[str, int]]:

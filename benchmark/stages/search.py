@@ -95,7 +95,6 @@ class Search(StageKind):
                                           Queries.qf(inputs.path("queries")), query_rec["queries"])})
         return record
 
-
     @staticmethod
     def run_file(folder: Path) -> Path:
         return Path(folder) / RUN
