@@ -33,6 +33,21 @@ ACTIVE_FRACTION = 0.01
 TOKENIZER_SOURCE = "bert-tiny"
 BERT_SPECIALS = 104  # [PAD], [unused0..98], [UNK], [CLS], [SEP], [MASK] in the BERT vocabulary
 VERSION = 1  # bump when the construction below changes (it is part of the fingerprint)
+#: The texts the vocabulary bias is calibrated on (part of the construction: changing them changes the models).
+CALIBRATION_TEXTS: tuple[str, ...] = (
+    "The mitochondria is the powerhouse of the cell and produces most of its chemical energy.",
+    "Paris is the capital and most populous city of France, situated on the river Seine.",
+    "Photosynthesis converts light energy into chemical energy stored in glucose molecules.",
+    "The Great Wall of China was built over many centuries to protect against invasions.",
+    "Vaccines train the immune system to recognise and fight specific pathogens.",
+    "Python is a high-level programming language known for its readable syntax.",
+    "The stock market fell sharply after the central bank raised interest rates.",
+    "Jupiter is the largest planet in the solar system and has dozens of moons.",
+    "Regular exercise lowers blood pressure and reduces the risk of heart disease.",
+    "The novel follows a young sailor who is shipwrecked on a remote island.",
+    "Climate change is driving rising sea levels and more frequent extreme weather.",
+    "Insulin regulates blood sugar by signalling cells to absorb glucose.",
+)
 
 
 @dataclass(frozen=True)
@@ -103,7 +118,6 @@ def ensure(key: str) -> Path:
     from transformers import BertTokenizer
 
     from benchmark.backbone import quiet_transformers
-    from benchmark.norms import SAMPLE_DOCUMENTS
 
     spec = SYNTHETIC[key]
     config = getattr(transformers, spec.config_class)(**spec.kwargs)
@@ -111,9 +125,9 @@ def ensure(key: str) -> Path:
     model = getattr(transformers, spec.model_class)(config).eval()
     tokenizer = BertTokenizer(vocab={t: i for i, t in enumerate(_wordpiece(config.vocab_size))}, model_max_length=512)
     decoder = model.get_output_embeddings()
-    with torch.no_grad():  # bias: the constant that leaves ACTIVE_FRACTION of the logits on the sample above 0
+    with torch.no_grad():  # bias: the constant that leaves ACTIVE_FRACTION of the logits on CALIBRATION_TEXTS above 0
         decoder.bias.zero_()
-        batch = tokenizer(list(SAMPLE_DOCUMENTS), padding=True, return_tensors="pt")
+        batch = tokenizer(list(CALIBRATION_TEXTS), padding=True, return_tensors="pt")
         logits = model(**batch).logits[batch["attention_mask"].bool()]
         decoder.bias.fill_(-float(torch.quantile(logits.float().flatten()[:1_000_000], 1 - ACTIVE_FRACTION)))
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")

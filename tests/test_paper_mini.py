@@ -30,3 +30,24 @@ def test_paper_mini_slice_runs_every_stage_on_modernbert(tmp_path):
     table = (folder / "table.md").read_text()
     assert "SPLADE tiny-modernbert rescaled" in table and "max-docs=150" in table
     assert (folder / "index.html").is_file()
+
+
+def test_synthetic_backbone_builds_in_an_empty_cache(tmp_path, monkeypatch):
+    """A fresh machine builds the synthetic backbones; the vocabulary bias leaves ACTIVE_FRACTION active.
+
+    Exact: the bias is minus the 0.99 quantile of the calibration logits, and a rounded difference
+    has the sign of the exact one, so exactly the logits above the quantile stay above 0.
+    """
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from benchmark.synthetic import ACTIVE_FRACTION, CALIBRATION_TEXTS, ensure
+
+    monkeypatch.setenv("BENCHMARK_CACHE_DIR", str(tmp_path / "cache"))
+    folder = ensure("tiny-ettin")
+    assert folder.is_relative_to(tmp_path) and json.loads((folder / "SYNTHETIC.json").read_text())["key"] == "tiny-ettin"
+    model, tokenizer = AutoModelForMaskedLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    batch = tokenizer(list(CALIBRATION_TEXTS), padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch).logits[batch["attention_mask"].bool()].float().flatten()[:1_000_000]
+    assert int((logits > 0).sum()) == round(ACTIVE_FRACTION * logits.numel())
