@@ -1,0 +1,154 @@
+"""How much of the vocabulary a proven bound could skip before the screening matmul.
+
+The encoder screens every (token, term) pair: the dense head is the cost floor of every screen. A
+*skip* would rule terms out for a whole document (or group of tokens, or block of terms) from a
+bound cheaper than the matmul. This script measures, on real documents and the perf model, the
+share of (document, term) pairs each classic bound leaves alive; a term is alive when its bound on
+``max_t h_t·w_j + b_j`` is > 0. The floor is the exact share (terms with a non-zero weight). A skip pays when its own cost plus the
+alive share (screened as now) is below 1, the dense head's cost (``head_cost_with_skip``).
+
+Bounds (c_t = h_t − μ, β_j = μ·w_j + b_j, as in ``benchmark.splade``):
+
+* ``ball``: β_j + max_t ‖c_t‖·‖w_j‖ (Cauchy–Schwarz, one bound per document);
+* ``box``: β_j + mid·w_j + rad·|w_j|, mid/rad the per-dimension interval of the document's c_t;
+* ``box/g``: the same per group of g consecutive tokens (cost 2/g of the dense head);
+* ``vocab-blocks/n``: terms clustered (k-means, n per block); per token c_t·m_B + ‖c_t‖·r_B;
+* ``pca/r``: rank-r projection of the decoder, plus ‖c_t‖·‖residual_j‖ (cost r/K).
+
+Usage: ``python scripts/skip_bounds.py [--docs 128] [--out results/perf/skip_bounds.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _kmeans(w: torch.Tensor, per_block: int, iters: int = 8, seed: int = 0) -> torch.Tensor:
+    """Block id per row: k-means with k = rows/per_block (the blocks' sizes vary)."""
+    g = torch.Generator().manual_seed(seed)
+    k = max(1, w.shape[0] // per_block)
+    centres = w[torch.randperm(w.shape[0], generator=g)[:k]].clone()
+    for _ in range(iters):
+        d = (w * w).sum(1, keepdim=True) - 2 * w @ centres.T + (centres * centres).sum(1)[None]
+        assign = d.argmin(1)
+        sums = torch.zeros_like(centres).index_add_(0, assign, w)
+        counts = torch.bincount(assign, minlength=k).clamp(min=1)[:, None]
+        centres = sums / counts
+    return assign
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--docs", type=int, default=128)
+    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args()
+
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from benchmark import splade
+    from benchmark.backbone import resolve_backbone
+    from benchmark.perf.encode import scifact
+
+    t_start = time.perf_counter()
+    path = resolve_backbone("bert-tiny")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForMaskedLM.from_pretrained(path).eval()
+    _, texts, _, _ = scifact(args.docs)
+    texts = texts[: args.docs]
+    decoder = splade._decoder(model)
+    w = decoder.weight.detach().double()
+    b = decoder.bias.detach().double()
+    vocab, k = w.shape
+    wn, wabs = w.norm(dim=1), w.abs()
+    blocks = {n: _kmeans(w, n) for n in (16, 64)}
+    block_geom = {}
+    for n, assign in blocks.items():
+        nb = int(assign.max()) + 1
+        centres = torch.zeros(nb, k, dtype=w.dtype).index_add_(0, assign, w) / torch.bincount(assign, minlength=nb).clamp(min=1)[:, None].double()
+        radius = torch.zeros(nb, dtype=w.dtype).scatter_reduce_(0, assign, (w - centres[assign]).norm(dim=1), "amax")
+        block_geom[n] = (assign, centres, radius)
+    _, _, vt = torch.linalg.svd(w, full_matrices=False)
+    pca = {}
+    for r in (32, 64):
+        proj = vt[:r]
+        coef = w @ proj.T
+        pca[r] = (proj, coef, (w - coef @ proj).norm(dim=1))
+
+    captured: list[torch.Tensor] = []
+    hook = decoder.register_forward_pre_hook(lambda m, a: captured.append(a[0].detach()))
+    alive: dict[str, int] = {}
+    pairs = 0
+    tokens_total = 0
+    try:
+        for text in texts:
+            enc = tokenizer(text, truncation=True, max_length=args.max_length, return_tensors="pt")
+            captured.clear()
+            with torch.inference_mode():
+                model(**enc)
+            h = captured[0][0].double()
+            mu = h.mean(0)
+            c = h - mu
+            beta = w @ mu + b
+            exact = (c @ w.T).amax(0) + beta
+            cn = c.norm(dim=1)
+            bounds = {
+                "exact (floor)": exact,
+                "ball": beta + cn.max() * wn,
+            }
+            lo, hi = c.amin(0), c.amax(0)
+            bounds["box"] = beta + w @ ((lo + hi) / 2) + wabs @ ((hi - lo) / 2)
+            for g in (4, 16, 64):
+                best = torch.full((vocab,), -math.inf, dtype=w.dtype)
+                for s in range(0, len(c), g):
+                    cg = c[s : s + g]
+                    lo, hi = cg.amin(0), cg.amax(0)
+                    best = torch.maximum(best, w @ ((lo + hi) / 2) + wabs @ ((hi - lo) / 2))
+                bounds[f"box/{g} tokens"] = beta + best
+            for n, (assign, centres, radius) in block_geom.items():
+                per_block = (c @ centres.T + cn[:, None] * radius[None, :]).amax(0)
+                bounds[f"vocab-blocks/{n} terms"] = beta + per_block[assign]
+            for r, (proj, coef, res) in pca.items():
+                bounds[f"pca/rank {r}"] = beta + ((c @ proj.T) @ coef.T + cn[:, None] * res[None, :]).amax(0)
+            for name, value in bounds.items():
+                alive[name] = alive.get(name, 0) + int((value > 0).sum())
+            pairs += vocab
+            tokens_total += len(c)
+    finally:
+        hook.remove()
+
+    info: dict = {}
+    splade.encode(model, tokenizer, texts, max_length=args.max_length, path="int8", info=info)
+    cost = {"exact (floor)": 0.0, "ball": 2 / tokens_total * len(texts), "box": 4 / tokens_total * len(texts),
+            "box/4 tokens": 2 / 4, "box/16 tokens": 2 / 16, "box/64 tokens": 2 / 64,
+            "vocab-blocks/16 terms": 1 / 16, "vocab-blocks/64 terms": 1 / 64, "pca/rank 32": 32 / k, "pca/rank 64": 64 / k}
+    fractions = {name: n / pairs for name, n in alive.items()}
+    result = {
+        "model": "bert-tiny (pretrained MLM head)", "docs": len(texts), "mean_tokens": tokens_total / len(texts),
+        "vocab": vocab, "hidden": k,
+        "alive_fraction": fractions,
+        "int8_screen_candidates_fraction": info["candidates_fraction"],
+        # FLOPs of the bound, then of screening the pairs it leaves alive, as fractions of the dense head
+        "bound_cost_vs_dense_head": cost,
+        "head_cost_with_skip": {name: cost[name] + fractions[name] for name in cost if name != "exact (floor)"},
+        "seconds": time.perf_counter() - t_start,
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out is not None:
+        from benchmark.atomic import write_text
+
+        write_text(args.out, text + "\n")
+
+
+if __name__ == "__main__":
+    main()
