@@ -151,18 +151,23 @@ def load_model(model_dir: Path, attn_implementation: str = "sdpa") -> tuple[Any,
     """Load a saved ``*ForMaskedLM`` for inference (float32 weights; bf16 is autocast in ``encode``),
     on the GPU when there is one.
 
-    The attention implementation is pinned (transformers' default has changed between versions, and
-    ``encode`` captures the decoder's input in the padded [batch, length, hidden] layout); the
-    loaded one is ``model.config._attn_implementation``.
+    The attention implementation is pinned (transformers' default has changed between versions); the
+    loaded one is ``model.config._attn_implementation``. ``'varlen'`` (``benchmark.varlen``) packs
+    each batch's documents into one row.
     """
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+    from benchmark import varlen
     from benchmark.backbone import quiet_transformers
 
+    if attn_implementation == varlen.NAME:
+        varlen.register()
     with quiet_transformers():
         model = AutoModelForMaskedLM.from_pretrained(model_dir, dtype=torch.float32,
                                                      attn_implementation=attn_implementation)
+    if attn_implementation == varlen.NAME:
+        varlen.check(model, str(model_dir))
     model.eval()
     if torch.cuda.is_available():
         model.to("cuda")

@@ -76,4 +76,16 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
                 names.append(match)
         for name in dict.fromkeys(names):
             problems.extend(backbone_problems(name, deep=deep))
+        from benchmark import varlen
+
+        if deep and plan.suite.encode.attn_implementation == varlen.NAME:
+            from benchmark.backbone import load_config
+
+            for name in dict.fromkeys(backbones):
+                try:
+                    problem = varlen.problem(load_config(name).model_type, name)
+                except BenchmarkError:
+                    continue  # reported by backbone_problems
+                if problem:
+                    problems.append(problem)
     return problems

@@ -791,13 +791,33 @@ def _pad(ids: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any, m
     return torch.from_numpy(input_ids).to(device), torch.from_numpy(mask).to(device)
 
 
-def _hidden(model: Any, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The decoder's input for one padded batch (the forward stops there)."""
+def _hidden(model: Any, **inputs: Any) -> torch.Tensor:
+    """The decoder's input for one batch (the forward stops there)."""
     try:
-        model(input_ids=input_ids, attention_mask=mask)
+        model(**inputs)
     except _Captured as captured:
         return captured.hidden
     raise BenchmarkError(f"{type(model).__name__} never called its output embeddings; cannot pool its MLM head")
+
+
+def _hidden_batch(model: Any, tokens: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any,
+                  multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(hidden [n, L, H], mask [n, L]) of ``rows``: one padded batch, or one packed row unpacked
+    (``attn_implementation='varlen'``, see ``benchmark.varlen``)."""
+    import torch
+
+    from benchmark import varlen
+
+    if not varlen.is_packed(model):
+        input_ids, mask = _pad(tokens, rows, pad_id, device, multiple)
+        return _hidden(model, input_ids=input_ids, attention_mask=mask), mask
+    lengths = [len(tokens[r]) for r in rows]
+    if not any(lengths):
+        hidden_size = model.get_output_embeddings().weight.shape[1]
+        return torch.zeros(len(rows), 1, hidden_size, device=device), torch.zeros(len(rows), 1, dtype=torch.long,
+                                                                                  device=device)
+    packed = _hidden(model, **varlen.forward_kwargs(model, tokens, rows, device))
+    return varlen.unpack(packed, lengths, multiple)
 
 
 def _forward(model: Any, tokens: list[np.ndarray], rows: np.ndarray, pad_id: int, device: Any, multiple: int,
@@ -814,8 +834,7 @@ def _forward(model: Any, tokens: list[np.ndarray], rows: np.ndarray, pad_id: int
     import torch
 
     if device.type != "cpu":
-        input_ids, mask = _pad(tokens, rows, pad_id, device, multiple)
-        return _hidden(model, input_ids, mask), mask
+        return _hidden_batch(model, tokens, rows, pad_id, device, multiple)
     subs = [rows[i : i + BODY_DOCS] for i in range(0, len(rows), BODY_DOCS)]
     outs: list[tuple[torch.Tensor, torch.Tensor]] = [None] * len(subs)  # type: ignore[list-item]
 
@@ -823,8 +842,7 @@ def _forward(model: Any, tokens: list[np.ndarray], rows: np.ndarray, pad_id: int
         torch.set_num_threads(1)
         with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             for i in mine:
-                input_ids, mask = _pad(tokens, subs[i], pad_id, device, multiple)
-                outs[i] = (_hidden(model, input_ids, mask), mask)
+                outs[i] = _hidden_batch(model, tokens, subs[i], pad_id, device, multiple)
 
     threads = torch.get_num_threads()
     try:

@@ -13,15 +13,18 @@ runs), with the JSON rewritten after each and a time budget checked before each:
 
 1. encode, ModernBERT-base, bf16, SDPA attention: docs/s of a second pass over the passages (the
    first pass meets every padded width once: warm-up), and MS MARCO minutes (8,841,823 passages);
-2. the same for BERT-base;
-3. training steps/s of ModernBERT-base at batch 32, bf16 autocast, through ``train_splade``;
-4. encode, ModernBERT-base, eager attention;
-5. encode with ``torch.compile`` of the encoder body (dynamic shapes: one compilation for every
-   width), ModernBERT-base and BERT-base;
-6. encode, ModernBERT-base, float32 precision (the exact path: screen + float64 recompute), with
+2. the same with packed documents (``attn_implementation="varlen"``, ``benchmark.varlen``: no
+   padding, flash varlen attention with ModernBERT's window);
+3. SDPA for BERT-base;
+4. packed ModernBERT-base with ``torch.compile`` of the encoder body (dynamic shapes: one
+   compilation for every width);
+5. training steps/s of ModernBERT-base at batch 32, bf16 autocast, through ``train_splade``;
+6. ModernBERT-base with SDPA and the compiled body, and with eager attention; BERT-base with SDPA
+   and the compiled body;
+7. encode, ModernBERT-base, float32 precision (the exact path: screen + float64 recompute), with
    the path the encoder chose and the timings it measured;
-7. the encode stage end to end (``encode_docs_stage``: shards, tokenisation ahead, writer processes);
-8. batch 256 against 1024.
+8. the encode stage end to end (``encode_docs_stage``: shards, tokenisation ahead, writer processes);
+9. batch 256 against 1024.
 
 Usage: ``python scripts/gpu_profile.py`` on a GPU machine (about 8 minutes; ``--budget`` seconds);
 ``python scripts/gpu_profile.py --dry-run`` on CPU: every step with tiny sizes (2 layers, a few
@@ -258,6 +261,10 @@ def build(arch: str, attn: str, small: bool, device: Any, tokenizer: Any, docs: 
     """A random-weight model of ``arch`` on ``device``, bias calibrated; optionally its body compiled."""
     import torch
 
+    if attn == "varlen":  # benchmark.varlen: packed documents, flash varlen attention on CUDA
+        from benchmark import varlen
+
+        varlen.register()
     model = ARCHITECTURES[arch](small, attn).eval().to(device)
     notes = calibrate_bias(model, tokenizer, docs, 256, (arch, small))
     notes["attention"] = model.config._attn_implementation
@@ -411,11 +418,14 @@ def main(argv: list[str] | None = None) -> int:
     scale = 0.25 if args.dry_run else 1.0  # the expected seconds below are for the H200 run
     plan: list[tuple[str, float, Callable[[], dict[str, Any]]]] = [
         ("encode_modernbert_sdpa_bf16", 45, measure_encode("modernbert-base", "sdpa", args, device)),
+        ("encode_modernbert_varlen_bf16", 45, measure_encode("modernbert-base", "varlen", args, device)),
         ("encode_bert_sdpa_bf16", 35, measure_encode("bert-base", "sdpa", args, device)),
+        ("encode_modernbert_varlen_compiled_bf16", 120, measure_encode("modernbert-base", "varlen", args, device,
+                                                                       compiled=True)),
         ("train_modernbert_bf16_batch32", 60, measure_train(args, device)),
-        ("encode_modernbert_eager_bf16", 45, measure_encode("modernbert-base", "eager", args, device)),
         ("encode_modernbert_sdpa_compiled_bf16", 120, measure_encode("modernbert-base", "sdpa", args, device,
                                                                      compiled=True)),
+        ("encode_modernbert_eager_bf16", 45, measure_encode("modernbert-base", "eager", args, device)),
         ("encode_bert_sdpa_compiled_bf16", 80, measure_encode("bert-base", "sdpa", args, device, compiled=True)),
         ("encode_modernbert_sdpa_float32", 60, measure_encode("modernbert-base", "sdpa", args, device,
                                                               precision="float32", n_docs=max(64, args.docs // 4))),

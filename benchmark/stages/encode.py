@@ -21,7 +21,7 @@ class Encode(StageKind):
     resumable = True
     device = "gpu"
     counted = (("documents", "corpus", "encoded"),)
-    sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.encode")
+    sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.encode", "benchmark.varlen")
 
     @dataclass(frozen=True)
     class Config:

@@ -16,7 +16,7 @@ class Queries(StageKind):
     parents = ("model", "topics")
     device = "gpu"
     counted = (("queries", "topics", "encoded"),)
-    sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.queries")
+    sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.queries", "benchmark.varlen")
 
     @dataclass(frozen=True)
     class Config:

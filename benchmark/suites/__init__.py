@@ -228,6 +228,15 @@ class Suite:
                 out.append(str(exc))
         if self.table.digits < 1 or not 0 < self.table.alpha < 1:
             out.append("table.digits must be >= 1 and table.alpha in (0, 1)")
+        from benchmark.splade import PRECISIONS
+        from benchmark.training.recipe import ATTN_IMPLEMENTATIONS
+        from benchmark.varlen import NAME as VARLEN
+
+        if self.encode.precision not in PRECISIONS:
+            out.append(f"encode.precision = {self.encode.precision!r}; valid: {', '.join(PRECISIONS)}")
+        if self.encode.attn_implementation not in (*ATTN_IMPLEMENTATIONS, VARLEN):
+            out.append(f"encode.attn_implementation = {self.encode.attn_implementation!r}; valid: "
+                       f"{', '.join((*ATTN_IMPLEMENTATIONS, VARLEN))} ({VARLEN!r}: ModernBERT documents packed without padding)")
         return out
 
 
