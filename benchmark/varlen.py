@@ -46,13 +46,11 @@ def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any
     if q.is_cuda:
         from torch.nn.attention.varlen import varlen_attn
 
-        if q.dtype not in (torch.float16, torch.bfloat16):
-            raise BenchmarkError(f"attn_implementation='varlen' runs flash attention, which has no {q.dtype} kernel; "
-                                 "set [encode] precision = \"bfloat16\", or attn_implementation = \"sdpa\"")
-
+        dtype = flash_dtype(q)
+        q, k, v = (x.to(dtype).contiguous() for x in (q, k, v))
         cu = cu_seq_lens_q.to(torch.int32)
-        out = varlen_attn(q.contiguous(), k.contiguous(), v.contiguous(), cu, cu, int(max_length_q), int(max_length_q),
-                          scale=scaling, window_size=(reach, reach))
+        out = varlen_attn(q, k, v, cu, cu, int(max_length_q), int(max_length_q), scale=scaling,
+                          window_size=(reach, reach))
         return out.unsqueeze(0), None
     out = torch.empty_like(q)
     bounds = cu_seq_lens_q.tolist()
@@ -67,6 +65,24 @@ def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any
         out[start:end] = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask,
                                                                           scale=scaling).transpose(0, 1)
     return out.unsqueeze(0), None
+
+
+def flash_dtype(query: Any) -> Any:
+    """The dtype flash attention runs ``query`` in: its own if 16-bit, else autocast's.
+
+    Under autocast the rotary embedding leaves q and k in float32 (its cos/sin follow the float32
+    hidden states), as transformers' flash path also finds; they are cast to the autocast type,
+    which SDPA would use as well. A float32 forward without autocast has no flash kernel.
+    """
+    import torch
+
+    if query.dtype in (torch.float16, torch.bfloat16):
+        return query.dtype
+    device = query.device.type
+    if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) in (torch.float16, torch.bfloat16):
+        return torch.get_autocast_dtype(device)
+    raise BenchmarkError(f"attn_implementation='varlen' runs flash attention, which has no {query.dtype} kernel; "
+                         "set [encode] precision = \"bfloat16\", or attn_implementation = \"sdpa\"")
 
 
 def register() -> None:

@@ -94,3 +94,13 @@ def test_suite_names_the_valid_attention_implementations():
     problems = " | ".join(bad.problems())
     assert "encode.attn_implementation = 'flash'; valid: sdpa, eager" in problems and "varlen" in problems
     assert "encode.precision = 'fp8'; valid: float32, bfloat16" in problems
+
+
+def test_flash_runs_in_the_autocast_type_and_refuses_float32():
+    """The CUDA branch's dtype rule, checked on CPU tensors under CPU autocast."""
+    q32 = torch.zeros(4, 2, 8)
+    assert varlen.flash_dtype(q32.bfloat16()) == torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert varlen.flash_dtype(q32) == torch.bfloat16  # rotary leaves float32 q under autocast
+    with pytest.raises(BenchmarkError, match="no torch.float32 kernel.*precision = \"bfloat16\""):
+        varlen.flash_dtype(q32)
