@@ -774,6 +774,12 @@ def _tokenize(tokenizer: Any, texts: list[str], max_length: int) -> list[np.ndar
     return ids
 
 
+def _padded_width(lengths: Sequence[int], multiple: int) -> int:
+    """A batch's width: its longest text (at least 1: a tokenizer without special tokens can give none),
+    rounded up to ``multiple``."""
+    return -(-max(1, max(lengths, default=0)) // multiple) * multiple
+
+
 def _pad(ids: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any, multiple: int = 1) -> tuple[Any, Any]:
     """Right-pad ``rows`` into (input_ids, attention_mask): positions never depend on batch-mates.
 
@@ -781,8 +787,7 @@ def _pad(ids: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any, m
     """
     import torch
 
-    width = max(1, max(len(ids[r]) for r in rows))  # a tokenizer without special tokens can give none
-    width = -(-width // multiple) * multiple
+    width = _padded_width([len(ids[r]) for r in rows], multiple)
     input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)
     for i, r in enumerate(rows):
@@ -812,12 +817,13 @@ def _hidden_batch(model: Any, tokens: list[np.ndarray], rows: Sequence[int], pad
         input_ids, mask = _pad(tokens, rows, pad_id, device, multiple)
         return _hidden(model, input_ids=input_ids, attention_mask=mask), mask
     lengths = [len(tokens[r]) for r in rows]
-    if not any(lengths):
+    width = _padded_width(lengths, multiple)
+    if not any(lengths):  # nothing to run the model on
         hidden_size = model.get_output_embeddings().weight.shape[1]
-        return torch.zeros(len(rows), 1, hidden_size, device=device), torch.zeros(len(rows), 1, dtype=torch.long,
-                                                                                  device=device)
+        return (torch.zeros(len(rows), width, hidden_size, device=device),
+                torch.zeros(len(rows), width, dtype=torch.long, device=device))
     packed = _hidden(model, **varlen.forward_kwargs(model, tokens, rows, device))
-    return varlen.unpack(packed, lengths, multiple)
+    return varlen.unpack(packed, lengths, width)
 
 
 def _forward(model: Any, tokens: list[np.ndarray], rows: np.ndarray, pad_id: int, device: Any, multiple: int,

@@ -111,22 +111,22 @@ def is_packed(model: Any) -> bool:
 
 
 def packed_inputs(tokens: list[np.ndarray], rows: Any, device: Any) -> tuple[Any, Any, Any, int]:
-    """(input_ids [1, T], position_ids [1, T], cumulative lengths [n+1], longest) of ``rows``."""
+    """(input_ids [1, T], position_ids [1, T], cumulative lengths [n+1], longest) of ``rows`` (at least one)."""
     import torch
 
     lengths = np.array([len(tokens[r]) for r in rows], dtype=np.int64)
-    ids = np.concatenate([tokens[r] for r in rows]) if len(rows) else np.zeros(0, dtype=np.int64)
+    ids = np.concatenate([tokens[r] for r in rows])
     cu = np.concatenate([[0], np.cumsum(lengths)])
     positions = np.arange(len(ids), dtype=np.int64) - np.repeat(cu[:-1], lengths)
     as_tensor = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
-    return as_tensor(ids)[None], as_tensor(positions)[None], as_tensor(cu), int(lengths.max(initial=0))
+    return as_tensor(ids)[None], as_tensor(positions)[None], as_tensor(cu), int(lengths.max())
 
 
-def unpack(packed: Any, lengths: list[int], multiple: int = 1) -> tuple[Any, Any]:
-    """[1, T, H] → (hidden [n, L, H] right-padded with zeros, mask [n, L]); L a multiple of ``multiple``."""
+def unpack(packed: Any, lengths: list[int], width: int) -> tuple[Any, Any]:
+    """[1, T, H] → (hidden [n, width, H] right-padded with zeros, mask [n, width])."""
     import torch
 
-    n, width = len(lengths), -(-max(1, max(lengths, default=0)) // multiple) * multiple
+    n = len(lengths)
     lens = torch.tensor(lengths, device=packed.device)
     mask = (torch.arange(width, device=packed.device)[None, :] < lens[:, None]).long()
     hidden = packed.new_zeros(n, width, packed.shape[-1])

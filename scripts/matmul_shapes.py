@@ -109,12 +109,11 @@ def main() -> None:
         result["whole_vocabulary_new_output_gflops"][dtype] = round(whole(dtype, args.threads, args.rounds, True), 1)
         result["whole_vocabulary_gflops"][dtype] = round(whole(dtype, args.threads, args.rounds), 1)
         result["screen_blocks_gflops"][dtype] = round(blocked(dtype, args.threads, args.rounds), 1)
-    text = json.dumps(result, indent=2)
-    print(text)
+    print(json.dumps(result, indent=2, sort_keys=True))
     if args.out is not None:
-        from benchmark.atomic import write_text
+        from benchmark.atomic import write_json
 
-        write_text(args.out, text + "\n")
+        write_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -142,12 +142,11 @@ def main() -> None:
         "head_cost_with_skip": {name: cost[name] + fractions[name] for name in cost if name != "exact (floor)"},
         "seconds": time.perf_counter() - t_start,
     }
-    text = json.dumps(result, indent=2)
-    print(text)
+    print(json.dumps(result, indent=2, sort_keys=True))
     if args.out is not None:
-        from benchmark.atomic import write_text
+        from benchmark.atomic import write_json
 
-        write_text(args.out, text + "\n")
+        write_json(args.out, result)
 
 
 if __name__ == "__main__":

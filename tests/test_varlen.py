@@ -39,7 +39,8 @@ def _hidden(model, tokenizer):
     return hidden, mask.bool(), [len(t) for t in tokens]
 
 
-def _tolerance(models) -> float:
+@pytest.fixture(scope="module")
+def tolerance(models) -> float:
     """Packed and padded attention sum in other orders, as eager and SDPA do: 4× their gap, and at
     least 16 float32 units of the largest hidden value (should the two stock forwards agree exactly)."""
     sdpa, mask, _ = _hidden(*models["sdpa"])
@@ -48,24 +49,23 @@ def _tolerance(models) -> float:
     return max(4 * gap, 16 * 2.0**-24 * float(sdpa[mask].abs().max()))
 
 
-def test_packed_hidden_states_equal_the_padded_ones(models):
+def test_packed_hidden_states_equal_the_padded_ones(models, tolerance):
     packed, mask, lengths = _hidden(*models["varlen"])
     padded, padded_mask, _ = _hidden(*models["sdpa"])
     assert models["varlen"][0].config._attn_implementation == "varlen"
     assert max(lengths) > 2 * 32 + 1 and min(lengths) < 32  # longer and shorter than the window
     assert torch.equal(mask, padded_mask)
-    assert float((packed - padded)[mask].abs().max()) <= _tolerance(models)
+    assert float((packed - padded)[mask].abs().max()) <= tolerance
 
 
-def test_packed_encode_gives_the_padded_vectors(models):
+def test_packed_encode_gives_the_padded_vectors(models, tolerance):
     """|Δ logit| ≤ ‖Δh‖·‖w_j‖ ≤ √K·max|Δh|·max‖w_j‖, and log1p∘relu is 1-Lipschitz."""
     model, tokenizer = models["varlen"]
     weight = splade._decoder(model).weight.detach()
-    bound = _tolerance(models) * weight.shape[1] ** 0.5 * float(weight.norm(dim=1).max())
+    bound = tolerance * weight.shape[1] ** 0.5 * float(weight.norm(dim=1).max())
     dense = []
     for m, tok in (models["varlen"], models["sdpa"]):
-        info: dict = {}
-        vectors = splade.encode(m, tok, TEXTS, max_length=256, batch_size=2, info=info)
+        vectors = splade.encode(m, tok, TEXTS, max_length=256, batch_size=2)
         rows = np.zeros((len(TEXTS), weight.shape[0]))
         for i, (ids, ws) in enumerate(vectors):
             rows[i, ids] = ws

@@ -234,9 +234,10 @@ class Suite:
 
         if self.encode.precision not in PRECISIONS:
             out.append(f"encode.precision = {self.encode.precision!r}; valid: {', '.join(PRECISIONS)}")
-        if self.encode.attn_implementation not in (*ATTN_IMPLEMENTATIONS, VARLEN):
+        attention = (*ATTN_IMPLEMENTATIONS, VARLEN)
+        if self.encode.attn_implementation not in attention:
             out.append(f"encode.attn_implementation = {self.encode.attn_implementation!r}; valid: "
-                       f"{', '.join((*ATTN_IMPLEMENTATIONS, VARLEN))} ({VARLEN!r}: ModernBERT documents packed without padding)")
+                       f"{', '.join(attention)} ({VARLEN!r}: ModernBERT documents packed without padding)")
         return out
 
 
