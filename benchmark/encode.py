@@ -34,12 +34,17 @@ import numpy as np
 from benchmark import faults
 from benchmark.atomic import atomic_path, save_npy, write_json, write_jsonl
 from benchmark.data import iter_docs, read_queries
+from benchmark.errors import BenchmarkError
 
 SHARD = "part-{:05d}.jsonl"
 QUERIES = "queries.jsonl"
 ENCODER_INFO = "encoder"  # per-shard notes of what the encoder measured, folded into the record at the end
 #: Writer processes for document shards (at most; one core is left to the encode loop).
 MAX_WRITERS = 4
+#: ``[encode] compile``: how the documents' encoder body (everything before the MLM head) runs.
+#: "inductor" is ``torch.compile(body, dynamic=True)``: kernels fused differently round differently,
+#: so it is another computation with its own stage ids, deterministic as the eager one is.
+COMPILERS = ("none", "inductor")
 
 
 def vocabulary_terms(tokenizer: Any, vocab_size: int) -> list[str]:
@@ -147,13 +152,13 @@ def _writer_pool(terms: list[str], workers: int) -> Any:
                                initializer=_writer_init, initargs=(terms,))
 
 
-def load_model(model_dir: Path, attn_implementation: str = "sdpa") -> tuple[Any, Any]:
+def load_model(model_dir: Path, attn_implementation: str = "sdpa", compile: str = "none") -> tuple[Any, Any]:
     """Load a saved ``*ForMaskedLM`` for inference (float32 weights; bf16 is autocast in ``encode``),
     on the GPU when there is one.
 
     The attention implementation is pinned (transformers' default has changed between versions); the
     loaded one is ``model.config._attn_implementation``. ``'varlen'`` (``benchmark.varlen``) packs
-    each batch's documents into one row.
+    each batch's documents into one row. ``compile`` is one of ``COMPILERS`` (see ``compile_body``).
     """
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
@@ -171,7 +176,26 @@ def load_model(model_dir: Path, attn_implementation: str = "sdpa") -> tuple[Any,
     model.eval()
     if torch.cuda.is_available():
         model.to("cuda")
+    compile_body(model, compile)
     return model, AutoTokenizer.from_pretrained(model_dir)
+
+
+def compile_body(model: Any, compile: str) -> None:
+    """Compile the encoder body in place, the head left eager: ``splade.encode`` stops the forward at
+    the head's input, and the exact head runs outside any graph.
+
+    Measured on one H200 (``results/gpu/gpu_profile.json``): ModernBERT-base's forward 4.8 → 1.95 s
+    per 40k passages. The first batches pay the compilation (49 s there; about 12 s for bert-tiny on
+    2 CPU cores, where it gains nothing).
+    """
+    if compile not in COMPILERS:
+        raise BenchmarkError(f"compile = {compile!r}; valid: {', '.join(COMPILERS)}; "
+                             "set [encode] compile = \"none\" to run the body eagerly")
+    if compile == "none":
+        return
+    import torch
+
+    setattr(model, model.base_model_prefix, torch.compile(model.base_model, dynamic=True, backend=compile))
 
 
 @dataclass(frozen=True)
@@ -224,9 +248,9 @@ class DocEncoder:
     cluster share, so both write the same bytes."""
 
     def __init__(self, model_dir: Path, *, max_length: int, batch_size: int, precision: str = "float32",
-                 attn_implementation: str = "sdpa") -> None:
-        self.key = (str(model_dir), max_length, batch_size, precision, attn_implementation)
-        self.model, self.tokenizer = load_model(model_dir, attn_implementation)
+                 attn_implementation: str = "sdpa", compile: str = "none") -> None:
+        self.key = (str(model_dir), max_length, batch_size, precision, attn_implementation, compile)
+        self.model, self.tokenizer = load_model(model_dir, attn_implementation, compile)
         self.vocab = int(self.model.config.vocab_size)
         self.terms = vocabulary_terms(self.tokenizer, self.vocab)
         self.max_length, self.batch_size, self.precision = max_length, batch_size, precision
@@ -281,7 +305,7 @@ def encoder_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def finalise_docs(out: Path, shards: int, documents: int, vocab: int, *, max_length: int, precision: str,
-                  attn_implementation: str) -> dict[str, Any]:
+                  attn_implementation: str, compile: str = "none") -> dict[str, Any]:
     """The encode stage's last step, however its shards were made: ``df.npy`` (the shards' document
     frequencies summed) and the record, with what the encoder measured (``encoder``; the per-shard
     notes are folded in and removed, so the stage's files are the same bytes on every executor)."""
@@ -296,7 +320,8 @@ def finalise_docs(out: Path, shards: int, documents: int, vocab: int, *, max_len
     shutil.rmtree(info_dir, ignore_errors=True)
     return {"documents": documents, "empty_documents": empty, "doc_nnz": float(df.sum() / max(documents, 1)),
             "vocab_size": vocab, "max_length": max_length, "precision": precision,
-            "attn_implementation": attn_implementation, "encoder": encoder_summary(infos)}
+            "attn_implementation": attn_implementation, **({"compile": compile} if compile != "none" else {}),
+            "encoder": encoder_summary(infos)}
 
 
 @dataclass(frozen=True)
@@ -311,9 +336,11 @@ class ShardTask:
     batch_size: int
     precision: str
     attn_implementation: str
+    compile: str = "none"
 
     def encoder_key(self) -> tuple[Any, ...]:
-        return (str(self.model_dir), self.max_length, self.batch_size, self.precision, self.attn_implementation)
+        return (str(self.model_dir), self.max_length, self.batch_size, self.precision, self.attn_implementation,
+                self.compile)
 
 
 _ENCODER: DocEncoder | None = None  # a shard worker keeps its model between shard tasks
@@ -327,7 +354,8 @@ def encode_shard_task(task: ShardTask) -> int:
         if _ENCODER is None or _ENCODER.key != task.encoder_key():
             _ENCODER = None  # free the previous model first
             _ENCODER = DocEncoder(task.model_dir, max_length=task.max_length, batch_size=task.batch_size,
-                                  precision=task.precision, attn_implementation=task.attn_implementation)
+                                  precision=task.precision, attn_implementation=task.attn_implementation,
+                                  compile=task.compile)
         docs_dir.mkdir(parents=True, exist_ok=True)
         _ENCODER.shard(docs_dir, task.shard.n, read_shard_docs(task.corpus_dir, task.shard))
     return task.shard.count
@@ -345,20 +373,21 @@ def _model_vocab(model_dir: Path, out: Path) -> int:
 
 def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: int, batch_size: int,
                       shard_size: int, precision: str = "float32", attn_implementation: str = "sdpa",
-                      progress: bool = True, cluster: Any = None) -> dict[str, Any]:
+                      compile: str = "none", progress: bool = True, cluster: Any = None) -> dict[str, Any]:
     """Documents → JsonVectorCollection shards, plus ``df.npy`` (per-term document frequency, for FLOPS).
 
     ``cluster`` (an executor's, with ``map(fn, tasks, kind, total)``) encodes the shards as tasks spread over
     its workers; without it they are encoded here, one after another. Either way the shards and
     ``df.npy`` are the same bytes.
     """
-    settings = {"max_length": max_length, "precision": precision, "attn_implementation": attn_implementation}
+    settings = {"max_length": max_length, "precision": precision, "attn_implementation": attn_implementation,
+                "compile": compile}
     docs_dir = out / "docs"
     docs_dir.mkdir(parents=True, exist_ok=True)
     if cluster is not None:
         shards = plan_shards(corpus_dir, shard_size)
         tasks = [ShardTask(Path(model_dir), Path(corpus_dir), Path(out), s, max_length, batch_size, precision,
-                           attn_implementation) for s in shards if not shard_done(docs_dir, s.n)]
+                           attn_implementation, compile) for s in shards if not shard_done(docs_dir, s.n)]
         cluster.map(encode_shard_task, tasks, "encode", total=len(shards))
         return finalise_docs(out, len(shards), sum(s.count for s in shards), _model_vocab(model_dir, out), **settings)
     return _encode_here(model_dir, corpus_dir, out, batch_size=batch_size, shard_size=shard_size,
@@ -366,13 +395,14 @@ def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_lengt
 
 
 def _encode_here(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: int, batch_size: int,
-                 shard_size: int, precision: str, attn_implementation: str, progress: bool) -> dict[str, Any]:
+                 shard_size: int, precision: str, attn_implementation: str, compile: str,
+                 progress: bool) -> dict[str, Any]:
     """The shards in this process: the next shard is tokenised in a thread and the previous ones are
     serialised by writer processes while the model encodes."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     encoder = DocEncoder(model_dir, max_length=max_length, batch_size=batch_size, precision=precision,
-                         attn_implementation=attn_implementation)
+                         attn_implementation=attn_implementation, compile=compile)
     docs_dir = out / "docs"
     n_docs, n_shards = 0, 0
     pool, pending = None, deque()
@@ -408,7 +438,7 @@ def _encode_here(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: in
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return finalise_docs(out, n_shards, n_docs, encoder.vocab, max_length=max_length, precision=precision,
-                         attn_implementation=attn_implementation)
+                         attn_implementation=attn_implementation, compile=compile)
 
 
 def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_length: int, batch_size: int,

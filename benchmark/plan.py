@@ -337,7 +337,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     plan.backbones, plan.variants, plan.seeds = list(backbones), dict(variants), seeds
     plan.recipe = train_inputs[0] if train_inputs is not None else None
     e = suite.encode
-    doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation)
+    doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile)
     query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
     for backbone in backbones:
         # variants that give the same weights and training share one stage and one row

@@ -128,8 +128,21 @@ class StageKind:
         return None
 
 
+def added_field(default: Any) -> Any:
+    """A config field added after the kind's ids were published. At its default it computes what the
+    kind computed before the field existed, so it stays out of the id there, and cached stages keep
+    their ids; any other value enters the id."""
+    return field(default=default, metadata={"added": True})
+
+
 def _config_dict(config: Any) -> dict[str, Any]:
-    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config)
+    if not dataclasses.is_dataclass(config):
+        return dict(config)
+    out = dataclasses.asdict(config)
+    for f in dataclasses.fields(config):
+        if f.metadata.get("added") and out[f.name] == f.default:
+            del out[f.name]
+    return out
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,7 +15,7 @@ from typing import ClassVar
 import pytest
 
 from benchmark.errors import BenchmarkError
-from benchmark.stage import Stage, StageKind, Store
+from benchmark.stage import Stage, StageKind, Store, added_field
 
 
 class Demo(StageKind):
@@ -66,6 +66,24 @@ def test_id_hashes_kind_version_config_and_parents():
     assert Stage(Child, Demo.Config(), {"source": a}).id != Stage(Child, Demo.Config(), {"source": Stage(Demo, Demo.Config(2))}).id
     with pytest.raises(TypeError, match="needs"):
         Stage(Child, Demo.Config())  # a missing parent role is a programming error
+
+
+class DemoGrown(Demo):
+    """Demo after a config field was added (its default computes what Demo computed)."""
+
+    @dataclass(frozen=True)
+    class Config:
+        v: int = 0
+        text: str = "x"
+        mode: str = added_field("plain")
+
+
+def test_an_added_field_keeps_the_published_ids_at_its_default():
+    old = Stage(Demo, Demo.Config(1))
+    assert Stage(DemoGrown, DemoGrown.Config(1)).id == old.id
+    assert "mode" not in Stage(DemoGrown, DemoGrown.Config(1)).payload()["config"]
+    grown = Stage(DemoGrown, DemoGrown.Config(1, mode="fused"))
+    assert grown.id != old.id and grown.payload()["config"]["mode"] == "fused"
 
 
 def test_rerun_reuses_and_force_redoes(tmp_path):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.stage import Inputs, StageKind
+from benchmark.stage import Inputs, StageKind, added_field
 
 
 class Encode(StageKind):
@@ -30,13 +30,15 @@ class Encode(StageKind):
         shard_size: int = 10000
         precision: str = "float32"
         attn_implementation: str = "sdpa"
+        compile: str = added_field("none")  # benchmark.encode.COMPILERS
 
     @classmethod
     def describe(cls, config: Config) -> str:
         from benchmark.splade import QUANT_SCALE
 
+        body = "" if config.compile == "none" else f", body compiled ({config.compile})"
         return (f"max length {config.max_length}, impacts round(w·{QUANT_SCALE}), {config.precision}, "
-                f"{config.attn_implementation} attention")
+                f"{config.attn_implementation} attention{body}")
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
@@ -45,7 +47,7 @@ class Encode(StageKind):
         return encode_docs_stage(_model(inputs), inputs.path("corpus"), out, max_length=config.max_length,
                                  batch_size=config.batch_size, shard_size=config.shard_size,
                                  precision=config.precision, attn_implementation=config.attn_implementation,
-                                 progress=ctx.progress, cluster=getattr(ctx, "cluster", None))
+                                 compile=config.compile, progress=ctx.progress, cluster=getattr(ctx, "cluster", None))
 
     # readers for later stages
     @staticmethod

@@ -1,0 +1,128 @@
+"""``[encode] compile = "inductor"``: the documents' encoder body through ``torch.compile``.
+
+Fused kernels round differently, so a compiled body gives the eager vectors within rounding, not
+bit for bit, and the setting enters the encode stage's id (only when set: the published ids stay).
+Its own vectors must not depend on the batch size or the thread count, as the eager ones do not:
+the cache and a cluster's byte-identical shards rely on that. One inductor build of bert-tiny
+takes about 12 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from benchmark import splade
+from benchmark.encode import compile_body, encode_docs_stage, load_model, to_vector, vocabulary_terms
+from benchmark.errors import BenchmarkError
+from benchmark.stage import _config_dict
+from benchmark.stages.encode import Encode
+
+TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), " ".join(["energy"] * 120),
+         " ".join(["the immune system trains on vaccines and pathogens"] * 20), "insulin and glucose",
+         "microglia in the nervous system", "aspirin trial", "brca1 mutation and cancer risk"] * 2
+
+
+@pytest.fixture(scope="module")
+def models(bert_tiny):
+    return {name: load_model(bert_tiny, attn, compile) for name, attn, compile in
+            (("compiled", "sdpa", "inductor"), ("sdpa", "sdpa", "none"), ("eager", "eager", "none"))}
+
+
+def _hidden(model, tokenizer):
+    tokens = splade._tokenize(tokenizer, TEXTS, 256)
+    hook = splade._decoder(model).register_forward_pre_hook(splade._capture)
+    try:
+        with torch.inference_mode():
+            hidden, mask = splade._hidden_batch(model, tokens, np.arange(len(tokens)), tokenizer.pad_token_id,
+                                                torch.device("cpu"), 1)
+    finally:
+        hook.remove()
+    return hidden, mask.bool()
+
+
+def _dense(vectors, vocab: int) -> np.ndarray:
+    rows = np.zeros((len(vectors), vocab))
+    for i, (ids, ws) in enumerate(vectors):
+        rows[i, ids] = ws
+    return rows
+
+
+def test_compiled_body_gives_the_eager_vectors_within_rounding(models):
+    """Tolerance: 4× the gap between the two stock eager forwards (SDPA and eager attention sum in other
+    orders too), at least 16 float32 units of the largest hidden value. Vectors: |Δ logit| ≤ ‖Δh‖·‖w_j‖
+    ≤ √K·max|Δh|·max‖w_j‖, and max-pooling and log1p∘relu are 1-Lipschitz."""
+    model, tokenizer = models["compiled"]
+    assert isinstance(model.base_model, torch._dynamo.eval_frame.OptimizedModule)
+    assert not isinstance(splade._decoder(model), torch._dynamo.eval_frame.OptimizedModule)  # the head stays eager
+    sdpa, mask = _hidden(*models["sdpa"])
+    gap = float((_hidden(*models["eager"])[0] - sdpa)[mask].abs().max())
+    tolerance = max(4 * gap, 16 * 2.0**-24 * float(sdpa[mask].abs().max()))
+    compiled, compiled_mask = _hidden(model, tokenizer)
+    assert torch.equal(compiled_mask, mask)
+    assert float((compiled - sdpa)[mask].abs().max()) <= tolerance
+    weight = splade._decoder(model).weight.detach()
+    bound = tolerance * weight.shape[1] ** 0.5 * float(weight.norm(dim=1).max())
+    dense = [_dense(splade.encode(m, t, TEXTS, max_length=256, batch_size=8), weight.shape[0])
+             for m, t in (models["compiled"], models["sdpa"])]
+    assert dense[1].any(axis=1).all()
+    assert np.abs(dense[0] - dense[1]).max() <= bound
+
+
+def test_compiled_vectors_do_not_depend_on_batch_or_threads(models):
+    model, tokenizer = models["compiled"]
+    threads = torch.get_num_threads()
+    runs = []
+    try:
+        for n_threads, batch in ((2, 8), (1, 16)):  # multiples of splade.BODY_DOCS
+            torch.set_num_threads(n_threads)
+            runs.append(splade.encode(model, tokenizer, TEXTS, max_length=256, batch_size=batch))
+    finally:
+        torch.set_num_threads(threads)
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(*runs))
+
+
+def test_compiled_stage_writes_the_compiled_vectors_and_says_so(tmp_path, models, bert_tiny, monkeypatch):
+    compiled, real = [], torch.compile
+    monkeypatch.setattr(torch, "compile", lambda module, **kw: compiled.append((type(module).__name__, kw))
+                        or real(module, **kw))
+    (tmp_path / "data" / "corpus").mkdir(parents=True)
+    with open(tmp_path / "data" / "corpus" / "docs.jsonl", "w") as fh:
+        for i, text in enumerate(TEXTS):
+            fh.write(json.dumps({"id": f"d{i}", "contents": text}) + "\n")
+    record = encode_docs_stage(bert_tiny, tmp_path / "data", tmp_path / "out", max_length=256, batch_size=8,
+                               shard_size=100, compile="inductor", progress=False)
+    assert record["compile"] == "inductor"
+    assert compiled == [("BertModel", {"dynamic": True, "backend": "inductor"})]  # the body, once
+    model, tokenizer = models["compiled"]
+    terms = vocabulary_terms(tokenizer, int(model.config.vocab_size))
+    expected = {f"d{i}": to_vector(ids, ws, terms)[1]
+                for i, (ids, ws) in enumerate(splade.encode(model, tokenizer, TEXTS, max_length=256, batch_size=8))}
+    written = {}
+    for line in (tmp_path / "out" / "docs" / "part-00000.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        written[row["id"]] = row["vector"]
+    assert written == expected
+
+
+def test_compile_enters_the_id_only_when_set():
+    """What the id hashes: the published ids of uncompiled encodes stay, a compiled one gets its own."""
+    plain, compiled = Encode.Config(), Encode.Config(compile="inductor")
+    assert "compile" not in _config_dict(plain) and _config_dict(compiled)["compile"] == "inductor"
+    assert _config_dict(plain) == {"max_length": 256, "batch_size": 32, "shard_size": 10000, "precision": "float32",
+                                   "attn_implementation": "sdpa"}
+    assert "body compiled (inductor)" in Encode.describe(compiled)
+
+
+def test_unknown_compilers_are_refused_in_one_line():
+    from benchmark.suites import load_suite
+
+    suite = load_suite("smoke")
+    bad = dataclasses.replace(suite, encode=dataclasses.replace(suite.encode, compile="tvm"))
+    assert "encode.compile = 'tvm'; valid: none, inductor" in " | ".join(bad.problems())
+    with pytest.raises(BenchmarkError, match="compile = 'tvm'; valid: none, inductor"):
+        compile_body(None, "tvm")
