@@ -18,13 +18,15 @@ runs), with the JSON rewritten after each and a time budget checked before each:
 3. SDPA for BERT-base;
 4. packed ModernBERT-base with ``torch.compile`` of the encoder body (dynamic shapes: one
    compilation for every width);
-5. training steps/s of ModernBERT-base at batch 32, bf16 autocast, through ``train_splade``;
-6. ModernBERT-base with SDPA and the compiled body, and with eager attention; BERT-base with SDPA
+5. the encode stage end to end as the GPU suites run it (``encode_docs_stage`` with ``compile =
+   "inductor"``: compilation, shards, tokenisation ahead, writer processes);
+6. training steps/s of ModernBERT-base at batch 32, bf16 autocast, through ``train_splade``;
+7. ModernBERT-base with SDPA and the compiled body, and with eager attention; BERT-base with SDPA
    and the compiled body;
-7. encode, ModernBERT-base, float32 precision (the exact path: screen + float64 recompute), with
+8. encode, ModernBERT-base, float32 precision (the exact path: screen + float64 recompute), with
    the path the encoder chose and the timings it measured;
-8. the encode stage end to end (``encode_docs_stage``: shards, tokenisation ahead, writer processes);
-9. batch 256 against 1024.
+9. the encode stage end to end, body not compiled;
+10. batch 256 against 1024.
 
 Usage: ``python scripts/gpu_profile.py`` on a GPU machine (about 8 minutes; ``--budget`` seconds);
 ``python scripts/gpu_profile.py --dry-run`` on CPU: every step with tiny sizes (2 layers, a few
@@ -351,7 +353,8 @@ def measure_train(args: argparse.Namespace, device: Any) -> Callable[[], dict[st
     return fn
 
 
-def measure_stage(args: argparse.Namespace, device: Any) -> Callable[[], dict[str, Any]]:
+def measure_stage(args: argparse.Namespace, device: Any, compile: str = "none") -> Callable[[], dict[str, Any]]:
+    """The encode stage as a suite runs it (``compile``: its ``[encode] compile``)."""
     def fn() -> dict[str, Any]:
         from benchmark.encode import encode_docs_stage
 
@@ -368,11 +371,14 @@ def measure_stage(args: argparse.Namespace, device: Any) -> Callable[[], dict[st
             t = time.perf_counter()
             stats = encode_docs_stage(Path(tmp) / "model", Path(tmp) / "data", Path(tmp) / "enc", max_length=256,
                                       batch_size=args.batch_size, shard_size=shard,
-                                      precision="bfloat16", progress=False)
+                                      precision="bfloat16", compile=compile, progress=False)
             secs = time.perf_counter() - t
         rate = args.docs / secs
-        return {**notes, "docs": args.docs, "shard_size": shard, "docs_per_s": round(rate, 1),
+        encoder = stats.get("encoder", {})
+        return {**notes, "docs": args.docs, "shard_size": shard, "docs_per_s": round(rate, 1), "compile": compile,
                 "msmarco_minutes": round(MSMARCO_PASSAGES / rate / 60, 1), "doc_nnz": stats.get("doc_nnz"),
+                "forward_s": round(encoder.get("forward_s") or 0.0, 2),
+                "head_and_extraction_s": round(encoder.get("head_s") or 0.0, 2),
                 "note": "includes loading the model per stage call, first-pass warm-up and writing shards"}
     return fn
 
@@ -422,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         ("encode_bert_sdpa_bf16", 35, measure_encode("bert-base", "sdpa", args, device)),
         ("encode_modernbert_varlen_compiled_bf16", 120, measure_encode("modernbert-base", "varlen", args, device,
                                                                        compiled=True)),
+        ("encode_stage_modernbert_bf16_compiled", 110 if cuda else 60, measure_stage(args, device, "inductor")),
         ("train_modernbert_bf16_batch32", 60, measure_train(args, device)),
         ("encode_modernbert_sdpa_compiled_bf16", 120, measure_encode("modernbert-base", "sdpa", args, device,
                                                                      compiled=True)),
