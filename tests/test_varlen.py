@@ -16,6 +16,7 @@ from benchmark import splade, varlen
 from benchmark.backbone import resolve_backbone
 from benchmark.encode import load_model
 from benchmark.errors import BenchmarkError
+from _forwards import dense, hidden_states, rounding_tolerance, vector_bound
 
 TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), " ".join(["energy"] * 120),
          " ".join(["the immune system trains on vaccines and pathogens"] * 30), "insulin and glucose"]
@@ -28,25 +29,14 @@ def models():
 
 
 def _hidden(model, tokenizer):
-    tokens = splade._tokenize(tokenizer, TEXTS, 256)
-    rows = np.arange(len(tokens))
-    hook = splade._decoder(model).register_forward_pre_hook(splade._capture)
-    try:
-        with torch.inference_mode():
-            hidden, mask = splade._hidden_batch(model, tokens, rows, tokenizer.pad_token_id, torch.device("cpu"), 1)
-    finally:
-        hook.remove()
-    return hidden, mask.bool(), [len(t) for t in tokens]
+    return hidden_states(model, tokenizer, TEXTS)
 
 
 @pytest.fixture(scope="module")
 def tolerance(models) -> float:
-    """Packed and padded attention sum in other orders, as eager and SDPA do: 4× their gap, and at
-    least 16 float32 units of the largest hidden value (should the two stock forwards agree exactly)."""
+    """Packed and padded attention sum in other orders, as eager and SDPA do (``rounding_tolerance``)."""
     sdpa, mask, _ = _hidden(*models["sdpa"])
-    eager, _, _ = _hidden(*models["eager"])
-    gap = float((eager - sdpa)[mask].abs().max())
-    return max(4 * gap, 16 * 2.0**-24 * float(sdpa[mask].abs().max()))
+    return rounding_tolerance(sdpa, _hidden(*models["eager"])[0], mask)
 
 
 def test_packed_hidden_states_equal_the_padded_ones(models, tolerance):
@@ -59,19 +49,12 @@ def test_packed_hidden_states_equal_the_padded_ones(models, tolerance):
 
 
 def test_packed_encode_gives_the_padded_vectors(models, tolerance):
-    """|Δ logit| ≤ ‖Δh‖·‖w_j‖ ≤ √K·max|Δh|·max‖w_j‖, and log1p∘relu is 1-Lipschitz."""
-    model, tokenizer = models["varlen"]
-    weight = splade._decoder(model).weight.detach()
-    bound = tolerance * weight.shape[1] ** 0.5 * float(weight.norm(dim=1).max())
-    dense = []
-    for m, tok in (models["varlen"], models["sdpa"]):
-        vectors = splade.encode(m, tok, TEXTS, max_length=256, batch_size=2)
-        rows = np.zeros((len(TEXTS), weight.shape[0]))
-        for i, (ids, ws) in enumerate(vectors):
-            rows[i, ids] = ws
-        dense.append(rows)
-    assert dense[1].any(axis=1).all()  # every document has terms
-    assert np.abs(dense[0] - dense[1]).max() <= bound
+    """Within ``vector_bound`` of the hidden states' tolerance."""
+    weight = splade._decoder(models["varlen"][0]).weight.detach()
+    rows = [dense(splade.encode(m, tok, TEXTS, max_length=256, batch_size=2), weight.shape[0])
+            for m, tok in (models["varlen"], models["sdpa"])]
+    assert rows[1].any(axis=1).all()  # every document has terms
+    assert np.abs(rows[0] - rows[1]).max() <= vector_bound(tolerance, weight)
 
 
 def test_varlen_refuses_what_it_cannot_pack(models):
