@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 from _tiny_models import tiny_bert, tiny_modernbert
+from _triples import scifact_triples
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from benchmark.outcomes import COLLAPSED, DEGRADED, OK
@@ -185,22 +186,7 @@ def test_mean_pairwise_cosine() -> None:
 @pytest.fixture(scope="module")
 def triples() -> list[dict[str, str]]:
     """28 (query, relevant doc, random doc) triples from BEIR SciFact train, one per query."""
-    import ir_datasets
-
-    ds = ir_datasets.load("beir/scifact/train")
-    queries = {q.query_id: q.text for q in ds.queries_iter()}
-    store = ds.docs_store()
-    doc_ids = sorted(d.doc_id for d in ds.docs_iter())
-    rng = random.Random(0)
-    out, seen = [], set()
-    for qrel in ds.qrels_iter():
-        if qrel.relevance > 0 and qrel.query_id not in seen:
-            seen.add(qrel.query_id)
-            pos, neg = store.get(qrel.doc_id), store.get(rng.choice(doc_ids))
-            out.append({"query": queries[qrel.query_id], "positive": f"{pos.title} {pos.text}", "negative": f"{neg.title} {neg.text}"})
-        if len(out) == 28:
-            return out
-    raise AssertionError("SciFact train has fewer than 28 judged queries")
+    return scifact_triples(28)
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
