@@ -106,6 +106,18 @@ class Plan:
     seeds: list[int] = field(default_factory=list)
     subset: str | None = None  # a label when the command line narrowed the suite, else None
     suite_arg: str = ""  # the --suite value as given (for the reproduce commands)
+    slice_training: bool = False  # the recipe is the suite's slice_recipe, because the command line sliced the data
+
+    @property
+    def training(self) -> str:
+        """One sentence for the tables: which recipe trained the models, and why when it is not the suite's."""
+        if self.recipe is None:
+            return ""
+        text = f"Training: recipe {self.recipe.get('name')} ({self.recipe.get('description', '')})"
+        if self.slice_training:
+            text += (f", not the suite's {self.suite.splade.recipe}: a run sliced with --max-docs/--max-queries trains"
+                     " with the suite's slice_recipe (pass --recipe to choose)")
+        return text + "."
 
     def summary(self) -> str:
         """The matrix in a few lines: what --dry-run prints before the stage list."""
@@ -123,7 +135,9 @@ class Plan:
             lines.append("variants: " + "; ".join(f"{n} ({_describe_variant(*v)})" for n, v in self.variants.items()))
             if self.recipe is not None:
                 r = self.recipe
-                lines.append(f"training: recipe {r.get('name')} — {r.get('description', '')}")
+                lines.append(f"training: recipe {r.get('name')} — {r.get('description', '')}"
+                             + (f" (the suite's slice_recipe for a command-line slice; --recipe {self.suite.splade.recipe}"
+                                " trains as the suite does)" if self.slice_training else ""))
                 keys = ("loss", "dataset", "negatives", "batch_size", "max_steps", "epochs", "learning_rate",
                         "lambda_q", "lambda_d", "max_grad_norm")
                 lines.append("  " + ", ".join(f"{k}={r[k]}" for k in keys if k in r) + f"; seeds {self.seeds}")
@@ -327,6 +341,9 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
         valid = variant_specs(suite, [], opts, all_variants=True)
         variants = {n: valid[n] for n in names if n in valid}
     recipe_name = opts.recipe or sp.recipe
+    if (recipe_name and not opts.recipe and sp.slice_recipe and sp.slice_recipe != recipe_name
+            and (opts.max_docs is not None or opts.max_queries is not None)):
+        recipe_name, plan.slice_training = sp.slice_recipe, True
     train_inputs = None
     if recipe_name:
         try:

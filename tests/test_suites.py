@@ -167,3 +167,20 @@ def test_a_long_subset_is_shown_in_full_and_stored_under_a_short_folder():
     folder = results_folder(plan)
     assert folder.startswith("beir@" + full[:60] + "-") and len(folder) == len("beir@") + 60 + 1 + 8
     assert subset_folder("max-docs=600,max-queries=30") == "max-docs=600,max-queries=30"  # short labels unchanged
+
+
+def test_a_command_line_slice_trains_with_the_slice_recipe():
+    """--max-docs/--max-queries shrink training too (recipe ci), and say so; --recipe and a suite's own
+    declared slice keep their recipe."""
+    smoke = load_suite("smoke")
+    whole = build_plan(smoke, Options())
+    assert whole.recipe["name"] == "smoke" and not whole.slice_training
+    sliced = build_plan(smoke, Options(max_docs=300, max_queries=10))
+    assert sliced.recipe["name"] == "ci" and sliced.slice_training
+    assert "recipe ci" in sliced.training and "not the suite's smoke" in sliced.training
+    trains = {c.train.id for c in sliced.conditions if c.train is not None}
+    assert trains and trains.isdisjoint({c.train.id for c in whole.conditions if c.train is not None})
+    chosen = build_plan(smoke, Options(max_docs=300, max_queries=10, recipe="smoke"))
+    assert chosen.recipe["name"] == "smoke" and not chosen.slice_training and "not the suite's" not in chosen.training
+    declared = build_plan(load_suite("scale-sweep"), Options())  # the sweep's slice is the suite's own
+    assert declared.recipe["name"] == "smoke" and not declared.slice_training

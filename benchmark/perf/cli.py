@@ -44,7 +44,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--train-steps", type=int, default=20)
     p.add_argument("--train-batch", type=int, default=32)
     p.add_argument("--train-length", type=int, default=64, help="max length of queries and documents in training")
-    p.add_argument("--out", type=Path, default=Path("results/perf"))
+    p.add_argument("--out", type=Path, default=Path("results/perf"),
+                   help="folder for perf.<machine class>.md and .csv (class: intel, amd or other)")
     p.add_argument("--work", type=Path, help="keep intermediate files here (default: a temp dir)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -68,12 +69,42 @@ def _check(args: argparse.Namespace) -> list[str]:
     return [p for p in PARTS if p in parts]
 
 
+#: /proc/cpuinfo vendor_id → the machine class the perf tables are kept per (results/perf/perf.<class>.md)
+VENDOR_TO_CLASS = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}
+#: CPU flags that decide which screens of the vocabulary head can be fast, named in the tables' header
+DECIDING_FLAGS = ("avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "avx512_vnni", "avx_vnni")
+
+
+def machine_class() -> tuple[str, str]:
+    """(class, description): the CPU class and what it is, from /proc/cpuinfo (``other`` elsewhere)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return "other", "CPU model unknown"
+    fields: dict[str, str] = {}
+    for line in info.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    have = [f for f in DECIDING_FLAGS if f in flags]
+    cls = VENDOR_TO_CLASS.get(fields.get("vendor_id", ""), "other")
+    return cls, f"{fields.get('model name', 'CPU model unknown')} ({', '.join(have) or 'none of ' + ', '.join(DECIDING_FLAGS)})"
+
+
 def _header(args: argparse.Namespace) -> str:
+    cls, what = machine_class()
     return ("# Performance: benchmark.splade / training / impact search vs sentence-transformers / Pyserini\n\n"
+            f"machine class {cls}: {what}; torch's CPU capability {_capability()}.\n\n"
             f"model {Path(args.model).name}, {args.threads} threads, encode batch {args.batch_size}, max length "
             f"{args.max_length}; {os.cpu_count()} CPUs; each system in its own subprocess (peak = its VmHWM; "
             "Δ = peak − RSS before the measured work); speed× and mem× are relative to the first row of each "
             "part; load = 1-minute load average before → after.\n\n")
+
+
+def _capability() -> str:
+    import torch
+
+    return str(torch.backends.cpu.get_cpu_capability())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,9 +136,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(markdown(r, lns, "", tuple(PARTS)), flush=True)
         dicts, columns = csv_rows(rows)
         args.out.mkdir(parents=True, exist_ok=True)
-        write_text(args.out / "perf.csv", csv_text(dicts, columns))
-        write_text(args.out / "perf.md", markdown(rows, lines, _header(args), tuple(PARTS)))
-        print(f"[perf] wrote {args.out / 'perf.md'} and {args.out / 'perf.csv'}")
+        stem = f"perf.{machine_class()[0]}"  # one table per machine class: the screens are chosen per class
+        write_text(args.out / f"{stem}.csv", csv_text(dicts, columns))
+        write_text(args.out / f"{stem}.md", markdown(rows, lines, _header(args), tuple(PARTS)))
+        print(f"[perf] wrote {args.out / (stem + '.md')} and {args.out / (stem + '.csv')}")
         if failed:
             print(f"error: perf part(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1 if failed else 0

@@ -99,6 +99,7 @@ class SuiteResults:
     max_queries: int | None = None
     seeds: list[int] = field(default_factory=list)
     subset: str | None = None  # None: the suite as declared; else what the command line narrowed
+    training: str = ""  # which recipe trained the models (and why, when a slice changed it)
     # condition key → measure → query id → value; not in results.json but in perquery.csv.gz
     perquery: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     # file name inside the suite folder → where to copy it from (telemetry plots); never written out
@@ -275,7 +276,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
         dataset_measures={portable_dataset(d): list(ms) for d, ms in dict(getattr(plan, "dataset_measures", {}) or {}).items()},
         table=_portable_settings(settings), max_docs=getattr(plan, "max_docs", None),
         max_queries=getattr(plan, "max_queries", None), seeds=[int(s) for s in seeds],
-        subset=_subset(plan), perquery=perquery, files=files)
+        subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), perquery=perquery, files=files)
 
 
 def _subset(plan: Any) -> str | None:
@@ -382,6 +383,7 @@ class RecordedPlan:
     seeds: list[int]
     subset: str | None
     conditions: list[_RecordedCondition]
+    training: str = ""
 
 
 def recorded_plan(results: SuiteResults, runs: Path) -> RecordedPlan:
@@ -393,7 +395,7 @@ def recorded_plan(results: SuiteResults, runs: Path) -> RecordedPlan:
                   for c in results.conditions]
     return RecordedPlan(_RecordedSuite(results.suite, results.description, results.table), results.measures,
                         results.dataset_measures, results.columns, results.groups, results.max_docs,
-                        results.max_queries, results.seeds, results.subset, conditions)
+                        results.max_queries, results.seeds, results.subset, conditions, results.training)
 
 
 def refresh(folder: Path, runs: Path) -> SuiteResults:

@@ -399,6 +399,8 @@ def scope(results: SuiteResults) -> str:
         text = ("Data: " + " and ".join(limits) + ", as the suite declares." if limits else "Data: the full datasets.")
     if results.seeds:
         text += f" Seeds: {', '.join(str(s) for s in results.seeds)}."
+    if results.training:
+        text += f" {results.training}"
     return text
 
 

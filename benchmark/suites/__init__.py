@@ -71,6 +71,9 @@ class Splade:
     rescale: RescaleSettings = field(default_factory=RescaleSettings)
     seeds: list[int] = field(default_factory=lambda: [42])  # one training run per seed
     data_seed: int = 42  # negatives mining: shared by every seed, so seeds differ by training only
+    # a run sliced on the command line (--max-docs/--max-queries) trains with this recipe, so a CI-sized
+    # slice also has CI-sized training; "" keeps the suite's recipe; --recipe always wins
+    slice_recipe: str = "ci"
 
 
 @dataclass(frozen=True)
