@@ -148,8 +148,9 @@ def test_table_delta_bold_dagger_collapsed(tmp_path):
         "| SPLADE bb rescaled | 0.6150 (+0.1150)† | **0.4000** (+0.2000) | **0.5075** (+0.1575) |",
         # stopped at its collapse: no score, never 0, with the step
         "| SPLADE bb2 baseline [collapsed] | collapsed (step 300) | collapsed (step 300) | collapsed |",
-        "| SPLADE bb2 rescaled | **0.7000** | 0.1000 | 0.4000 |",  # no Δ: its baseline has no score
-        "| SPLADE bb3 baseline [collapsed] | 0.6000 | collapsed (step 200) | 0.6000* |",  # the average leaves it out
+        # no Δ: its baseline has no score; ‡: a constant shift from BM25 on every query (p = 0), better or worse
+        "| SPLADE bb2 rescaled | **0.7000**‡ | 0.1000‡ | 0.4000 |",
+        "| SPLADE bb3 baseline [collapsed] | 0.6000‡ | collapsed (step 200) | 0.6000* |",  # the average leaves it out
     ]
     md = (folder / "table.md").read_text()
     assert "a run stopped at its collapse has no score and its cells read \"collapsed\" with the step, never 0" in md
@@ -167,6 +168,12 @@ def test_table_delta_bold_dagger_collapsed(tmp_path):
     assert float(d1["p_holm"]) == pytest.approx(2 * p1, rel=1e-5)  # the smaller p, times 2
     assert float(d2["p_holm"]) == pytest.approx(p2, rel=1e-5)  # max(2 p1, 1 × p2)
     assert (d1["significant"], d2["significant"]) == ("True", "False")
+    # against BM25 (0.3 on every beta query): diffs -0.1, 0.1, 0.3, t = sqrt(3)/2 on 2 df
+    assert float(d2["p_bm25"]) == pytest.approx(1 - math.sqrt(3 / 11), rel=1e-5)
+    assert (d1["significant_bm25"], d2["significant_bm25"]) == ("False", "False")
+    shifted = cells[("SPLADE bb2 rescaled", D1)]
+    assert (float(shifted["p_bm25"]), shifted["significant_bm25"], shifted["p_value"]) == (0.0, "True", "")
+    assert "‡: significant at α = 0.05 against BM25 by the same test" in md
     collapsed = cells[("SPLADE bb2 baseline", D1)]
     assert (collapsed["status"], collapsed["value"], collapsed["collapse_steps"]) == ("collapsed", "", "step 300")
     avg = cells[("SPLADE bb3 baseline", "avg")]
@@ -239,7 +246,7 @@ def test_sweep_table_shows_flops_and_nonzeros_and_plot(tmp_path):
         "| BM25 | 0.5000 |  |  |  |",
         "| SPLADE bb baseline | 0.5000 | 2.000 | 30.0 | 80.0 |",
         "| SPLADE bb x0.25 | **0.5500** (+0.0500) | 6.500 | 137.0 | 304.0 |",
-        "| SPLADE bb x1 | 0.5000 (±0.0000) | 2.000 | 30.0 | 80.0 |",
+        "| SPLADE bb x1 | 0.5000 (0.0000) | 2.000 | 30.0 | 80.0 |",  # a zero Δ has no ±, which would read as an sd
         "| SPLADE bb x4 | 0.3000 (-0.2000) | 0.500 | 4.0 | 20.0 |",
         "| SPLADE bb x16 [collapsed] | collapsed (step 50) |  |  |  |",
     ]

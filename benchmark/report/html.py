@@ -15,18 +15,25 @@ from html import escape
 from typing import Any
 
 from benchmark.outcomes import COLLAPSED, DEGRADED, OK
-from benchmark.report.markdown import header, sparsity_header
+from benchmark.report.markdown import header, once, sparsity_header
 from benchmark.report.plots import AVERAGES, NORMS, SWEEP, head_norms
 from benchmark.report.results import ConditionResult, SuiteResults
-from benchmark.report.table import (DAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Table, describe_outcome, row_id,
-                                    scope, short_name, system_label)
-from benchmark.report.text import MISSING_TEXT, NORM_DIGITS, num, parts, scale, sparse
+from benchmark.report.table import (DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Table, describe_outcome,
+                                    row_id, scope, short_name, slots, system_label)
+from benchmark.report.text import MISSING_TEXT, NORM_DIGITS, num, p_value, parts, scale, sparse
 
 CSS = """
-:root { --fg: #1d1d1f; --muted: #5f6368; --line: #d9dce1; --head: #f3f4f6; --best: #0b57d0; --bad: #b3261e; --warn: #8a5300; }
+:root { color-scheme: light dark; --fg: #1d1d1f; --bg: #ffffff; --muted: #5f6368; --line: #d9dce1; --head: #f3f4f6;
+        --best: #0b57d0; --bad: #b3261e; --warn: #8a5300; }
+@media (prefers-color-scheme: dark) {
+  :root { --fg: #e6e6e6; --bg: #16181c; --muted: #a0a6ad; --line: #3a3f46; --head: #23272e; --best: #8ab4f8;
+          --bad: #f28b82; --warn: #fdd663; }
+  figure img { background: #ffffff; }
+}
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--fg);
-       margin: 0 auto; padding: 1.5rem 2rem 4rem; max-width: 1400px; }
+       background: var(--bg); margin: 0 auto; padding: 1.5rem 2rem 4rem; max-width: 1400px; }
+a { color: var(--best); }
 h1 { font-size: 1.6rem; margin: 0 0 .3rem; } h2 { font-size: 1.25rem; margin: 2.2rem 0 .6rem; border-bottom: 1px solid var(--line); }
 h3 { font-size: 1.05rem; margin: 1.4rem 0 .4rem; }
 p.lead { color: var(--muted); margin: .2rem 0; } nav a { margin-right: 1rem; } code, pre { font: 12px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; }
@@ -48,6 +55,14 @@ td.cmd pre { margin: .3rem 0 0; padding: .4rem .6rem; background: var(--head); b
 figure { margin: 1rem 0; } figure img { max-width: 100%; border: 1px solid var(--line); }
 figcaption { color: var(--muted); font-size: .9em; }
 details.dataset { margin: .5rem 0; } details.dataset > summary { cursor: pointer; font-weight: 600; }
+th.label, thead th:first-child { position: sticky; left: 0; z-index: 1; background: var(--bg); }
+thead th:first-child { background: var(--head); }
+@media (max-width: 700px) {
+  body { padding: .8rem .5rem 3rem; font-size: 13px; }
+  th, td { padding: .22rem .4rem; }
+  th.label { white-space: normal; min-width: 7.5rem; max-width: 9.5rem; box-shadow: 1px 0 0 var(--line); }
+  nav a { display: inline-block; margin: 0 .8rem .3rem 0; }
+}
 """
 
 
@@ -81,8 +96,12 @@ def _value_cell(table: Table, row: Any, col: Any) -> str:
     text += f' <span class="sd">± <span data-field="sd">{p.sd}</span></span>' if p.sd else ""
     text += f' <span class="delta">(<span data-field="delta">{p.delta}</span>)</span>' if p.delta else ""
     text += f'<span class="dagger" data-field="significant">{DAGGER}</span>' if p.significant else ""
+    text += f'<span class="dagger" data-field="significant_bm25">{DDAGGER}</span>' if p.significant_bm25 else ""
     text += f' <span class="n">n=<span data-field="seeds">{p.seeds}</span></span>' if p.seeds else ""
-    return f"<td class=\"num\" {attrs}>{text}</td>"
+    tests = [f"{name}: p = {p_value(raw)}, Holm {p_value(holm)}" for name, raw, holm in
+             (("vs baseline", cell.p_value, cell.p_holm), ("vs BM25", cell.p_bm25, cell.p_bm25_holm)) if raw is not None]
+    title = f' title="{escape("; ".join(tests))}"' if tests else ""
+    return f"<td class=\"num\" {attrs}{title}>{text}</td>"
 
 
 def _sparse_cells(table: Table, row: Any, dataset: str) -> str:
@@ -95,29 +114,58 @@ def _sparse_cells(table: Table, row: Any, dataset: str) -> str:
     return "".join(out)
 
 
-def table_html(table: Table, labels: dict[str, str] | None) -> str:
+def table_html(table: Table, labels: dict[str, str] | None, notes: list[str] | None = None) -> str:
+    notes = table.notes if notes is None else notes
     heads = []
-    for col in table.columns:
-        heads.append(f'<th data-column="{escape(col.name)}">{escape(header(table, col, labels))}</th>')
-        if col.name in table.sparsity:
-            heads += [f"<th>{escape(sparsity_header(table, col.name, s, labels))}</th>" for s in SPARSITY]
+    for kind, col in slots(table):
+        if kind == "value":
+            heads.append(f'<th data-column="{escape(col.name)}">{escape(header(table, col, labels))}</th>')
+        else:
+            heads += [f"<th>{escape(sparsity_header(table, col, s, labels))}</th>" for s in SPARSITY]
     first = escape(table.measure) if table.measure is not None else "System"
-    lines = [f'<div class="wrap"><table class="results" data-table="{escape(table.title)}" data-digits="{table.digits}">',
+    klass = "results efficiency" if table.efficiency else "results"
+    lines = [f'<div class="wrap"><table class="{klass}" data-table="{escape(table.title)}" data-digits="{table.digits}">',
              f"<caption>{escape(table.title)}</caption>",
              f'<thead><tr><th>{first}</th>{"".join(heads)}<th>Reproduce</th></tr></thead><tbody>']
     for row in table.rows:
         info = table.info[row]
         cells = [f'<th scope="row" class="label">{escape(info.label)}{_mark(info.mark)}</th>']
-        for col in table.columns:
-            cells.append(_value_cell(table, row, col))
-            if col.name in table.sparsity:
-                cells.append(_sparse_cells(table, row, col.name))
+        for kind, col in slots(table):
+            cells.append(_value_cell(table, row, col) if kind == "value" else _sparse_cells(table, row, col))
         cells.append(_cmd_cell([c.command for c in info.runs]))
         lines.append(f'<tr data-row="{escape(row_id(row))}">' + "".join(cells) + "</tr>")
     lines.append("</tbody></table></div>")
-    if table.notes:
-        lines.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in table.notes) + "</ul>")
+    if notes:
+        lines.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
     return "\n".join(lines)
+
+
+def significance_html(table: Table, labels: dict[str, str] | None) -> str:
+    """The p-values behind † and ‡: raw and Holm-adjusted, against the baseline and against BM25."""
+    cols = [c for c in table.columns if c.kind != "average"]
+    tests = (("baseline", "p_value", "p_holm", "significant"), ("BM25", "p_bm25", "p_bm25_holm", "significant_bm25"))
+    rows = []
+    for row in table.rows:
+        for ref, raw, holm, sig in tests:
+            cells = [table.cells[(row, c.name)] for c in cols]
+            if all(getattr(cell, raw) is None for cell in cells):
+                continue
+            tds = []
+            for c, cell in zip(cols, cells):
+                if getattr(cell, raw) is None:
+                    tds.append(f'<td class="p missing" data-column="{escape(c.name)}">{MISSING_TEXT}</td>')
+                    continue
+                mark = (DAGGER if sig == "significant" else DDAGGER) if getattr(cell, sig) else ""
+                tds.append(f'<td class="p" data-column="{escape(c.name)}" data-test="{ref}">{p_value(getattr(cell, raw))} '
+                           f'<span class="n">(Holm {p_value(getattr(cell, holm))})</span>{mark}</td>')
+            rows.append(f'<tr data-row="{escape(row_id(row))}"><th scope="row" class="label">{escape(table.info[row].label)}</th>'
+                        f"<td>{ref}</td>{''.join(tds)}</tr>")
+    if not rows:
+        return ""
+    heads = "".join(f"<th>{escape(header(table, c, labels))}</th>" for c in cols)
+    return (f'<div class="wrap"><table class="pvalues" data-table="{escape(table.title)}"><caption>{escape(table.title)}: '
+            f"p-values (two-sided paired t-test over queries; Holm over the row's datasets; α = {table.alpha:g})</caption>"
+            f"<thead><tr><th>System</th><th>against</th>{heads}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
 def _outcome_cell(c: ConditionResult) -> str:
@@ -214,6 +262,19 @@ def training_html(results: SuiteResults) -> str:
             + "".join(figures))
 
 
+def describe_suite(results: SuiteResults) -> str:
+    """The suite's description; a subset's page says it describes the declared suite, not this run."""
+    if not results.subset:
+        return results.description
+    text = f"The suite as declared: {results.description.rstrip('.')}."
+    recipe = next((part.split("=", 1)[1] for part in results.subset.split(",") if part.startswith("recipe=")), None)
+    if results.training:
+        text += " This run's data and training are stated below."
+    elif recipe:
+        text += f" This run trained with recipe {recipe} (its own training data), not as declared."
+    return text
+
+
 def page(results: SuiteResults, tables: list[Table], plots: list[str], files: list[str], folder: str) -> str:
     settings = results.settings()
     title = results.suite + (f" @ {results.subset}" if results.subset else "")
@@ -223,12 +284,16 @@ def page(results: SuiteResults, tables: list[Table], plots: list[str], files: li
                      NORMS: "The MLM head's Frobenius norm before and after rescaling (backbone stage records)."}
     body = [f"<h1>{escape(title)}</h1>"]
     if results.description:
-        body.append(f'<p class="lead">{escape(results.description)}</p>')
+        body.append(f'<p class="lead">{escape(describe_suite(results))}</p>')
     body.append(f'<p class="lead">{escape(scope(results))}</p>')
     body.append(f'<p class="lead">Rebuild this page and every table from this folder: '
                 f"<code>python -m benchmark.report --suite {escape(folder)}</code>. "
                 "Files: " + ", ".join(f'<a href="{escape(f)}">{escape(f)}</a>' for f in files) + ".</p>")
-    content = ['<h2 id="tables">Tables</h2>'] + [table_html(t, settings.labels) for t in tables]
+    content = ['<h2 id="tables">Tables</h2>'] + [table_html(t, settings.labels, n) for t, n in zip(tables, once(tables))]
+    significance = "".join(significance_html(t, settings.labels) for t in tables[:1])
+    if significance:
+        sections.append(("significance", "Significance"))
+        content += ['<h2 id="significance">Significance</h2>', significance]
     if plots:
         sections.append(("plots", "Plots"))
         content.append('<h2 id="plots">Plots</h2>')

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmark.outcomes import COLLAPSED, OK
-from benchmark.report.table import DAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Column, Table, short_name
+from benchmark.report.table import DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Column, Table, short_name, slots
 from benchmark.report.text import MISSING_TEXT, parts, sparse
 
 
@@ -28,6 +28,7 @@ def cell_text(table: Table, row, col: Column) -> str:
     text += f" ± {p.sd}" if p.sd else ""
     text += f" ({p.delta})" if p.delta else ""
     text += DAGGER if p.significant else ""
+    text += DDAGGER if p.significant_bm25 else ""
     text += f" n={p.seeds}" if p.seeds else ""
     return text
 
@@ -40,24 +41,36 @@ def row_label(table: Table, row) -> str:
 def markdown(table: Table, labels: dict[str, str] | None = None) -> str:
     first = table.measure if table.measure is not None else "System"
     heads = []
-    for col in table.columns:
-        heads.append(header(table, col, labels))
-        if col.name in table.sparsity:
-            heads += [sparsity_header(table, col.name, s, labels) for s in SPARSITY]
+    for kind, col in slots(table):
+        if kind == "value":
+            heads.append(header(table, col, labels))
+        else:
+            heads += [sparsity_header(table, col, s, labels) for s in SPARSITY]
     lines = [f"| {first} | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)]
     for row in table.rows:
         cells = []
-        for col in table.columns:
-            cells.append(cell_text(table, row, col))
-            if col.name in table.sparsity:
-                values = table.sparse.get((row, col.name), {})
+        for kind, col in slots(table):
+            if kind == "value":
+                cells.append(cell_text(table, row, col))
+            else:
+                values = table.sparse.get((row, col), {})
                 cells += [sparse(s, values.get(s)) for s in SPARSITY]
         lines.append(f"| {row_label(table, row)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
+def once(tables: list[Table]) -> list[list[str]]:
+    """Each table's notes without those an earlier table of the page already gave: footnotes once per page."""
+    seen: set[str] = set()
+    out = []
+    for table in tables:
+        out.append([n for n in table.notes if n not in seen])
+        seen.update(table.notes)
+    return out
+
+
 def document(title: str, tables: list[Table], labels: dict[str, str] | None) -> str:
     md = [f"# {title}\n"]
-    for table in tables:
-        md.append(f"## {table.title}\n\n" + markdown(table, labels) + "".join(f"\n{n}\n" for n in table.notes) + "\n")
+    for table, notes in zip(tables, once(tables)):
+        md.append(f"## {table.title}\n\n" + markdown(table, labels) + "".join(f"\n{n}\n" for n in notes) + "\n")
     return "\n".join(md)

@@ -21,7 +21,8 @@ from benchmark.report.results import ConditionResult, RowKey, SuiteResults, outc
 
 BASELINE = "baseline"
 SUBSET_MEAN = "mean over shown"
-DAGGER = "†"
+DAGGER = "†"  # significant against the same backbone's baseline
+DDAGGER = "‡"  # significant against BM25
 PARTIAL = "*"
 
 #: Column labels for well-known datasets; BEIR ids fall back to their dataset name.
@@ -34,7 +35,7 @@ SHORT_NAMES = {
 }
 SPARSITY = ("FLOPS", "query_nnz", "doc_nnz")
 SPARSITY_LABELS = {"FLOPS": "FLOPS", "query_nnz": "q nnz", "doc_nnz": "d nnz"}
-MAX_SPARSITY_DATASETS = 2  # FLOPS and non-zeros beside the score when a table has at most this many datasets
+MAX_SPARSITY_DATASETS = 1  # FLOPS and non-zeros beside the score (the sweep); more datasets: their own table
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,9 @@ class Cell:
     p_value: float | None = None
     p_holm: float | None = None
     significant: bool = False
+    p_bm25: float | None = None  # the same test against BM25 on the same queries
+    p_bm25_holm: float | None = None
+    significant_bm25: bool = False
     best: bool = False
     partial: bool = False  # an average that left out columns without a score
     untested: bool = False  # a Δ without a test: no per-query values recorded
@@ -86,10 +90,24 @@ class Table:
     sparse: dict[tuple[RowKey, str], dict[str, float | None]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     declared_averages: list[str] = field(default_factory=list)  # the suite's own averages (for the subset note)
+    efficiency: bool = False  # FLOPS and non-zeros only: no score columns (a multi-dataset table's efficiency)
 
     @property
     def labels(self) -> dict[RowKey, str]:
         return {r: self.info[r].label for r in self.rows}
+
+
+def slots(table: Table) -> list[tuple[str, Any]]:
+    """The table's cells left to right: ("value", Column), then ("sparse", dataset) for the FLOPS and
+    non-zeros beside it; an efficiency table has only the latter."""
+    if table.efficiency:
+        return [("sparse", d) for d in table.sparsity]
+    out: list[tuple[str, Any]] = []
+    for col in table.columns:
+        out.append(("value", col))
+        if col.name in table.sparsity:
+            out.append(("sparse", col.name))
+    return out
 
 
 def short_name(dataset: str, labels: dict[str, str] | None = None) -> str:
@@ -133,6 +151,13 @@ def baseline_of(key: RowKey, rows: dict[RowKey, Any]) -> RowKey | None:
         if other[0] == system and other[1] == backbone and other[3] == trained and is_baseline(other[2]):
             return other
     return None
+
+
+def bm25_of(key: RowKey, rows: dict[RowKey, Any]) -> RowKey | None:
+    """The BM25 row a SPLADE row is also tested against (same queries, no training)."""
+    if key[0] == "bm25":
+        return None
+    return next((other for other in rows if other[0] == "bm25"), None)
 
 
 def outcome_mark(counts: dict[str, int]) -> str:
@@ -210,6 +235,14 @@ def _perquery(results: SuiteResults, row: Row, datasets: tuple[str, ...], measur
     return {q: statistics.fmean(p[q] for p in per_seed) for q in common}
 
 
+def _test(results: SuiteResults, row: Row, ref: Row, col: Column, ttest: Callable[..., Any]) -> float | None:
+    """The paired t-test's p-value of ``row`` against ``ref`` on one column; None without per-query values."""
+    datasets = col.members or (col.name,)
+    a = _perquery(results, row, datasets, col.measure, bool(col.members))
+    b = _perquery(results, ref, datasets, col.measure, bool(col.members))
+    return None if a is None or b is None else ttest(a, b).p_value
+
+
 def _combine(parts: list[Cell]) -> Cell:
     """An average over columns: a missing column makes it missing; columns without a score are left out."""
     if not parts or any(p.status == MISSING for p in parts):
@@ -258,17 +291,33 @@ def build_table(results: SuiteResults, measure_for: Callable[[str], str | None],
             cell, base = cells[(key, col.name)], cells[(ref, col.name)]
             if cell.status == OK and base.status == OK:
                 cell.delta = cell.value - base.value  # type: ignore[operator]
-                datasets = col.members or (col.name,)
-                a = _perquery(results, rows[key], datasets, col.measure, bool(col.members))
-                b = _perquery(results, rows[ref], datasets, col.measure, bool(col.members))
-                if a is not None and b is not None:
-                    cell.p_value = paired_ttest(a, b).p_value
+                p = _test(results, rows[key], rows[ref], col, paired_ttest)
+                if p is not None:
+                    cell.p_value = p
                     tested.append(cell)
                 else:
                     cell.untested = True
         for cell, adjusted in zip(tested, holm([c.p_value for c in tested])):  # type: ignore[misc]
             cell.p_holm = adjusted
             cell.significant = adjusted < settings.alpha
+
+    for key in keys:  # the same test against BM25 (the paper's first reference), Holm over the row
+        ref = bm25_of(key, rows)
+        if ref is None:
+            continue
+        tested = []
+        for col in columns:
+            if col.kind == "average":
+                continue
+            cell, base = cells[(key, col.name)], cells[(ref, col.name)]
+            if cell.status == OK and base.status == OK:
+                p = _test(results, rows[key], rows[ref], col, paired_ttest)
+                if p is not None:
+                    cell.p_bm25 = p
+                    tested.append(cell)
+        for cell, adjusted in zip(tested, holm([c.p_bm25 for c in tested])):  # type: ignore[misc]
+            cell.p_bm25_holm = adjusted
+            cell.significant_bm25 = adjusted < settings.alpha
 
     for key in keys:
         for col in columns:
@@ -296,10 +345,10 @@ def build_table(results: SuiteResults, measure_for: Callable[[str], str | None],
     return table
 
 
-def add_sparsity(table: Table) -> None:
+def add_sparsity(table: Table, datasets: list[str] | None = None) -> None:
     """FLOPS and non-zeros beside the score (the sweep: scale versus density), as seed means."""
-    datasets = [c.name for c in table.columns if c.kind == "dataset"]
-    if not datasets or len(datasets) > MAX_SPARSITY_DATASETS:
+    datasets = datasets if datasets is not None else [c.name for c in table.columns if c.kind == "dataset"]
+    if not datasets or (not table.efficiency and len(datasets) > MAX_SPARSITY_DATASETS):
         return
     if not any(c.FLOPS is not None for r in table.rows for c in table.info[r].runs):
         return
@@ -315,6 +364,18 @@ def add_sparsity(table: Table) -> None:
 # --------------------------------------------------------------------------- notes
 
 
+def efficiency_table(headline: Table) -> Table | None:
+    """FLOPS and non-zeros per dataset in their own table, when a headline has several datasets: the
+    headline keeps to its measure and fits a screen."""
+    datasets = [c.name for c in headline.columns if c.kind == "dataset"]
+    if len(datasets) <= MAX_SPARSITY_DATASETS:
+        return None
+    title = headline.title.rsplit(": ", 1)[0] + ": efficiency (FLOPS, non-zeros)"
+    table = Table(title, None, [], headline.rows, headline.info, {}, headline.alpha, headline.digits, efficiency=True)
+    add_sparsity(table, datasets)
+    return table if table.sparsity else None
+
+
 def notes(table: Table, results: SuiteResults) -> list[str]:
     cells = [table.cells[(r, c.name)] for r in table.rows for c in table.columns]
     out = []
@@ -328,6 +389,10 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
         if multi:
             text += " With several seeds, Δ is between seed means and the test is on per-query scores averaged over seeds."
         out.append(text)
+    if any(c.p_bm25 is not None for c in cells):
+        n = sum(1 for c in table.columns if c.kind != "average")
+        out.append(f"{DDAGGER}: significant at α = {table.alpha:g} against BM25 by the same test, Holm-corrected over "
+                   f"the row's {n} dataset(s). p-values of both tests: the significance table of the page, and table.csv.")
     if any(c.untested for c in cells):
         out.append("No dagger where per-query values were not recorded (results converted from aggregates): "
                    "those differences are untested.")
@@ -428,6 +493,9 @@ def suite_tables(results: SuiteResults) -> list[Table]:
         tables.append(build_table(results, lambda name, m=measure: m if m in results.measures_of(name) else None,
                                   f"{where}: {measure}", settings, rows))
     add_sparsity(tables[0])
+    efficiency = efficiency_table(tables[0])
+    if efficiency is not None:
+        tables.insert(1, efficiency)
     for table in tables:
         table.notes = notes(table, results)
     return tables

@@ -18,10 +18,17 @@ def num(value: float, digits: int) -> str:
 
 
 def signed(value: float, digits: int) -> str:
-    """A Δ with its sign; one that rounds to zero reads ±0.000…"""
+    """A Δ with its sign; one that rounds to zero reads 0.000… (no ±, which would read as an sd)."""
     text = f"{value:+.{digits}f}"
     zero = "0." + "0" * digits if digits else "0"
-    return "±" + zero if text in ("+" + zero, "-" + zero) else text
+    return zero if text in ("+" + zero, "-" + zero) else text
+
+
+def p_value(value: float | None) -> str:
+    """A p-value as the page shows it: 3 significant digits, "<0.001" below."""
+    if value is None:
+        return ""
+    return "<0.001" if value < 1e-3 else f"{value:.3g}"
 
 
 def sparse(name: str, value: float | None) -> str:
@@ -54,6 +61,7 @@ class Parts:
     sd: str = ""
     delta: str = ""
     significant: bool = False
+    significant_bm25: bool = False
     seeds: str = ""  # "2/3" when fewer seeds than the row has
     steps: str = ""  # a collapsed cell: "step 1500"
 
@@ -66,4 +74,4 @@ def parts(cell: Cell, digits: int) -> Parts:
     return Parts(OK, num(cell.value, digits), cell.best, cell.partial,  # type: ignore[arg-type]
                  num(cell.sd, digits) if cell.sd is not None else "",
                  signed(cell.delta, digits) if cell.delta is not None else "", cell.significant,
-                 f"{cell.seeds}/{cell.of}" if cell.seeds < cell.of else "")
+                 cell.significant_bm25, f"{cell.seeds}/{cell.of}" if cell.seeds < cell.of else "")

@@ -14,7 +14,7 @@ METRIC_COLUMNS = ["suite", "dataset", "system", "backbone", "variant", "factor",
                   "stopped_early", "queries", "FLOPS", "query_nnz", "doc_nnz", "scale", "head_norm_before",
                   "head_norm_after"]  # the first twelve as before, so readers of the earlier columns keep working
 TABLE_COLUMNS = ["table", "row", "row_id", "system", "backbone", "variant", "trained", "column", "kind", "measure",
-                 "value", "sd", "seeds", "of", "delta", "p_value", "p_holm", "significant", "best", "partial",
+                 "value", "sd", "seeds", "of", "delta", "p_value", "p_holm", "significant", "p_bm25", "p_bm25_holm", "significant_bm25", "best", "partial",
                  "status", "outcomes", "collapse_steps", "FLOPS", "query_nnz", "doc_nnz"]
 
 
@@ -50,6 +50,15 @@ def table_rows(table: Table) -> list[dict[str, Any]]:
         return "" if x is None else f"{x:.6g}"
 
     out = []
+    if table.efficiency:  # FLOPS and non-zeros per dataset, no score
+        for row in table.rows:
+            for dataset in table.sparsity:
+                sparse = table.sparse.get((row, dataset), {})
+                out.append({"table": table.title, "row": table.info[row].label, "row_id": row_id(row), "system": row[0],
+                            "backbone": row[1], "variant": row[2], "trained": row[3], "column": dataset,
+                            "kind": "efficiency", "outcomes": table.info[row].mark,
+                            **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in SPARSITY}})
+        return out
     for row in table.rows:
         info = table.info[row]
         for col in table.columns:
@@ -60,7 +69,8 @@ def table_rows(table: Table) -> list[dict[str, Any]]:
                         "measure": col.measure, "value": fmt(cell.value), "sd": fmt(cell.sd),
                         "seeds": cell.seeds if col.kind != "average" else "", "of": cell.of if col.kind != "average" else "",
                         "delta": fmt(cell.delta), "p_value": fmt_p(cell.p_value), "p_holm": fmt_p(cell.p_holm),
-                        "significant": cell.significant, "best": cell.best, "partial": cell.partial,
+                        "significant": cell.significant, "p_bm25": fmt_p(cell.p_bm25),
+                        "p_bm25_holm": fmt_p(cell.p_bm25_holm), "significant_bm25": cell.significant_bm25, "best": cell.best, "partial": cell.partial,
                         "status": cell.status, "outcomes": info.mark, "collapse_steps": steps(cell.steps),
                         **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in SPARSITY}})
     return out
