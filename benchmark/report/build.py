@@ -11,7 +11,9 @@ from typing import Any
 from benchmark.atomic import write_csv, write_text
 from benchmark.errors import BenchmarkError
 from benchmark.report import html, latex, markdown, tidy
-from benchmark.report.plots import AVERAGES, NORMS, PLOTS, SWEEP, averages_plot, norms_plot, sweep_plot
+from benchmark.report.exports import write_mteb
+from benchmark.report.plots import (AVERAGES, NORMS, PLOTS, SWEEP, averages_plot, norms_plot, sweep_plot,
+                                    telemetry_plots)
 from benchmark.report.results import (LEGACY_MANIFEST, PERQUERY, RESULTS, SuiteResults, collect, read_results, refresh,
                                       write_results)
 from benchmark.report.table import suite_tables
@@ -38,9 +40,12 @@ def render(results: SuiteResults, folder: Path) -> list[str]:
         if not made[name] and (folder / name).exists():
             (folder / name).unlink()
     plots = [name for name in PLOTS if made[name]]
+    telemetry_plots(results, folder)
+    exports = write_mteb(results, folder)
     files = [METRICS, *TABLES, RESULTS] + ([PERQUERY] if (folder / PERQUERY).exists() else [])
-    write_text(folder / PAGE, html.page(results, tables, plots, files, folder.name))
-    return [METRICS, *TABLES, *plots, PAGE]
+    runs = [c.run_file for c in results.conditions if c.run_file and (folder / c.run_file).is_file()]
+    write_text(folder / PAGE, html.page(results, tables, plots, files, folder.name, exports=[*runs, *exports]))
+    return [METRICS, *TABLES, *plots, PAGE] + ([f"{len(exports)} MTEB JSON"] if exports else [])
 
 
 def publish(results: SuiteResults, folder: Path) -> Path:

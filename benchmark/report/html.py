@@ -275,7 +275,23 @@ def describe_suite(results: SuiteResults) -> str:
     return text
 
 
-def page(results: SuiteResults, tables: list[Table], plots: list[str], files: list[str], folder: str) -> str:
+def exports_html(exports: list[str]) -> str:
+    """The per-condition exports: TREC runs (tagged by system) and MTEB-style score JSONs."""
+    runs = [e for e in exports if e.endswith(".trec.gz")]
+    mteb = [e for e in exports if e.endswith(".json")]
+    out = []
+    for title, names, what in (("TREC runs", runs, "one per condition, the sixth column tags the system; "
+                                "gzipped, for trec_eval, ir_measures, ranx or Pyserini's fusion"),
+                               ("MTEB-style scores", mteb, "mteb/&lt;system&gt;/&lt;Task&gt;.json, the layout of "
+                                "MTEB's results repository (ir_measures names kept under scores.ir_measures)")):
+        if names:
+            links = "".join(f'<li><a href="{escape(n)}">{escape(n)}</a></li>' for n in names)
+            out.append(f"<details><summary>{title} ({len(names)}): {what}</summary><ul>{links}</ul></details>")
+    return "".join(out)
+
+
+def page(results: SuiteResults, tables: list[Table], plots: list[str], files: list[str], folder: str,
+         exports: list[str] | None = None) -> str:
     settings = results.settings()
     title = results.suite + (f" @ {results.subset}" if results.subset else "")
     sections = [("tables", "Tables")]
@@ -307,6 +323,10 @@ def page(results: SuiteResults, tables: list[Table], plots: list[str], files: li
     if training:
         sections.append(("training", "Training runs"))
         content += ['<h2 id="training">Training runs</h2>', training]
+    exported = exports_html(exports or [])
+    if exported:
+        sections.append(("exports", "Exports"))
+        content += ['<h2 id="exports">Exports</h2>', exported]
     sections.append(("datasets", "Per dataset"))
     content += ['<h2 id="datasets">Per dataset</h2>', drilldown(results, settings.digits)]
     nav = "<nav>" + "".join(f'<a href="#{a}">{escape(t)}</a>' for a, t in sections) + "</nav>"

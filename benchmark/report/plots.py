@@ -4,13 +4,14 @@ averages (baseline vs. rescaled per backbone) and the MLM-head norms before/afte
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 from benchmark.atomic import save_figure
 from benchmark.outcomes import COLLAPSED, OK
-from benchmark.report.results import SuiteResults
-from benchmark.report.table import Table, is_baseline, short_name
+from benchmark.report.results import TELEMETRY_DIR, ConditionResult, SuiteResults
+from benchmark.report.table import Table, is_baseline, short_name, system_label
 
 SWEEP, AVERAGES, NORMS = "sweep.png", "averages.png", "norms.png"
 PLOTS = (SWEEP, AVERAGES, NORMS)
@@ -34,32 +35,57 @@ def factor_value(value: str) -> float | None:
     return f if f > 0 and math.isfinite(f) else None
 
 
-def sweep_plot(table: Table, results: SuiteResults, path: Path) -> bool:
-    """Score vs. rescale factor (log2 axis) for the sweep variants ``x<factor>``, seed means ± sd; a run
-    stopped at its collapse as a red ✗, a scored collapsed one ringed in red; FLOPS and non-zeros below."""
+SWEEP_VARIANT = re.compile(r"x(?P<factor>[0-9.]+)(?:-(?P<arm>.+))?")
+
+
+def sweep_arm(variant: str) -> str | None:
+    """"" for a point of the sweep's main line (``x<factor>``, or the baseline: factor 1), the arm's name for
+    a variant such as ``x0.25-flops`` (other λ, drawn apart), None for a variant outside the sweep."""
+    if is_baseline(variant):
+        return ""
+    m = SWEEP_VARIANT.fullmatch(variant)
+    return None if m is None else (m.group("arm") or "")
+
+
+def sweep_plot(table: Table, results: SuiteResults, path: Path) -> list[str]:
+    """Score vs. rescale factor (log2 axis) for the sweep variants ``x<factor>`` and the baseline (×1),
+    seed means ± sd; arms such as ``x0.25-flops`` (FLOPS-matched λ) as their own markers, off the line;
+    a run stopped at its collapse as a red ✗, a scored collapsed one ringed in red; FLOPS and non-zeros
+    below. Returns the legend's entries (empty: no plot)."""
     factor_of = {c.row: factor_value(c.factor) for c in results.conditions}
-    sweep_rows = [r for r in table.rows if r[0] == "splade" and r[2].startswith("x") and factor_of.get(r) is not None]
-    if len(sweep_rows) < 2:
-        return False
+    sweep_rows = [r for r in table.rows if r[0] == "splade" and factor_of.get(r) is not None
+                  and sweep_arm(r[2]) is not None]
+    if sum(1 for r in sweep_rows if r[2].startswith("x") and sweep_arm(r[2]) == "") < 2:
+        return []
     plt = _pyplot()
     with_sparsity = bool(table.sparsity)
     fig, axes = plt.subplots(2 if with_sparsity else 1, 1, figsize=(6.4, 6.4 if with_sparsity else 4.0), squeeze=False,
                              sharex=True)
     ax = axes[0, 0]
-    series = list(dict.fromkeys((r[1], r[3]) for r in sweep_rows))
+    series = list(dict.fromkeys((r[1], r[3], sweep_arm(r[2])) for r in sweep_rows))
     data_cols = [c for c in table.columns if c.kind != "average"] or table.columns
     stopped_x: list[float] = []
     lows: list[float] = []
     ringed = False
-    for backbone, trained in series:
-        rows = sorted((r for r in sweep_rows if (r[1], r[3]) == (backbone, trained)), key=lambda r: factor_of[r])
+    colors: dict[tuple[str, bool], str] = {}
+    for backbone, trained, arm in series:
+        rows = sorted((r for r in sweep_rows if (r[1], r[3], sweep_arm(r[2])) == (backbone, trained, arm)),
+                      key=lambda r: factor_of[r])
         for col in data_cols:
             cells = [(factor_of[r], table.cells[(r, col.name)], table.info[r]) for r in rows]
             shown = [(x, c) for x, c, _ in cells if c.status == OK]
             label = f"{backbone}{'' if trained else ' (untrained)'}" + (f" · {short_name(col.name)}" if len(data_cols) > 1 else "")
+            if arm:  # another arm (FLOPS-matched λ): its points in the line's colour, not joined to it
+                ax.errorbar([x for x, _ in shown], [c.value for _, c in shown], yerr=[c.sd or 0.0 for _, c in shown],
+                            marker="D", markerfacecolor="none", linestyle="none", capsize=3,
+                            color=colors.get((backbone, trained)), label=f"{label}: {arm} arm")
+                stopped_x.extend(x for x, c, _ in cells if c.status == COLLAPSED)
+                lows.extend(c.value for _, c in shown)
+                continue
             line = ax.errorbar([x for x, _ in shown], [c.value for _, c in shown],
                                yerr=[c.sd or 0.0 for _, c in shown], marker="o", capsize=3, label=label)
             color = line[0].get_color()
+            colors[(backbone, trained)] = color
             lows.extend(c.value for _, c in shown)
             marked = [(x, c) for x, c, info in cells if c.status == OK and info.mark]
             if marked:
@@ -75,11 +101,15 @@ def sweep_plot(table: Table, results: SuiteResults, path: Path) -> bool:
         if with_sparsity:
             low = axes[1, 0]
             dataset = table.sparsity[0]
-            for name, style in (("FLOPS", "-"), ("query_nnz", ":"), ("doc_nnz", "--")):
+            for n, (name, style) in enumerate((("FLOPS", "-"), ("query_nnz", ":"), ("doc_nnz", "--"))):
                 pts = [(factor_of[r], table.sparse[(r, dataset)][name]) for r in rows
                        if table.sparse.get((r, dataset), {}).get(name) is not None]
-                if pts:
-                    low.plot([x for x, _ in pts], [y for _, y in pts], marker=".", linestyle=style, label=f"{backbone}: {name}")
+                if pts and arm:
+                    low.plot([x for x, _ in pts], [y for _, y in pts], marker="D", markerfacecolor="none",
+                             linestyle="none", color=f"C{n}", label=f"{backbone}: {name}, {arm} arm")
+                elif pts:
+                    low.plot([x for x, _ in pts], [y for _, y in pts], marker=".", linestyle=style, color=f"C{n}",
+                             label=f"{backbone}: {name}")
     if stopped_x:
         bottom = (min(lows) if lows else 0.0) - 0.05
         ax.scatter(stopped_x, [bottom] * len(stopped_x), marker="x", color="red", s=60, zorder=3, label="collapsed (stopped)")
@@ -98,28 +128,36 @@ def sweep_plot(table: Table, results: SuiteResults, path: Path) -> bool:
         axes[1, 0].set_ylabel(f"FLOPS, non-zeros ({short_name(table.sparsity[0])})")
     fig.tight_layout()
     save_figure(fig, path, dpi=DPI)
+    entries = legend_entries(fig)
     plt.close(fig)
-    return True
+    return entries
 
 
-def averages_plot(table: Table, path: Path) -> bool:
+def legend_entries(fig: Any) -> list[str]:
+    """Every legend's labels in the figure, in order: what a reader can match to the marks."""
+    return [t.get_text() for ax in fig.axes if ax.get_legend() is not None for t in ax.get_legend().get_texts()]
+
+
+def averages_plot(table: Table, path: Path) -> list[str]:
     """Baseline vs. rescaled per backbone, one panel per average (the paper's headline comparison)."""
     averages = [c for c in table.columns if c.kind == "average"]
     backbones = list(dict.fromkeys(r[1] for r in table.rows if r[0] == "splade" and r[3]))
     variants = list(dict.fromkeys(r[2] for r in table.rows if r[0] == "splade" and r[3]))
     if not averages or len(backbones) < 2 or len(variants) < 2:
-        return False
+        return []
     plt = _pyplot()
     fig, axes = plt.subplots(len(averages), 1, figsize=(max(6.4, 0.8 * len(backbones)), 3.2 * len(averages)), squeeze=False)
     width = 0.8 / len(variants)
     for ax, col in zip(axes[:, 0], averages):
         for j, variant in enumerate(variants):
+            labelled = False  # one legend entry per variant, on its first bar (whichever backbone has one)
             for i, backbone in enumerate(backbones):
                 cell = table.cells.get((("splade", backbone, variant, True), col.name))
                 x = i + (j - (len(variants) - 1) / 2) * width
                 if cell is not None and cell.status == OK:
-                    ax.bar(x, cell.value, width, color=f"C{j}", label=variant if i == 0 else None,
+                    ax.bar(x, cell.value, width, color=f"C{j}", label=None if labelled else variant,
                            hatch="//" if cell.partial else None)
+                    labelled = True
                 elif cell is not None and cell.status == COLLAPSED:
                     ax.text(x, 0.01, "collapsed", rotation=90, ha="center", va="bottom", fontsize=7, color="red")
         ax.set_xticks(range(len(backbones)))
@@ -130,8 +168,9 @@ def averages_plot(table: Table, path: Path) -> bool:
         ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     save_figure(fig, path, dpi=DPI)
+    entries = legend_entries(fig)
     plt.close(fig)
-    return True
+    return entries
 
 
 def head_norms(results: SuiteResults) -> list[tuple[tuple[str, str, str, bool], Any]]:
@@ -143,11 +182,11 @@ def head_norms(results: SuiteResults) -> list[tuple[tuple[str, str, str, bool], 
     return list(seen.items())
 
 
-def norms_plot(results: SuiteResults, path: Path) -> bool:
+def norms_plot(results: SuiteResults, path: Path) -> list[str]:
     """The MLM head's Frobenius norm before and after rescaling, per backbone and variant (log axis)."""
     rows = [(r, c) for r, c in head_norms(results) if r[3]] or head_norms(results)
     if not any(c.scale not in (None, 1.0) for _, c in rows):  # nothing was rescaled: the table says it all
-        return False
+        return []
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(6.4, 0.5 * len(rows)), 3.6))
     xs = range(len(rows))
@@ -162,5 +201,45 @@ def norms_plot(results: SuiteResults, path: Path) -> bool:
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     save_figure(fig, path, dpi=DPI)
+    entries = legend_entries(fig)
     plt.close(fig)
-    return True
+    return entries
+
+
+def telemetry_title(c: ConditionResult) -> str:
+    """What a telemetry plot is of: the row, the rescale method and factor, the seed and the outcome."""
+    rescale = f"{c.method} ×{c.factor}" if c.method else "head unscaled"
+    seed = "" if c.seed is None else f" · seed {c.seed}"
+    step = "" if c.outcome_step is None else f" at step {c.outcome_step}"
+    reason = f" ({c.outcome_reason})" if c.outcome_reason else ""
+    return f"{system_label(*c.row)} · {rescale}{seed} · {c.outcome}{step}{reason}"
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def telemetry_plots(results: SuiteResults, folder: Path) -> list[str]:
+    """Each training run's telemetry plot, redrawn from its ``telemetry/<train id>.csv`` (written with the
+    results) under a title naming it; runs recorded without the CSV keep the plot their train stage drew."""
+    import csv
+
+    from benchmark.training.telemetry import plot_png
+
+    drawn = []
+    for c in {c.train_id: c for c in reversed(results.conditions) if c.trained and c.telemetry}.values():
+        rows_file = Path(folder) / TELEMETRY_DIR / f"{c.train_id}.csv"
+        if not rows_file.is_file():
+            continue
+        with open(rows_file, encoding="utf-8", newline="") as fh:
+            rows = [{k: _number(v) for k, v in row.items() if v != ""} for row in csv.DictReader(fh)]
+        label = f"{c.outcome}: {c.outcome_reason}" if c.outcome_reason else ""
+        plot_png(rows, Path(folder) / c.telemetry, telemetry_title(c), c.outcome_step, label, c.armed_step)
+        drawn.append(c.telemetry)
+    return sorted(drawn)

@@ -29,6 +29,7 @@ FORMAT = 1
 RESULTS = "results.json"
 PERQUERY = "perquery.csv.gz"
 TELEMETRY_DIR = "telemetry"
+RUNS_DIR = "trec"  # the TREC runs, one per condition
 LEGACY_MANIFEST = "manifest.json"  # the earlier format: stage ids and a machine-local runs_dir
 PERQUERY_COLUMNS = ["condition", "measure", "query_id", "value"]
 
@@ -67,6 +68,8 @@ class ConditionResult:
     train_id: str = ""
     backbone_id: str = ""
     telemetry: str = ""  # the training run's telemetry plot, relative to the suite folder
+    armed_step: int | None = None  # the first step the outcome triggers were armed (λ final), for the plot
+    run_file: str = ""  # the TREC run (descriptive tag, gzipped), relative to the suite folder
 
     @property
     def row(self) -> RowKey:
@@ -104,6 +107,8 @@ class SuiteResults:
     perquery: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     # file name inside the suite folder → where to copy it from (telemetry plots); never written out
     files: dict[str, Path] = field(default_factory=dict)
+    # file name inside the suite folder → (a search stage's run.trec, the tag it gets); never written out
+    runs: dict[str, tuple[Path, str]] = field(default_factory=dict)
 
     def column_names(self) -> list[str]:
         return self.columns or list(dict.fromkeys(c.dataset for c in self.conditions))
@@ -220,6 +225,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
     conditions: list[ConditionResult] = []
     perquery: dict[str, dict[str, dict[str, float]]] = {}
     files: dict[str, Path] = {}
+    runs: dict[str, tuple[Path, str]] = {}
     used: set[str] = set()
     for cond in plan.conditions:
         evaluate, train = cond.evaluate, cond.train
@@ -264,6 +270,15 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             if png.is_file():
                 result.telemetry = f"{TELEMETRY_DIR}/{train.id}.png"
                 files[result.telemetry] = png
+            rows = Path(store.path(train)) / "telemetry.csv"
+            if rows.is_file():  # the page redraws the plot from it, titled with the row, seed and outcome
+                files[f"{TELEMETRY_DIR}/{train.id}.csv"] = rows
+            result.armed_step = _int((train_record or {}).get("triggers_armed_step"))
+        if search is not None and eval_meta is not None and not outcome.stopped_early:
+            trec = Path(store.path(search)) / "run.trec"
+            if trec.is_file():
+                result.run_file = f"{RUNS_DIR}/{key}.trec.gz"
+                runs[result.run_file] = (trec, run_tag(result))
         conditions.append(result)
 
     seeds = list(getattr(plan, "seeds", None) or sorted({c.seed for c in conditions if c.seed is not None}))
@@ -276,7 +291,8 @@ def collect(plan: Any, store: Any) -> SuiteResults:
         dataset_measures={portable_dataset(d): list(ms) for d, ms in dict(getattr(plan, "dataset_measures", {}) or {}).items()},
         table=_portable_settings(settings), max_docs=getattr(plan, "max_docs", None),
         max_queries=getattr(plan, "max_queries", None), seeds=[int(s) for s in seeds],
-        subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), perquery=perquery, files=files)
+        subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), perquery=perquery, files=files,
+        runs=runs)
 
 
 def _subset(plan: Any) -> str | None:
@@ -438,22 +454,57 @@ def write_results(results: SuiteResults, folder: Path) -> None:
             with atomic_write(target, "wb") as fh, open(source, "rb") as src:
                 shutil.copyfileobj(src, fh)
         keep.add(target.name)
+    for name, (source, tag) in sorted(results.runs.items()):
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(target, "wb") as fh:
+            fh.write(tagged_run(Path(source), tag))
+        keep.add(target.name)
     telemetry = folder / TELEMETRY_DIR
     referenced = {Path(c.telemetry).name for c in results.conditions if c.telemetry}
     if telemetry.is_dir():
-        for png in telemetry.glob("*.png"):
+        for png in [*telemetry.glob("*.png"), *telemetry.glob("*.csv")]:
             if png.name not in referenced | keep:
                 png.unlink()
+    run_dir = folder / RUNS_DIR
+    if run_dir.is_dir():
+        referenced = {Path(c.run_file).name for c in results.conditions if c.run_file}
+        for run in run_dir.glob("*.trec.gz"):
+            if run.name not in referenced | keep:
+                run.unlink()
     write_json(folder / RESULTS, to_json(results))
     with atomic_write(folder / PERQUERY, "wb") as fh:
         fh.write(perquery_bytes(results.perquery))
 
 
 def to_json(results: SuiteResults) -> dict[str, Any]:
-    data = {f.name: getattr(results, f.name) for f in dataclasses.fields(results) if f.name not in ("perquery", "files")}
+    data = {f.name: getattr(results, f.name) for f in dataclasses.fields(results) if f.name not in ("perquery", "files", "runs")}
     data["conditions"] = [dataclasses.asdict(c) for c in results.conditions]
     data["format"] = FORMAT
     return data
+
+
+def run_tag(c: ConditionResult) -> str:
+    """A TREC run tag that names the system (TREC tags have no spaces): ``bm25``,
+    ``splade.bert-tiny.x4.head-norm-4.seed44``, ``splade.bert-tiny.baseline.untrained``."""
+    if c.system != "splade":
+        return re.sub(r"\s+", "", c.system) or "run"
+    parts = [c.system, c.backbone, c.variant.replace(" ", "")]
+    if c.method:
+        parts.append(f"{c.method}-{c.factor}")
+    parts.append(f"seed{c.seed}" if c.trained and c.seed is not None else ("trained" if c.trained else "untrained"))
+    return re.sub(r"[^\w.=+:@-]", "_", ".".join(p for p in parts if p))
+
+
+def tagged_run(source: Path, tag: str) -> bytes:
+    """A run file, its sixth column set to ``tag``, gzipped without a timestamp (same run, same bytes)."""
+    out = io.BytesIO()
+    with open(source, encoding="utf-8") as src, gzip.GzipFile(fileobj=out, mode="wb", filename="", mtime=0) as gz:
+        for line in src:
+            fields = line.split()
+            if len(fields) == 6:
+                gz.write((" ".join(fields[:5]) + f" {tag}\n").encode("utf-8"))
+    return out.getvalue()
 
 
 def perquery_bytes(perquery: Mapping[str, Mapping[str, Mapping[str, float]]]) -> bytes:
@@ -493,7 +544,7 @@ def from_json(data: Mapping[str, Any], where: str) -> SuiteResults:
             if extra:
                 raise BenchmarkError(f"{where}: conditions[{i}] has unknown field(s) {', '.join(sorted(extra))}")
             conditions.append(ConditionResult(**c))
-        fields = {f.name for f in dataclasses.fields(SuiteResults)} - {"perquery", "files", "conditions"}
+        fields = {f.name for f in dataclasses.fields(SuiteResults)} - {"perquery", "files", "runs", "conditions"}
         kwargs = {k: data[k] for k in fields if k in data}
         return SuiteResults(conditions=conditions, **kwargs)
     except (KeyError, TypeError) as exc:
