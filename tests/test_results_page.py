@@ -44,6 +44,114 @@ def browse(page: Path, screenshot: Path) -> str:
     return proc.stdout
 
 
+# --------------------------------------------------------------------------- layout, as the browser laid it out
+
+#: Measures the page inside an iframe of the given width (the page itself has no script): the media it
+#: matched, the page's own width, and per results table its header cells' right edges, its scroll box and
+#: its label column before and after scrolling the table to its right end.
+PROBE = """<!doctype html><html><body style="margin:0"><iframe id="f" src="%(src)s" style="width:%(width)dpx;height:1200px;border:0"></iframe>
+<pre id="probe"></pre><script>
+document.getElementById('f').onload = function () {
+  var d = this.contentDocument, w = this.contentWindow, out = {tables: []};
+  out.dark = w.matchMedia('(prefers-color-scheme: dark)').matches;
+  out.background = w.getComputedStyle(d.body).backgroundColor;
+  out.pageWidth = d.documentElement.scrollWidth;
+  d.querySelectorAll('table.results').forEach(function (t) {
+    var wrap = t.parentElement, label = t.querySelector('tbody th.label'), cells = t.querySelectorAll('tbody tr:first-child td');
+    var last = cells[cells.length - 1], info = {title: t.getAttribute('data-table'),
+      heads: Array.prototype.map.call(t.querySelectorAll('thead th'), function (th) { return [th.textContent, th.getBoundingClientRect().right]; }),
+      overflow: w.getComputedStyle(wrap).overflowX, sticky: w.getComputedStyle(label).position,
+      wrapLeft: wrap.getBoundingClientRect().left, wrapRight: wrap.getBoundingClientRect().right};
+    wrap.scrollLeft = wrap.scrollWidth;
+    info.labelLeftScrolled = label.getBoundingClientRect().left;
+    info.lastRightScrolled = last.getBoundingClientRect().right;
+    wrap.scrollLeft = 0;
+    out.tables.push(info);
+  });
+  document.getElementById('probe').textContent = JSON.stringify(out);
+};
+</script></body></html>"""
+
+
+def layout(page: Path, width: int, dark: bool = False) -> dict:
+    """What Chromium laid out for ``page`` at ``width`` px (and in dark mode): see ``PROBE``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "probe.html"
+        probe.write_text(PROBE % {"src": page.resolve().as_uri(), "width": width}, encoding="utf-8")
+        proc = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--allow-file-access-from-files", "--hide-scrollbars",
+             f"--user-data-dir={tmp}/profile", "--dump-dom", f"--window-size={width + 20},1400",
+             *(["--force-dark-mode"] if dark else []), probe.as_uri()],
+            capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S)
+    assert found and found.group(1), "the probe did not run"
+    import html
+
+    return json.loads(html.unescape(found.group(1)))
+
+
+def screenshot(page: Path, path: Path, width: int, dark: bool = False) -> None:
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--hide-scrollbars", f"--user-data-dir={profile}",
+             f"--screenshot={path}", f"--window-size={width},{WINDOW[1]}", *(["--force-dark-mode"] if dark else []),
+             page.resolve().as_uri()], capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def luminance(path: Path) -> float:
+    """Mean luminance (0–255) of a screenshot: a light page is mostly white, a dark one mostly dark."""
+    from PIL import Image, ImageStat
+
+    with Image.open(path) as img:
+        return ImageStat.Stat(img.convert("L")).mean[0]
+
+
+def check_layout(page: Path, tmp: Path) -> list[str]:
+    """At 1400 px the headline table shows every column, Reproduce included, without scrolling; at 400 px
+    nothing widens the page, each table scrolls in its own box with its label column sticky, and scrolled
+    to its end its last column is on screen; dark mode follows prefers-color-scheme."""
+    problems = []
+    wide = layout(page, 1400)
+    headline = wide["tables"][0]
+    hidden = [name for name, right in headline["heads"] if right > 1400]
+    if hidden:
+        problems.append(f"1400 px: {headline['title']}: columns {hidden} are off screen")
+    if wide["dark"] or wide["background"] != "rgb(255, 255, 255)":
+        problems.append(f"light mode: background {wide['background']}, dark {wide['dark']}")
+    narrow = layout(page, 400)
+    if narrow["pageWidth"] > 400:
+        problems.append(f"400 px: the page is {narrow['pageWidth']} px wide (something does not scroll in its box)")
+    for t in narrow["tables"]:
+        if t["overflow"] not in ("auto", "scroll") or t["sticky"] != "sticky":
+            problems.append(f"400 px: {t['title']}: overflow {t['overflow']}, label column {t['sticky']}")
+        if abs(t["labelLeftScrolled"] - t["wrapLeft"]) > 1:  # 1 px: subpixel layout
+            problems.append(f"400 px: {t['title']}: scrolled right, the label column moved to {t['labelLeftScrolled']}")
+        if t["lastRightScrolled"] > t["wrapRight"] + 1:
+            problems.append(f"400 px: {t['title']}: scrolled right, the last column ends at {t['lastRightScrolled']} "
+                            f"past the box's {t['wrapRight']}")
+    dark = layout(page, 1400, dark=True)
+    if not dark["dark"] or dark["background"] == "rgb(255, 255, 255)":
+        problems.append(f"dark mode: background {dark['background']}, dark {dark['dark']}")
+    shots = {(w, d): tmp / f"page-{w}-{'dark' if d else 'light'}.png" for w in (1400, 400) for d in (False, True)}
+    for (w, d), path in shots.items():
+        screenshot(page, path, w, d)
+    # thresholds: a white page with tables and plots measures ~235 here, its dark version ~35
+    for (w, d), path in shots.items():
+        shade = luminance(path)
+        if (d and shade > 100) or (not d and shade < 160):
+            problems.append(f"{w} px {'dark' if d else 'light'} screenshot: mean luminance {shade:.0f}")
+    return problems
+
+
+def legends(dom: str) -> dict[str, str]:
+    """Each plot's alt text (its legend's entries), by file name."""
+    return {n.attrs["src"]: n.attrs.get("alt", "") for n in Tree(dom).root.all("img") if "/" not in n.attrs["src"]}
+
+
 # --------------------------------------------------------------------------- a DOM tree from the dump
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -438,9 +546,15 @@ def test_a_wrong_number_is_caught(rich_page, tmp_path):
                                .replace('src="telemetry/t.png"', 'src="https://example.org/x.png"', 1), folder)
 
 
-@pytest.mark.parametrize("suite", ["smoke", "scale-sweep"])
+def test_page_layout_dark_mode_and_narrow_screen(rich_page, tmp_path):
+    folder, _ = rich_page
+    assert check_layout(folder / "index.html", tmp_path) == []
+
+
+@pytest.mark.parametrize("suite", ["smoke", "scale-sweep", "paper-mini"])
 def test_committed_pages(suite, tmp_path):
-    """The committed results pages, as committed: every number equals their metrics.csv."""
+    """The committed results pages, as committed: every number equals their metrics.csv; their layout
+    holds at 1400 and 400 px and in dark mode; each plot's legend names what it distinguishes."""
     folder = ROOT / "results" / suite
     if not (folder / "index.html").is_file():
         pytest.skip(f"results/{suite} has no page committed")
@@ -449,3 +563,29 @@ def test_committed_pages(suite, tmp_path):
     problems, checked = check_page(dom, folder)
     assert problems == [] and checked > 0
     assert external_references(dom, folder) == []
+    assert check_layout(folder / "index.html", tmp_path) == []
+    shown = legends(dom)
+    variants = list(dict.fromkeys(r["variant"] for r in Oracle(folder).rows if r["system"] == "splade" and r["trained"] == "True"))
+    if "averages.png" in shown:  # one legend entry per variant, whichever backbone has its first bar
+        assert shown["averages.png"] == "averages.png: legend " + "; ".join(variants)
+    if "sweep.png" in shown:  # the FLOPS-matched arms have their own entry, apart from the line
+        assert "bert-tiny: FLOPS-matched λ arm" in shown["sweep.png"] and "bert-tiny; " in shown["sweep.png"] + "; "
+
+
+def test_a_broken_layout_is_caught(rich_page, tmp_path):
+    """The layout checks fail on a page without the dark palette, the sticky label column and the box
+    each table scrolls in."""
+    folder, _ = rich_page
+    copy = tmp_path / "rich"
+    shutil.copytree(folder, copy)
+    text = (copy / "index.html").read_text(encoding="utf-8")
+    broken = (text.replace("prefers-color-scheme: dark", "prefers-color-scheme: no-such-scheme")
+              .replace("position: sticky", "position: static").replace(".wrap { overflow-x: auto;", ".wrap {")
+              .replace('<td class="cmd"><details>', '<td class="cmd" style="min-width:1500px"><details>', 1))
+    assert broken != text
+    (copy / "index.html").write_text(broken, encoding="utf-8")
+    problems = check_layout(copy / "index.html", tmp_path)
+    assert any(p.startswith("1400 px:") and "Reproduce" in p for p in problems)
+    assert any("400 px: the page is" in p for p in problems)
+    assert any("label column static" in p for p in problems)
+    assert any(p.startswith("dark mode:") for p in problems)

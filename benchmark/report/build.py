@@ -44,7 +44,8 @@ def render(results: SuiteResults, folder: Path) -> list[str]:
     exports = write_mteb(results, folder)
     files = [METRICS, *TABLES, RESULTS] + ([PERQUERY] if (folder / PERQUERY).exists() else [])
     runs = [c.run_file for c in results.conditions if c.run_file and (folder / c.run_file).is_file()]
-    write_text(folder / PAGE, html.page(results, tables, plots, files, folder.name, exports=[*runs, *exports]))
+    write_text(folder / PAGE, html.page(results, tables, plots, files, folder.name, exports=[*runs, *exports],
+                                        legends=made))
     return [METRICS, *TABLES, *plots, PAGE] + ([f"{len(exports)} MTEB JSON"] if exports else [])
 
 

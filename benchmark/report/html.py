@@ -275,6 +275,12 @@ def describe_suite(results: SuiteResults) -> str:
     return text
 
 
+def alt(plot: str, entries: list[str]) -> str:
+    """A plot's alt text: its name and its legend's entries, so a reader without the image (or a test)
+    knows what it distinguishes."""
+    return plot + (": legend " + "; ".join(dict.fromkeys(entries)) if entries else "")
+
+
 def exports_html(exports: list[str]) -> str:
     """The per-condition exports: TREC runs (tagged by system) and MTEB-style score JSONs."""
     runs = [e for e in exports if e.endswith(".trec.gz")]
@@ -291,7 +297,9 @@ def exports_html(exports: list[str]) -> str:
 
 
 def page(results: SuiteResults, tables: list[Table], plots: list[str], files: list[str], folder: str,
-         exports: list[str] | None = None) -> str:
+         exports: list[str] | None = None, legends: dict[str, list[str]] | None = None) -> str:
+    """The page; ``legends`` (plot → its legend's entries) become each image's alt text."""
+    legends = legends or {}
     settings = results.settings()
     title = results.suite + (f" @ {results.subset}" if results.subset else "")
     sections = [("tables", "Tables")]
@@ -313,8 +321,8 @@ def page(results: SuiteResults, tables: list[Table], plots: list[str], files: li
     if plots:
         sections.append(("plots", "Plots"))
         content.append('<h2 id="plots">Plots</h2>')
-        content += [f'<figure><img src="{escape(p)}" alt="{escape(p)}"><figcaption>{escape(plot_captions.get(p, p))}</figcaption></figure>'
-                    for p in plots]
+        content += [f'<figure><img src="{escape(p)}" alt="{escape(alt(p, legends.get(p, [])))}">'
+                    f"<figcaption>{escape(plot_captions.get(p, p))}</figcaption></figure>" for p in plots]
     norms = norms_html(results)
     if norms:
         sections.append(("norms", "Head norms"))

@@ -35,6 +35,8 @@ def factor_value(value: str) -> float | None:
     return f if f > 0 and math.isfinite(f) else None
 
 
+#: a sweep arm's variant suffix → how the legend names it
+ARM_LABELS = {"flops": "FLOPS-matched λ"}
 SWEEP_VARIANT = re.compile(r"x(?P<factor>[0-9.]+)(?:-(?P<arm>.+))?")
 
 
@@ -78,7 +80,7 @@ def sweep_plot(table: Table, results: SuiteResults, path: Path) -> list[str]:
             if arm:  # another arm (FLOPS-matched λ): its points in the line's colour, not joined to it
                 ax.errorbar([x for x, _ in shown], [c.value for _, c in shown], yerr=[c.sd or 0.0 for _, c in shown],
                             marker="D", markerfacecolor="none", linestyle="none", capsize=3,
-                            color=colors.get((backbone, trained)), label=f"{label}: {arm} arm")
+                            color=colors.get((backbone, trained)), label=f"{label}: {ARM_LABELS.get(arm, arm)} arm")
                 stopped_x.extend(x for x, c, _ in cells if c.status == COLLAPSED)
                 lows.extend(c.value for _, c in shown)
                 continue
@@ -106,7 +108,7 @@ def sweep_plot(table: Table, results: SuiteResults, path: Path) -> list[str]:
                        if table.sparse.get((r, dataset), {}).get(name) is not None]
                 if pts and arm:
                     low.plot([x for x, _ in pts], [y for _, y in pts], marker="D", markerfacecolor="none",
-                             linestyle="none", color=f"C{n}", label=f"{backbone}: {name}, {arm} arm")
+                             linestyle="none", color=f"C{n}", label=f"{backbone}: {name}, {ARM_LABELS.get(arm, arm)} arm")
                 elif pts:
                     low.plot([x for x, _ in pts], [y for _, y in pts], marker=".", linestyle=style, color=f"C{n}",
                              label=f"{backbone}: {name}")
