@@ -1,0 +1,125 @@
+"""A trained model exported as a sentence-transformers SparseEncoder folder: ``SparseEncoder(path)`` gives
+the harness's SPLADE vectors (within the rounding bound of a float32 forward), Pyserini's
+``SpladeQueryEncoder(path)`` its query weights (in Pyserini's quantisation), and the folder carries
+modules.json, the suite's max length and a model card. The runs folder is laid out as the pipeline
+lays it out (train/<id>/model, search → encode/queries configs), with bert-tiny as the trained model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from _forwards import hidden_states, rounding_tolerance, vector_bound
+
+from benchmark import export, splade
+from benchmark.encode import load_model
+from benchmark.report import publish
+from benchmark.report.results import ConditionResult, SuiteResults
+
+TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), "insulin and glucose",
+         " ".join(["the immune system trains on vaccines and pathogens"] * 20), "brca1 mutation and cancer risk"]
+QUERIES = ["what causes cancer", "insulin resistance in muscle cells"]
+DOC_LEN, QUERY_LEN = 256, 64
+TRAIN, SEARCH, ENCODE, ENCODE_Q = "train-0123456789ab", "search-0123456789ab", "encode-0123456789ab", "queries-0123456789ab"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, bert_tiny):
+    root = tmp_path_factory.mktemp("export")
+    runs = root / "runs"
+    shutil.copytree(bert_tiny, runs / "train" / TRAIN / "model")
+    for kind, stage, body in (("search", SEARCH, {"parents": {"docs": ENCODE, "queries": ENCODE_Q, "index": "index-x"}}),
+                              ("encode", ENCODE, {"config": {"max_length": DOC_LEN}, "parents": {}}),
+                              ("queries", ENCODE_Q, {"config": {"max_length": QUERY_LEN}, "parents": {}})):
+        (runs / kind / stage).mkdir(parents=True)
+        (runs / kind / stage / "config.json").write_text(json.dumps(body))
+    c = ConditionResult(key="evaluate-1", dataset="beir/scifact/test", system="splade", backbone="bert-tiny", variant="x4",
+                        factor="4", method="head-norm", trained=True, seed=42, outcome="degraded",
+                        outcome_reason="dev_mrr_drop", outcome_step=26, metrics={"nDCG@10": 0.6123, "R@100": 0.9},
+                        queries=300, scale=4.0, command="python -m benchmark.run --suite hand --variants x4 --seeds 42",
+                        train_id=TRAIN, search_id=SEARCH, evaluate_id="evaluate-1")
+    folder = publish(SuiteResults(suite="hand", measures=["nDCG@10", "R@100"], conditions=[c], seeds=[42],
+                                  training="Training: recipe smoke (one short epoch)."), root / "results" / "hand")
+    lines: list[str] = []
+    [path] = export.export_suite(folder, runs, root / "exports", say=lines.append)
+    assert lines == [f"exported {path}"]
+    return path
+
+
+def test_folder_is_a_sparse_encoder_with_a_model_card(exported):
+    assert exported.name == "splade-bert-tiny-x4-head-norm-4-seed42"
+    modules = json.loads((exported / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["MLMTransformer", "SpladePooling"]
+    pooling = json.loads((exported / modules[1]["path"] / "config.json").read_text())
+    assert (pooling["pooling_strategy"], pooling["activation_function"]) == ("max", "relu")
+    assert json.loads((exported / "sentence_bert_config.json").read_text())["max_seq_length"] == DOC_LEN
+    card = (exported / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: sentence-transformers\n")
+    for text in ("MLM-head rescale: method `head-norm`, factor 4 (applied: ×4)", "- Training: recipe smoke (one short epoch). Seed 42.",
+                 "Training outcome: degraded at step 26 (dev_mrr_drop)", "| scifact (`beir/scifact/test`) | 0.6123 | 0.9000 |",
+                 "python -m benchmark.run --suite hand --variants x4 --seeds 42", "queries 64 tokens"):
+        assert text in card, text
+
+
+def test_sparse_encoder_reproduces_the_harness_vectors(exported, bert_tiny):
+    """|Δw| ≤ the bound the hidden states' rounding implies (``vector_bound`` of 4× the SDPA–eager gap) plus
+    ST's own float32 decoder matmul (γ_K·‖h‖·‖w_j‖ ≤ 2·K·u·max‖h‖·max‖w_j‖) and its float32 log1p (u·w)."""
+    from sentence_transformers import SparseEncoder
+
+    model, tokenizer = load_model(bert_tiny, "sdpa")
+    harness = splade.encode(model, tokenizer, TEXTS, max_length=DOC_LEN, batch_size=8)
+    weight = splade._decoder(model).weight.detach()
+    sdpa, mask, _ = hidden_states(model, tokenizer, TEXTS)
+    tolerance = rounding_tolerance(sdpa, hidden_states(*load_model(bert_tiny, "eager"), TEXTS)[0], mask)
+    u, k = 2.0**-24, weight.shape[1]
+    bound = (vector_bound(tolerance, weight) + 2 * k * u * float(sdpa[mask].norm(dim=-1).max()) * float(weight.norm(dim=1).max())
+             + 2 * u * max(float(w.max()) for _, w in harness))
+    encoder = SparseEncoder(str(exported), device="cpu")
+    assert encoder.max_seq_length == DOC_LEN
+    got = encoder.encode_document(TEXTS, convert_to_tensor=True).to_dense().numpy()
+    want = np.zeros_like(got)
+    for i, (ids, ws) in enumerate(harness):
+        want[i, ids] = ws
+    assert want.any(axis=1).all()
+    assert np.abs(got - want).max() <= bound
+    # and the indexed impacts round(100·w) agree wherever w is not within the bound of a rounding boundary
+    near = np.abs((want * splade.QUANT_SCALE) % 1 - 0.5) <= bound * splade.QUANT_SCALE
+    indexed = (want > 0) | (got > 0)
+    assert (near & indexed).sum() < 0.5 * indexed.sum()  # most indexed terms are compared (~2·bound·100 are not)
+    assert np.array_equal(np.rint(got * splade.QUANT_SCALE)[~near], np.rint(want * splade.QUANT_SCALE)[~near])
+
+
+def test_pyserini_query_encoder_loads_it(exported, bert_tiny):
+    """Pyserini's SPLADE query encoder on the folder: its weights are round(w / 5 · 256) of the harness's
+    query vectors (within half a unit plus the rounding bound of the previous test, 1e-3 here)."""
+    from benchmark.lucene import start_jvm
+
+    start_jvm()  # pyserini.encode starts the JVM on import: the JDK the harness found
+    from pyserini.encode import SpladeQueryEncoder
+
+    model, tokenizer = load_model(bert_tiny, "sdpa")
+    encoder = SpladeQueryEncoder(str(exported))
+    scale = 256 / 5  # Pyserini's quantisation: weight_range 5 over quant_range 256
+    for text, (ids, ws) in zip(QUERIES, splade.encode(model, tokenizer, QUERIES, max_length=QUERY_LEN)):
+        theirs = encoder.encode(text, max_length=QUERY_LEN)
+        ours = dict(zip(tokenizer.convert_ids_to_tokens(ids.tolist()), (float(w) * scale for w in ws)))
+        assert ours and all(abs(theirs.get(t, 0) - v) <= 0.5 + 1e-3 * scale for t, v in ours.items())
+        assert all(ours.get(t, 0.0) >= 0.5 - 1e-3 * scale for t, q in theirs.items() if q >= 1)
+
+
+def test_export_errors_name_the_missing_runs(tmp_path, exported):
+    folder = exported.parents[1] / "results"
+    code = export.main(["--suite", "hand", "--results-dir", str(folder), "--runs-dir", str(tmp_path / "nowhere"),
+                        "--out", str(tmp_path / "out")])
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert export.main(["--suite", "nope", "--results-dir", str(folder)]) == 2
+
+
+def test_fold_for_export_is_identity_for_the_harness_checkpoints(bert_tiny):
+    model, _ = load_model(bert_tiny, "sdpa")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    folded = export.fold_for_export(model)
+    assert folded is model and all(torch.equal(before[k], v) for k, v in folded.state_dict().items())
