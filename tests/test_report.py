@@ -438,3 +438,52 @@ def test_committed_results_rebuild_identically(suite, tmp_path):
     assert report_main(["--results-dir", str(tmp_path / "results")]) == 0
     for name in ("metrics.csv", "table.md", "table.csv", "table.tex", "index.html"):
         assert (copy / name).read_bytes() == (committed / name).read_bytes(), name
+
+
+def test_exports_tagged_runs_mteb_json_and_titled_telemetry(tmp_path):
+    """Per condition: the TREC run with a tag naming the system, an MTEB-style JSON of its scores, and a
+    telemetry plot redrawn from telemetry.csv under a title naming row, method, factor, seed and outcome."""
+    from PIL import Image
+
+    from benchmark.report.exports import mteb_key, task_and_split
+    from benchmark.report.plots import telemetry_title
+
+    store = Store(tmp_path / "runs", log=lambda line: None)
+    backbone = S("backbone", {"v": "x4"})
+    _stage(store, backbone, {"factor": 4.0, "head_norm_before": 10.0, "head_norm_after": 40.0})
+    train = S("train", {"v": "x4"}, {"init": backbone})
+    rows = "step,loss,nnz_d,dev_mrr\n0,,,0.5\n10,2.5,120.0,\n20,1.5,80.0,0.6\n"
+    _stage(store, train, {"outcome": "degraded", "outcome_reason": "dev_mrr_drop", "outcome_step": 20, "seed": 44,
+                          "triggers_armed_step": 10}, {"telemetry.png": b"\x89PNG\r\n\x1a\nold", "telemetry.csv": rows})
+    search = S("search", {"v": "x4"}, {"index": S("index", {"v": "x4"}, {"source": train})})
+    _stage(store, search, {"FLOPS": 1.5, "doc_nnz": 90.0, "query_nnz": 20.0},
+           {"run.trec": "q1 Q0 d1 1 9.500000 benchmark\nq1 Q0 d2 2 8.000000 benchmark\nq2 Q0 d3 1 7.250000 benchmark\n"})
+    evaluate = S("evaluate", {"v": "x4"}, {"run": search})
+    _stage(store, evaluate, {"metrics": {"nDCG@10": 0.25, "RR@10": 0.5, "R(rel=2)@1000": 0.75}, "queries": 2})
+    cond = Condition("beir/scifact/test", "splade", "bb", "x4", factor="4", method="head-norm", trained=True, evaluate=evaluate,
+                     train=train, search=search, command="python -m benchmark.run --suite hand")
+
+    class Plan:
+        suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": "nDCG@10"}})()
+        measures, dataset_measures, columns, groups = ["nDCG@10", "RR@10", "R(rel=2)@1000"], {}, ["beir/scifact/test"], {}
+        max_docs, max_queries, seeds, subset, conditions = None, None, [44], None, [cond]
+
+    results = collect(Plan(), store)
+    [c] = results.conditions
+    folder = publish(results, tmp_path / "results" / "hand")
+    assert c.run_file == f"trec/{c.key}.trec.gz"
+    assert gzip.decompress((folder / c.run_file).read_bytes()).decode() == (
+        "q1 Q0 d1 1 9.500000 splade.bb.x4.head-norm-4.seed44\nq1 Q0 d2 2 8.000000 splade.bb.x4.head-norm-4.seed44\n"
+        "q2 Q0 d3 1 7.250000 splade.bb.x4.head-norm-4.seed44\n")
+    mteb = json.loads((folder / "mteb" / "splade.bb.x4.head-norm-4.seed44" / "SciFact.json").read_text())
+    [scores] = mteb["scores"]["test"]
+    assert (mteb["task_name"], scores["ndcg_at_10"], scores["mrr_at_10"], scores["main_score"]) == ("SciFact", 0.25, 0.5, 0.25)
+    assert "recall_at_1000" not in scores and scores["ir_measures"]["R(rel=2)@1000"] == 0.75  # graded recall: no MTEB name
+    assert (mteb_key("R@100"), mteb_key("P@5"), mteb_key("AP")) == ("recall_at_100", "precision_at_5", None)
+    assert task_and_split("beir/cqadupstack/android") == ("CQADupstackRetrieval", "test")
+    assert task_and_split("beir/nfcorpus/dev") == ("NFCorpus", "dev")
+    assert telemetry_title(c) == "SPLADE bb x4 · head-norm ×4 · seed 44 · degraded at step 20 (dev_mrr_drop)"
+    png = (folder / c.telemetry).read_bytes()
+    assert png != b"\x89PNG\r\n\x1a\nold" and Image.open(folder / c.telemetry).size == (1600, 560)  # redrawn: 20×7 in at 80 dpi
+    html = (folder / "index.html").read_text()
+    assert f'href="{c.run_file}"' in html and 'href="mteb/splade.bb.x4.head-norm-4.seed44/SciFact.json"' in html
