@@ -61,6 +61,7 @@ thead th:first-child { background: var(--head); }
   body { padding: .8rem .5rem 3rem; font-size: 13px; }
   th, td { padding: .22rem .4rem; }
   th.label { white-space: normal; min-width: 7.5rem; max-width: 9.5rem; box-shadow: 1px 0 0 var(--line); }
+  table.results td.num { white-space: normal; } .sd, .delta, .n { white-space: nowrap; }
   nav a { display: inline-block; margin: 0 .8rem .3rem 0; }
 }
 """
