@@ -11,6 +11,7 @@ from typing import Any
 from benchmark.atomic import write_csv, write_text
 from benchmark.errors import BenchmarkError
 from benchmark.report import html, latex, markdown, tidy
+from benchmark.report.judgements import JUDGEMENT_COLUMNS, judgement_rows
 from benchmark.report.plots import AVERAGES, NORMS, PLOTS, SWEEP, averages_plot, norms_plot, sweep_plot
 from benchmark.report.results import (LEGACY_MANIFEST, PERQUERY, RESULTS, SuiteResults, collect, read_results, refresh,
                                       write_results)
@@ -19,6 +20,7 @@ from benchmark.report.table import suite_tables
 TABLES = ("table.md", "table.csv", "table.tex")
 PAGE = "index.html"
 METRICS = "metrics.csv"
+JUDGEMENTS = "judgements.csv"
 
 
 def render(results: SuiteResults, folder: Path) -> list[str]:
@@ -27,6 +29,8 @@ def render(results: SuiteResults, folder: Path) -> list[str]:
     tables = suite_tables(results)
     labels = results.settings().labels
     write_csv(folder / METRICS, tidy.metric_rows(results), tidy.METRIC_COLUMNS)
+    judged = {r: tables[0].info[r].judgements for r in tables[0].rows}
+    write_csv(folder / JUDGEMENTS, judgement_rows(judged), JUDGEMENT_COLUMNS)
     title = results.suite + (f" @ {results.subset}" if results.subset else "")
     write_text(folder / "table.md", markdown.document(title, tables, labels))
     write_csv(folder / "table.csv", [r for t in tables for r in tidy.table_rows(t)], tidy.TABLE_COLUMNS)
@@ -38,9 +42,9 @@ def render(results: SuiteResults, folder: Path) -> list[str]:
         if not made[name] and (folder / name).exists():
             (folder / name).unlink()
     plots = [name for name in PLOTS if made[name]]
-    files = [METRICS, *TABLES, RESULTS] + ([PERQUERY] if (folder / PERQUERY).exists() else [])
+    files = [METRICS, JUDGEMENTS, *TABLES, RESULTS] + ([PERQUERY] if (folder / PERQUERY).exists() else [])
     write_text(folder / PAGE, html.page(results, tables, plots, files, folder.name))
-    return [METRICS, *TABLES, *plots, PAGE]
+    return [METRICS, JUDGEMENTS, *TABLES, *plots, PAGE]
 
 
 def publish(results: SuiteResults, folder: Path) -> Path:

@@ -15,7 +15,7 @@ METRIC_COLUMNS = ["suite", "dataset", "system", "backbone", "variant", "factor",
                   "head_norm_after"]  # the first twelve as before, so readers of the earlier columns keep working
 TABLE_COLUMNS = ["table", "row", "row_id", "system", "backbone", "variant", "trained", "column", "kind", "measure",
                  "value", "sd", "seeds", "of", "delta", "p_value", "p_holm", "significant", "best", "partial",
-                 "status", "outcomes", "collapse_steps", "FLOPS", "query_nnz", "doc_nnz"]
+                 "status", "outcomes", "collapse_steps", "FLOPS", "query_nnz", "doc_nnz", "test", "p_query"]
 
 
 def exact(x: float | None) -> str:
@@ -62,5 +62,6 @@ def table_rows(table: Table) -> list[dict[str, Any]]:
                         "delta": fmt(cell.delta), "p_value": fmt_p(cell.p_value), "p_holm": fmt_p(cell.p_holm),
                         "significant": cell.significant, "best": cell.best, "partial": cell.partial,
                         "status": cell.status, "outcomes": info.mark, "collapse_steps": steps(cell.steps),
-                        **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in SPARSITY}})
+                        **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in SPARSITY},
+                        "test": cell.test, "p_query": fmt_p(cell.p_query)})
     return out
