@@ -3,8 +3,8 @@ their Δ to the same backbone's baseline and a Holm-corrected paired t-test.
 
 A row is (system, backbone, variant, trained) and gathers every seed. A cell's value is the mean over
 seeds of that seed's value (a group's: the mean over its members), with the sample sd over seeds.
-The dagger tests the row against its baseline over queries, on per-query scores averaged over each
-side's seeds. A run stopped at its collapse has no score: its cell reads "collapsed" (never 0). A run
+The dagger tests the row against its baseline over queries (one seed) or over seeds (several; see
+``benchmark.significance``), Holm-corrected over every test of the table. A run stopped at its collapse has no score: its cell reads "collapsed" (never 0). A run
 that trained to its end keeps its score; its row carries the outcome ("collapsed", "1/3 degraded").
 """
 
