@@ -425,7 +425,8 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
     conditions = []
     records = {  # variant → train record: the current format (trained to its end), and the earlier one (stopped)
         "x4": {"outcome": "collapsed", "outcome_reason": "dense", "outcome_step": 800, "stopped_early": False,
-               "outcome_detail": f"dense at {runs}/train", "seed": 7},
+               "outcome_detail": f"dense at {runs}/train", "seed": 7, "vocab_size": 30522, "checkpoint_step": 800,
+               "dev_query_keys": ["k1", "k2"], "dev_rr_published": [1.0, 0.5]},  # train VERSION 3
         "x16": {"status": "collapsed", "collapse_reason": "zero", "collapse_step": 20, "seed": 7},
     }
     for variant, record in records.items():
@@ -455,6 +456,9 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
     assert (x16.outcome, x16.stopped_early, x16.outcome_step, x16.metrics) == ("collapsed", True, 20, {})  # earlier format
     assert (x4.FLOPS, x4.doc_nnz, x4.query_nnz, x4.scale, x4.head_norm_after) == (1.5, 90.0, 20.0, 4.0, 40.0)
     assert x4.dataset == "local:myset" and results.perquery[x4.key] == {MEASURE: {"q1": 0.0, "q2": 0.5}}
+    # the published checkpoint's dev values, once per training run under its stage id (refreshed below as well)
+    assert results.perquery[x4.train_id] == {"dev RR@10": {"k1": 1.0, "k2": 0.5}} and x16.train_id not in results.perquery
+    assert (x4.vocab_size, x4.checkpoint_step, x16.vocab_size) == (30522, 800, None)
     assert x4.command == "python -m benchmark.run --suite s.toml --datasets $DATA/myset --runs-dir runs"
 
     results_dir = tmp_path / "results"
