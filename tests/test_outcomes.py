@@ -167,6 +167,11 @@ def test_outcome_is_judged_on_the_published_checkpoint() -> None:
     assert (result, reason, step) == (DEGRADED, DEV_DROP, 10)
     assert "to 0.3750 at step 10 (the published best checkpoint; training ended at step 20)" in detail
     assert published_drop(rows, 15) is None and published_drop(rows[1:], 10) is None  # an end not evaluated
+    # a collapse is the training run's, whichever checkpoint is published; the detail says when the best precedes it
+    detector.check_finite(15, False)
+    result, reason, step, detail = outcome(detector, best, 10, 15)
+    assert (result, reason, step) == (COLLAPSED, NON_FINITE, 15)
+    assert detail == "non-finite loss or representation at step 15; the published best checkpoint (step 10) precedes it"
 
 
 def test_terms_are_counted_as_the_index_sees_them() -> None:

@@ -194,8 +194,11 @@ def outcome(detector: OutcomeDetector, dev: DevDrop | None, published_step: int,
     """(outcome, reason, step, detail) of a run whose published checkpoint is ``published_step``
     (``last_step``: where it ended, when that differs); ``dev`` None: no held-out signal. A degraded
     run's step is the published one: the drop is measured on the model that is encoded and scored."""
-    if detector.reason is not None:
-        return COLLAPSED, detector.reason, detector.step, detector.detail
+    if detector.reason is not None:  # a property of the training run, whichever checkpoint is published
+        detail = detector.detail
+        if detector.step is not None and published_step < detector.step:
+            detail += f"; the published best checkpoint (step {published_step}) precedes it"
+        return COLLAPSED, detector.reason, detector.step, detail
     if dev is not None and dev.degraded:
         where = ("at the end" if last_step in (None, published_step)
                  else f"at step {published_step} (the published best checkpoint; training ended at step {last_step})")
