@@ -88,6 +88,9 @@ def degraded(results: SuiteResults, row: RowKey, seed: Any, run: ConditionResult
 
     rule = (f"published checkpoint's held-out dev RR@10 below {label}'s: two-sided paired t-test over the shared dev "
             f"queries, same seed, p < α = {alpha:g}")
+    if other is None:
+        return Judgement(row, seed, DEGRADED, against, label, None, rule,
+                         detail=f"not judged: {label} has no run with seed {seed}")
     mine, theirs = _dev(results, run), _dev(results, other)
     if mine is None or theirs is None:
         who = "this run" if mine is None else label
