@@ -10,6 +10,8 @@ only). Both judgements read the **published** checkpoint, the model that is enco
   record) is below the comparator's, by a two-sided paired t-test over the dev queries both share
   (same triples, so the same dev batch, paired by query key), at the table's α, same seed. Each
   judgement labels one run, like the train stage's outcome, so it is not corrected for multiplicity.
+  Under ``checkpoint = "best"`` the published checkpoint was chosen on these dev queries: its dev RR
+  is optimistic, for every arm alike (each the best of the same number of evaluations).
 * ``dense`` against the reference: the run's query or document non-zeros (as indexed, per dataset)
   above √ρ_ref · |V|, where ρ_ref is the reference's density (non-zeros / its vocabulary) on the same
   dataset and seed. √ρ_ref is the geometric mean of the reference's density and a fully dense vector
