@@ -1,8 +1,10 @@
 """The one status vocabulary: how a training run ended, and what a table cell can show.
 
 A training run's outcome is a result, decided by the rules in ``benchmark.training.detector``:
-``ok``, ``degraded`` (its held-out ranking ended worse than where it started) or ``collapsed``
-(a trigger fired). A table cell is one of those, or ``missing`` (not run yet).
+``ok``, ``degraded`` (its published checkpoint ranks the held-out queries worse than its start did)
+or ``collapsed`` (a trigger fired). The judgements against other runs (``degraded`` against the
+baseline arm or the BERT reference, ``dense`` against the reference) are made by
+``benchmark.report.judgements``. A table cell is one of those, or ``missing`` (not run yet).
 """
 
 from __future__ import annotations

@@ -1,10 +1,21 @@
-"""Significance of a difference between two systems: a paired t-test over per-query scores, with
-Holm's step-down correction over the datasets a table compares on.
+"""Significance of a difference between two systems: a paired t-test over per-query scores (one
+training seed) or over seed-level scores (several), with Holm's step-down correction over the family
+a table tests (every arm against its baseline, on every dataset).
 
-Why paired: both systems answer the same queries, so the test is on the per-query differences
-(``scipy.stats.ttest_rel``, two-sided), as in the TREC and BEIR literature. Why Holm: a row of a
-table makes one comparison per dataset, and Holm controls the family-wise error rate over them
-without Bonferroni's loss of power.
+Why paired over queries: both systems answer the same queries, so the test is on the per-query
+differences (``scipy.stats.ttest_rel``, two-sided), as in the TREC and BEIR literature. That test
+treats the queries as the only source of variance; it says nothing about another training run.
+
+Why over seeds when there are several: the claim a rescale makes is about training, and its unit of
+replication is the training run (the seed). Averaging per-query scores over seeds first hides the
+seed-to-seed variance, so a per-query test on those averages is anti-conservative. The seed-level
+test takes each seed's score (the measure's mean over the queries) as one observation and pairs the
+two arms by seed: the same seed gives both arms the same data order and held-out queries, so the
+pairing removes what they share. With k seeds it has k − 1 degrees of freedom, so it is weak with
+three seeds; that is the evidence there is.
+
+Why Holm: a table makes one comparison per arm and dataset, and Holm controls the family-wise error
+rate over all of them without Bonferroni's loss of power.
 """
 
 from __future__ import annotations
@@ -20,8 +31,9 @@ class TTest:
 
     statistic: float
     p_value: float  # two-sided; 1.0 when the test is undefined (fewer than 2 queries, no variance)
-    queries: int
+    queries: int  # the paired units: queries, or seeds for ``seed_ttest``
     mean_difference: float
+    unit: str = "queries"
 
 
 def paired_ttest(a: Mapping[str, float], b: Mapping[str, float]) -> TTest:
@@ -46,6 +58,13 @@ def paired_ttest(a: Mapping[str, float], b: Mapping[str, float]) -> TTest:
     if math.isnan(p):  # zero variance of the differences: all equal (p = 1) ...
         return TTest(statistic, 1.0, len(queries), mean)
     return TTest(statistic, p, len(queries), mean)  # ... or a constant non-zero shift (p = 0, t = ±inf)
+
+
+def seed_ttest(a: Mapping[int, float], b: Mapping[int, float]) -> TTest:
+    """Two-sided paired t-test of seed-level scores ``a`` against ``b`` (seed → that seed's score),
+    paired by seed; only seeds scored on both sides count. Undefined cases as ``paired_ttest``."""
+    test = paired_ttest({str(s): v for s, v in a.items()}, {str(s): v for s, v in b.items()})
+    return TTest(test.statistic, test.p_value, test.queries, test.mean_difference, "seeds")
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

@@ -77,6 +77,10 @@ CASES = {
     "qrels unknown query": (lambda t: ["--suite", local_dataset_suite(t, _broken(t, "query"))], r"not in queries.jsonl, e.g. 'q9'"),
     "empty corpus": (lambda t: ["--suite", local_dataset_suite(t, _broken(t, "empty-corpus"))], r"empty corpus"),
     "empty queries": (lambda t: ["--suite", local_dataset_suite(t, _broken(t, "empty-queries"))], r"no queries"),
+    "table reference not a backbone": (
+        lambda t: ["--suite", suite_file(t, BM25_SUITE + '[splade]\nbackbones = ["bert-tiny"]\nvariants = ["baseline"]\n'
+                                               '[table]\nreference = "bert-bas"\n'), "--dry-run"],
+        r"table.reference = 'bert-bas' is not one of splade.backbones \(bert-tiny\); name the BERT reference"),
     "unwritable runs dir": (lambda t: ["--suite", suite_file(t, BM25_SUITE), "--runs-dir", str(_file(t) / "runs")],
                             r"runs folder .* is not writable.*--runs-dir"),
 }

@@ -33,6 +33,7 @@ from benchmark.training.detector import (
     DevDrop,
     OutcomeDetector,
     outcome,
+    published_drop,
 )
 from benchmark.training.dev import reciprocal_ranks
 from benchmark.training.losses import indexed_threshold, mean_pairwise_cosine
@@ -142,6 +143,35 @@ def test_degraded_needs_a_drop_beyond_its_standard_error() -> None:
     assert outcome(detector, None, 26) == (OK, None, None, None)  # no held-out signal: nothing to degrade from
     detector.check_finite(3, False)
     assert outcome(detector, drop, 3)[:3] == (COLLAPSED, NON_FINITE, 3)  # collapse wins
+
+
+def test_outcome_is_judged_on_the_published_checkpoint() -> None:
+    """A hand-built run: its dev RR improves to a best at step 10, then falls by step 20. Publishing the
+    best (checkpoint = "best") makes it ok; publishing the last makes it degraded at step 20. A best that
+    is still below step 0 degrades at the best's step, and the detail says which checkpoint it was."""
+    start = [1.0, 1.0, 0.5, 1.0]
+    rows = [{"step": 0, "dev_rr": start}, {"step": 10, "dev_rr": [1.0, 1.0, 1.0, 1.0]},
+            {"step": 20, "dev_rr": [0.0, 0.5, 0.0, 0.5]}, {"step": 5, "nnz_d": 10.0}]  # a row without dev values
+    detector = _detector()
+    best = published_drop(rows, 10)
+    assert (best.initial, best.final) == (0.875, 1.0) and not best.degraded
+    assert outcome(detector, best, 10, 20) == (OK, None, None, None)
+    # the last: drops 1, 0.5, 0.5, 0.5 → mean 0.625, sd 0.25, se 0.125 < 0.625
+    last = published_drop(rows, 20)
+    assert (last.drop, last.se) == (0.625, 0.125)
+    result, reason, step, detail = outcome(detector, last, 20, 20)
+    assert (result, reason, step) == (DEGRADED, DEV_DROP, 20) and "to 0.2500 at the end:" in detail
+    worse = [{"step": 0, "dev_rr": [1.0, 1.0, 1.0, 1.0]}, {"step": 10, "dev_rr": [0.5, 0.5, 0.5, 0.0]},
+             {"step": 20, "dev_rr": [0.0, 0.0, 0.0, 0.0]}]
+    result, reason, step, detail = outcome(detector, published_drop(worse, 10), 10, 20)
+    assert (result, reason, step) == (DEGRADED, DEV_DROP, 10)
+    assert "to 0.3750 at step 10 (the published best checkpoint; training ended at step 20)" in detail
+    assert published_drop(rows, 15) is None and published_drop(rows[1:], 10) is None  # an end not evaluated
+    # a collapse is the training run's, whichever checkpoint is published; the detail says when the best precedes it
+    detector.check_finite(15, False)
+    result, reason, step, detail = outcome(detector, best, 10, 15)
+    assert (result, reason, step) == (COLLAPSED, NON_FINITE, 15)
+    assert detail == "non-finite loss or representation at step 15; the published best checkpoint (step 10) precedes it"
 
 
 def test_terms_are_counted_as_the_index_sees_them() -> None:
@@ -351,3 +381,8 @@ def test_inverted_labels_degrade_the_held_out_ranking(tmp_path: Path) -> None:
     assert record["outcome_detail"].startswith(f"held-out dev MRR@10 fell from {record['dev_mrr_initial']:.4f} at step 0")
     rows = _csv(tmp_path / "run" / "telemetry.csv")
     assert [r["event"] for r in rows][-1] == DEV_DROP and float(rows[-1]["dev_mrr"]) == record["dev_mrr_final"]
+    # the per-query values the report pairs across runs: the published (last) checkpoint's, by query key
+    assert (record["checkpoint_step"], record["vocab_size"]) == (8, 30522)
+    assert len(record["dev_query_keys"]) == len(set(record["dev_query_keys"])) == len(record["dev_rr_published"]) == 16
+    assert sum(record["dev_rr_published"]) / 16 == record["dev_mrr_published"] == record["dev_mrr_final"]
+    assert sum(record["dev_rr_initial"]) / 16 == pytest.approx(record["dev_mrr_initial"], rel=1e-12)

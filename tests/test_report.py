@@ -76,6 +76,100 @@ def test_holm_hand_computed():
     assert holm([]) == []
 
 
+def test_seed_ttest_pairs_seed_level_scores():
+    """Seed-level scores, paired by seed: 3 common seeds → 2 degrees of freedom, exactly scipy's ttest_rel
+    on the seed means (a seed on one side only does not count)."""
+    from scipy.stats import ttest_rel
+
+    from benchmark.significance import seed_ttest
+
+    a = {42: 0.7468, 43: 0.7431, 44: 0.7503, 45: 0.9}
+    b = {42: 0.7354, 43: 0.7250, 44: 0.7460}
+    result = seed_ttest(a, b)
+    expected = ttest_rel([0.7468, 0.7431, 0.7503], [0.7354, 0.7250, 0.7460])
+    assert (result.queries, result.unit) == (3, "seeds")
+    assert result.p_value == pytest.approx(float(expected.pvalue), rel=1e-12)  # the same arithmetic
+    # by hand: diffs 0.0114, 0.0181, 0.0043, mean 0.0112667, t = mean / (sd / sqrt 3) on 2 df
+    diffs = [0.0114, 0.0181, 0.0043]
+    mean = sum(diffs) / 3
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2)
+    assert result.p_value == pytest.approx(2 * (1 - t_cdf_df2(mean / (sd / math.sqrt(3)))), rel=1e-9)
+    assert seed_ttest({42: 0.5}, {42: 0.4}).p_value == 1.0  # one seed: undefined, no evidence
+
+
+def test_holm_over_every_arm_and_dataset(tmp_path):
+    """The family is the table's: two arms × two datasets, four tests, one Holm correction (not one per row)."""
+    pq: dict = {}
+    values = {  # per-query nDCG@10: the arms differ from the baseline by small, noisy amounts
+        "baseline": {D1: [0.2, 0.4, 0.6, 0.8], D2: [0.1, 0.2, 0.3]},
+        "a": {D1: [0.3, 0.51, 0.72, 0.93], D2: [0.2, 0.4, 0.6]},
+        "b": {D1: [0.25, 0.42, 0.66, 0.81], D2: [0.3, 0.2, 0.35]},
+    }
+    conds = [run(f"{v}-{d}", d, vals[d], variant=v, perquery=pq) for v, vals in values.items() for d in (D1, D2)]
+    folder = publish(suite(conds, pq), tmp_path / "hand")
+    cells = cells_csv(folder)
+    ps = {(v, d): paired_ttest(pq[f"{v}-{d}"][MEASURE], pq[f"baseline-{d}"][MEASURE]).p_value
+          for v in ("a", "b") for d in (D1, D2)}
+    adjusted = dict(zip(ps, holm(list(ps.values()))))
+    for (v, d), p in ps.items():
+        cell = cells[(f"SPLADE bb {v}", d)]
+        assert float(cell["p_value"]) == pytest.approx(p, rel=1e-5)  # 6 significant digits in the csv
+        assert float(cell["p_holm"]) == pytest.approx(adjusted[(v, d)], rel=1e-5)
+        assert cell["test"] == "paired t-test over queries"  # one seed
+    # the row-wise correction of before (×2 per row) would give a smaller adjusted p for the smallest
+    assert min(adjusted.values()) == pytest.approx(4 * min(ps.values()))
+    assert "Holm-corrected over the table's 4 test(s): 2 arm(s) against their baseline on 2 dataset(s)" in \
+        (folder / "table.md").read_text()
+
+
+def test_judged_against_baseline_and_reference(tmp_path):
+    """degraded: paired t-test of the published checkpoints' dev RR against the same backbone's baseline
+    and against the BERT reference (same seed, shared dev queries), exact p from scipy; dense: non-zeros
+    above √ρ_ref · |V| with hand-computed thresholds."""
+    from scipy.stats import ttest_rel
+
+    from benchmark.report.judgements import DEV_MEASURE, dense_threshold
+
+    dev = {  # train id → per-query dev RR@10 of the published checkpoint (q4 only in the reference: not shared by mb)
+        "t-bert": {"q1": 1.0, "q2": 1.0, "q3": 0.5, "q4": 1.0},
+        "t-mb-base": {"q1": 0.5, "q2": 0.25, "q3": 0.0},
+        "t-mb-resc": {"q1": 1.0, "q2": 0.5, "q3": 0.5},
+    }
+    pq: dict = {t: {DEV_MEASURE: v} for t, v in dev.items()}
+    # reference: 100 document / 16 query non-zeros of 40,000 → ρ 0.0025 / 0.0004 → √ρ 0.05 / 0.02 → at |V| 50,000:
+    # thresholds 2,500 document and 1,000 query terms
+    conds = [run("bert", D1, [0.5, 0.5], backbone="bert-x", train_id="t-bert", vocab_size=40_000, doc_nnz=100.0,
+                 query_nnz=16.0, perquery=pq),
+             run("mb-base", D1, [0.4, 0.4], backbone="mb", train_id="t-mb-base", vocab_size=50_000, doc_nnz=2600.0,
+                 query_nnz=900.0, perquery=pq),
+             run("mb-resc", D1, [0.6, 0.6], backbone="mb", variant="rescaled", train_id="t-mb-resc", vocab_size=50_000,
+                 doc_nnz=2400.0, query_nnz=999.0, perquery=pq)]
+    assert dense_threshold(100.0, 40_000, 50_000) == pytest.approx(2500.0, rel=1e-12)
+    assert dense_threshold(16.0, 40_000, 50_000) == pytest.approx(1000.0, rel=1e-12)
+    folder = publish(suite(conds, pq), tmp_path / "hand")
+    with open(folder / "judgements.csv") as fh:
+        rows = {(r["row"], r["kind"], r["against"]): r for r in csv.DictReader(fh)}
+    base_vs_ref = rows[("SPLADE mb baseline", "degraded", "reference")]
+    expected = ttest_rel([0.5, 0.25, 0.0], [1.0, 1.0, 0.5])  # q1..q3: the queries both recorded
+    assert float(base_vs_ref["p_value"]) == pytest.approx(float(expected.pvalue), rel=1e-5)  # 6 digits in the csv
+    assert (base_vs_ref["verdict"], base_vs_ref["queries"]) == ("True", "3")  # t = -7 on 2 df: p = 0.020 < 0.05, and worse
+    resc_vs_base = rows[("SPLADE mb rescaled", "degraded", "baseline")]
+    assert resc_vs_base["verdict"] == "False"  # better than its baseline
+    resc_vs_ref = rows[("SPLADE mb rescaled", "degraded", "reference")]
+    assert float(resc_vs_ref["p_value"]) == pytest.approx(float(ttest_rel([1.0, 0.5, 0.5], [1.0, 1.0, 0.5]).pvalue), rel=1e-5)
+    assert resc_vs_ref["verdict"] == "False"  # p = 0.42: not significantly worse
+    assert rows[("SPLADE mb baseline", "dense", "reference")]["verdict"] == "True"  # 2,600 > 2,500 documents
+    assert rows[("SPLADE mb rescaled", "dense", "reference")]["verdict"] == "False"  # 2,400 and 999: below both
+    assert float(rows[("SPLADE mb baseline", "dense", "reference")]["statistic"]) == pytest.approx(2600 / 2500, rel=1e-5)
+    assert not any(r["row"] == "SPLADE bert-x baseline" for r in rows.values())  # the reference is not judged
+    lines = table_lines(folder)
+    assert "| SPLADE mb baseline [degraded vs reference, dense vs reference] | 0.4000 |" in lines
+    assert "| SPLADE mb rescaled | **0.6000** (+0.2000)† |" in lines  # a constant shift over 2 queries: p = 0
+    md = (folder / "table.md").read_text()
+    assert "SPLADE mb baseline, seed 1: degraded vs reference (SPLADE bert-x baseline): dev MRR@10 0.2500 vs 0.8333" in md
+    assert "document 2600.0 vs threshold 2500.0 (reference 100.0 of 40000)" in md
+
+
 # --------------------------------------------------------------------------- hand-made results
 
 D1, D2 = "beir/alpha/test", "beir/beta/test"
@@ -155,7 +249,7 @@ def test_table_delta_bold_dagger_collapsed(tmp_path):
     md = (folder / "table.md").read_text()
     assert "a run stopped at its collapse has no score and its cells read \"collapsed\" with the step, never 0" in md
     assert "Averages include every score shown, collapsed or degraded runs included; *: an average" in md
-    assert "Holm-corrected over the row's 2 dataset(s)" in md
+    assert "Holm-corrected over the table's 2 test(s): 1 arm(s) against their baseline on 2 dataset(s)" in md
     assert "SPLADE bb2 baseline, seed 1: collapsed at step 300 (non_finite), stopped there: no score." in md
 
     cells = cells_csv(folder)
@@ -185,9 +279,10 @@ def test_table_delta_bold_dagger_collapsed(tmp_path):
     assert r"\begin{tabular}{lrrr}" in tex and r"\bottomrule" in tex
 
 
-def test_seeds_mean_sd_outcome_counts_and_seed_averaged_test(tmp_path):
-    """Three seeds per row: seed mean ± sd, "1/3 collapsed", and the dagger from a paired t-test on
-    per-query scores averaged over seeds (3 queries: closed-form p on 2 degrees of freedom)."""
+def test_seeds_mean_sd_outcome_counts_and_seed_level_test(tmp_path):
+    """Three seeds per row: seed mean ± sd, "1/3 collapsed", and the dagger from a paired t-test over
+    seeds (each seed's score one observation; closed-form p on k − 1 degrees of freedom). The
+    per-query test on seed-averaged scores stays in table.csv as p_query."""
     pq: dict = {}
     scored_collapse = {"outcome": "collapsed", "outcome_reason": "dense", "outcome_step": 250}
     conds = [
@@ -198,7 +293,7 @@ def test_seeds_mean_sd_outcome_counts_and_seed_averaged_test(tmp_path):
             outcome_reason="dev_rr_dropped", outcome_step=400),
         run("r3", D1, [0.6, 0.5, 0.7], variant="rescaled", seed=3, perquery=pq, **scored_collapse),  # trained to its end
         run("s1", D1, [0.1, 0.2, 0.3], variant="x4", seed=1, perquery=pq),
-        run("s2", D1, [0.3, 0.2, 0.1], variant="x4", seed=2, perquery=pq),
+        run("s2", D1, [0.3, 0.2, 0.2], variant="x4", seed=2, perquery=pq),
         run("s3", D1, None, variant="x4", seed=3, outcome="collapsed", outcome_step=120, stopped_early=True),
         *[run(f"z{s}", D1, None, variant="x16", seed=s, outcome="collapsed", outcome_step=100 * s, stopped_early=True)
           for s in (1, 2, 3)],
@@ -206,18 +301,28 @@ def test_seeds_mean_sd_outcome_counts_and_seed_averaged_test(tmp_path):
     folder = publish(suite(conds, pq, seeds=[1, 2, 3]), tmp_path / "hand")
     assert table_lines(folder)[2:] == [
         "| SPLADE bb baseline | 0.4000 ± 0.0000 |",
-        # seed means 0.6, 0.7, 0.6; per-query seed averages 0.5, 0.6, 0.8 against 0.3, 0.4, 0.5: diffs 0.2, 0.2, 0.3
+        # seed means 0.6, 0.7, 0.6 against 0.4, 0.4, 0.4: diffs 0.2, 0.3, 0.2
         "| SPLADE bb rescaled [1/3 collapsed, 1/3 degraded] | **0.6333** ± 0.0577 (+0.2333)† |",
-        "| SPLADE bb x4 [1/3 collapsed] | 0.2000 ± 0.0000 (-0.2000) n=2/3 |",  # the stopped seed is left out
+        # seed means 0.2, 0.7/3; the stopped seed is left out
+        "| SPLADE bb x4 [1/3 collapsed] | 0.2167 ± 0.0236 (-0.1833) n=2/3 |",
         "| SPLADE bb x16 [3/3 collapsed] | collapsed (steps 100–300) |",
     ]
     cells = cells_csv(folder)
     rescaled = cells[("SPLADE bb rescaled", D1)]
-    # diffs 0.2, 0.2, 0.3: mean 0.7/3, sd 1/sqrt(300), t = 7 on 2 df (a t-test over 9 seed×query pairs would differ)
+    # seed diffs 0.2, 0.3, 0.2: mean 0.7/3, sd 1/sqrt(300), t = 7 on 2 df
     assert float(rescaled["p_value"]) == pytest.approx(2 * (1 - t_cdf_df2(7.0)), rel=1e-5)  # 6 significant digits in the csv
     assert (rescaled["seeds"], rescaled["of"], rescaled["outcomes"]) == ("3", "3", "1/3 collapsed, 1/3 degraded")
+    assert rescaled["test"] == "paired t-test over seeds"
+    # the per-query test on seed averages (0.5, 0.6, 0.8 against 0.3, 0.4, 0.5: diffs 0.2, 0.2, 0.3) happens to
+    # give the same t here; it is kept as p_query
+    assert float(rescaled["p_query"]) == pytest.approx(2 * (1 - t_cdf_df2(7.0)), rel=1e-5)
     x4 = cells[("SPLADE bb x4", D1)]
-    assert float(x4["p_value"]) == pytest.approx(1 - math.sqrt(6 / 7), rel=1e-5)  # diffs -0.1, -0.2, -0.3: t = -2 sqrt(3)
+    # seed diffs -0.2, -0.5/3 on the 2 seeds both rows scored: mean -0.55/3, sd 1/sqrt(1800), t = -11 on 1 df
+    # (Cauchy: two-sided p = 1 - 2 atan(11) / π)
+    assert float(x4["p_value"]) == pytest.approx(1 - 2 * math.atan(11.0) / math.pi, rel=1e-5)
+    # per query: 0.2, 0.2, 0.25 (x4's two seeds) against 0.3, 0.4, 0.5: diffs -0.1, -0.2, -0.25, sd sqrt(7/1200)
+    t_query = (0.55 / 3) / math.sqrt(7 / 1200 / 3)
+    assert float(x4["p_query"]) == pytest.approx(2 * (1 - t_cdf_df2(t_query)), rel=1e-5)
     assert x4["significant"] == "False"
     md = (folder / "table.md").read_text()
     assert "SPLADE bb rescaled, seed 3: collapsed at step 250 (dense), trained to its end and scored." in md
@@ -327,7 +432,8 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
     conditions = []
     records = {  # variant → train record: the current format (trained to its end), and the earlier one (stopped)
         "x4": {"outcome": "collapsed", "outcome_reason": "dense", "outcome_step": 800, "stopped_early": False,
-               "outcome_detail": f"dense at {runs}/train", "seed": 7},
+               "outcome_detail": f"dense at {runs}/train", "seed": 7, "vocab_size": 30522, "checkpoint_step": 800,
+               "dev_query_keys": ["k1", "k2"], "dev_rr_published": [1.0, 0.5]},  # train VERSION 3
         "x16": {"status": "collapsed", "collapse_reason": "zero", "collapse_step": 20, "seed": 7},
     }
     for variant, record in records.items():
@@ -357,6 +463,9 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
     assert (x16.outcome, x16.stopped_early, x16.outcome_step, x16.metrics) == ("collapsed", True, 20, {})  # earlier format
     assert (x4.FLOPS, x4.doc_nnz, x4.query_nnz, x4.scale, x4.head_norm_after) == (1.5, 90.0, 20.0, 4.0, 40.0)
     assert x4.dataset == "local:myset" and results.perquery[x4.key] == {MEASURE: {"q1": 0.0, "q2": 0.5}}
+    # the published checkpoint's dev values, once per training run under its stage id (refreshed below as well)
+    assert results.perquery[x4.train_id] == {"dev RR@10": {"k1": 1.0, "k2": 0.5}} and x16.train_id not in results.perquery
+    assert (x4.vocab_size, x4.checkpoint_step, x16.vocab_size) == (30522, 800, None)
     assert x4.command == "python -m benchmark.run --suite s.toml --datasets $DATA/myset --runs-dir runs"
 
     results_dir = tmp_path / "results"

@@ -51,8 +51,9 @@ def browse(page: Path, screenshot: Path) -> str:
 #: its label column before and after scrolling the table to its right end.
 PROBE = """<!doctype html><html><body style="margin:0"><iframe id="f" src="%(src)s" style="width:%(width)dpx;height:1200px;border:0"></iframe>
 <pre id="probe"></pre><script>
-document.getElementById('f').onload = function () {
-  var d = this.contentDocument, w = this.contentWindow, out = {tables: []};
+var frame = document.getElementById('f');
+var measure = function () {
+  var d = frame.contentDocument, w = frame.contentWindow, out = {tables: []};
   out.dark = w.matchMedia('(prefers-color-scheme: dark)').matches;
   out.background = w.getComputedStyle(d.body).backgroundColor;
   out.pageWidth = d.documentElement.scrollWidth;
@@ -70,6 +71,9 @@ document.getElementById('f').onload = function () {
   });
   document.getElementById('probe').textContent = JSON.stringify(out);
 };
+// a loaded machine's parser can yield between the iframe and this script: the frame may have loaded already
+if (frame.contentDocument && frame.contentDocument.readyState === 'complete' && frame.contentDocument.body
+    && frame.contentDocument.body.children.length) { measure(); } else { frame.onload = measure; }
 </script></body></html>"""
 
 

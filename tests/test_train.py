@@ -296,6 +296,8 @@ def test_resumed_run_ends_with_the_same_model(tmp_path: Path, bert_dir: Path, tr
     published = SparseEncoder(modules=[SpladeMLM(str(out / "model"), chunk_size=4, query_length=16, document_length=16)])
     rr = DevBatch.from_rows(triples[:4]).reciprocal_ranks(published, batch_size=4)
     assert sum(rr) / len(rr) == straight["dev_mrr_best"] == dev_values[best_step]
+    # the outcome and the per-query values the report compares are those of the published checkpoint, not the last
+    assert straight["dev_rr_published"] == rr and straight["dev_mrr_published"] == dev_values[best_step]
 
     assert json.loads((out / "record.json").read_text()) == straight
     # a finished folder is not trained again

@@ -12,6 +12,7 @@ from benchmark.atomic import write_csv, write_text
 from benchmark.errors import BenchmarkError
 from benchmark.report import html, latex, markdown, tidy
 from benchmark.report.exports import write_mteb
+from benchmark.report.judgements import JUDGEMENT_COLUMNS, judgement_rows
 from benchmark.report.plots import (AVERAGES, NORMS, PLOTS, SWEEP, averages_plot, norms_plot, sweep_plot,
                                     telemetry_plots)
 from benchmark.report.results import (LEGACY_MANIFEST, PERQUERY, RESULTS, SuiteResults, collect, read_results, refresh,
@@ -21,6 +22,7 @@ from benchmark.report.table import suite_tables
 TABLES = ("table.md", "table.csv", "table.tex")
 PAGE = "index.html"
 METRICS = "metrics.csv"
+JUDGEMENTS = "judgements.csv"
 
 
 def render(results: SuiteResults, folder: Path) -> list[str]:
@@ -29,6 +31,8 @@ def render(results: SuiteResults, folder: Path) -> list[str]:
     tables = suite_tables(results)
     labels = results.settings().labels
     write_csv(folder / METRICS, tidy.metric_rows(results), tidy.METRIC_COLUMNS)
+    judged = {r: tables[0].info[r].judgements for r in tables[0].rows}
+    write_csv(folder / JUDGEMENTS, judgement_rows(judged), JUDGEMENT_COLUMNS)
     title = results.suite + (f" @ {results.subset}" if results.subset else "")
     write_text(folder / "table.md", markdown.document(title, tables, labels))
     write_csv(folder / "table.csv", [r for t in tables for r in tidy.table_rows(t)], tidy.TABLE_COLUMNS)
@@ -42,11 +46,11 @@ def render(results: SuiteResults, folder: Path) -> list[str]:
     plots = [name for name in PLOTS if made[name]]
     telemetry_plots(results, folder)
     exports = write_mteb(results, folder)
-    files = [METRICS, *TABLES, RESULTS] + ([PERQUERY] if (folder / PERQUERY).exists() else [])
+    files = [METRICS, JUDGEMENTS, *TABLES, RESULTS] + ([PERQUERY] if (folder / PERQUERY).exists() else [])
     runs = [c.run_file for c in results.conditions if c.run_file and (folder / c.run_file).is_file()]
     write_text(folder / PAGE, html.page(results, tables, plots, files, folder.name, exports=[*runs, *exports],
                                         legends=made))
-    return [METRICS, *TABLES, *plots, PAGE] + ([f"{len(exports)} MTEB JSON"] if exports else [])
+    return [METRICS, JUDGEMENTS, *TABLES, *plots, PAGE] + ([f"{len(exports)} MTEB JSON"] if exports else [])
 
 
 def publish(results: SuiteResults, folder: Path) -> Path:

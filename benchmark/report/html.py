@@ -239,8 +239,19 @@ def norms_html(results: SuiteResults) -> str:
             + "".join(body) + "</tbody></table></div>")
 
 
-def training_html(results: SuiteResults) -> str:
-    """Every training run once (a row and seed), with its outcome and telemetry plot."""
+def _judged_cell(judged: list[Any]) -> str:
+    """The judgements of one run against other runs: those that hold, "none" when none does, "not judged"."""
+    made = [j for j in judged if j.verdict is not None]
+    held = list(dict.fromkeys(j.label for j in made if j.verdict))
+    title = "; ".join(f"{j.label} ({j.reference}{', ' + j.dataset if j.dataset else ''}): {j.detail}" for j in judged)
+    text = ", ".join(held) if held else ("none" if made else ("not judged" if judged else ""))
+    return f'<td title="{escape(title)}"><span data-field="judged">{escape(text)}</span></td>'
+
+
+def training_html(results: SuiteResults, judged: dict[Any, list[Any]] | None = None) -> str:
+    """Every training run once (a row and seed), with its outcome, its judgements against other runs
+    (``judged``: (row, seed) → judgements) and its telemetry plot."""
+    judged = judged or {}
     seen: dict[str, ConditionResult] = {}
     for c in results.conditions:
         if c.trained and c.train_id and c.train_id not in seen:
@@ -252,6 +263,7 @@ def training_html(results: SuiteResults) -> str:
         link = f'<a href="#{escape(train_id)}">telemetry</a>' if c.telemetry else ""
         rows.append(f'<tr data-row="{escape(row_id(c.row))}"' + ("" if c.seed is None else f' data-seed="{c.seed}"') + ">"
                     f'<th scope="row" class="label">{escape(system_label(*c.row))}</th>{_seed_cell(c)}{_outcome_cell(c)}'
+                    f"{_judged_cell(judged.get((c.row, c.seed), []))}"
                     f"<td><code>{escape(train_id)}</code></td><td>{link}</td></tr>")
         if c.telemetry:
             figures.append(f'<details id="{escape(train_id)}"><summary>{escape(system_label(*c.row))}'
@@ -259,7 +271,7 @@ def training_html(results: SuiteResults) -> str:
                            f'<figure><img loading="lazy" src="{escape(c.telemetry)}" alt="telemetry of {escape(train_id)}">'
                            f"<figcaption>{escape(describe_outcome(c))}</figcaption></figure></details>")
     return ('<div class="wrap"><table class="training"><thead><tr><th>System</th><th>seed</th><th>outcome</th>'
-            "<th>train stage</th><th></th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+            "<th>against other runs</th><th>train stage</th><th></th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
             + "".join(figures))
 
 
@@ -328,7 +340,11 @@ def page(results: SuiteResults, tables: list[Table], plots: list[str], files: li
     if norms:
         sections.append(("norms", "Head norms"))
         content += ['<h2 id="norms">MLM-head norms</h2>', norms]
-    training = training_html(results)
+    judged: dict[Any, list[Any]] = {}
+    for key in tables[0].rows if tables else []:
+        for j in tables[0].info[key].judgements:
+            judged.setdefault((key, j.seed), []).append(j)
+    training = training_html(results, judged)
     if training:
         sections.append(("training", "Training runs"))
         content += ['<h2 id="training">Training runs</h2>', training]

@@ -32,6 +32,8 @@ TELEMETRY_DIR = "telemetry"
 RUNS_DIR = "trec"  # the TREC runs, one per condition
 LEGACY_MANIFEST = "manifest.json"  # the earlier format: stage ids and a machine-local runs_dir
 PERQUERY_COLUMNS = ["condition", "measure", "query_id", "value"]
+#: perquery.csv.gz rows whose condition is a train stage id: the published checkpoint's held-out dev RR@10
+DEV_MEASURE = "dev RR@10"
 
 RowKey = tuple[str, str, str, bool]  # (system, backbone, variant, trained): one table row, every seed
 
@@ -70,6 +72,8 @@ class ConditionResult:
     telemetry: str = ""  # the training run's telemetry plot, relative to the suite folder
     armed_step: int | None = None  # the first step the outcome triggers were armed (λ final), for the plot
     run_file: str = ""  # the TREC run (descriptive tag, gzipped), relative to the suite folder
+    vocab_size: int | None = None  # the trained model's vocabulary (the dense judgement's |V|)
+    checkpoint_step: int | None = None  # the published checkpoint's step (the one encoded, scored and judged)
 
     @property
     def row(self) -> RowKey:
@@ -265,6 +269,12 @@ def collect(plan: Any, store: Any) -> SuiteResults:
                 perquery[key] = read_perquery(store.path(evaluate))
             except OSError:
                 pass  # an evaluate stage from before per-query values: no significance test for it
+        if train_record is not None:
+            result.vocab_size = _int(train_record.get("vocab_size"))
+            result.checkpoint_step = _int(train_record.get("checkpoint_step"))
+            keys, rr = train_record.get("dev_query_keys") or [], train_record.get("dev_rr_published") or []
+            if keys and len(keys) == len(rr):  # once per training run, under its stage id
+                perquery[train.id] = {DEV_MEASURE: {k: float(v) for k, v in zip(keys, rr)}}
         if train is not None and train_meta is not None:
             png = Path(store.path(train)) / "telemetry.png"
             if png.is_file():
@@ -433,6 +443,8 @@ def refresh(folder: Path, runs: Path) -> SuiteResults:
     for o, n in zip(old.conditions, new.conditions):
         if n.key in new.perquery:
             perquery[o.key] = new.perquery[n.key]
+        if n.train_id in new.perquery:  # a training run's dev values, under its stage id
+            perquery[n.train_id] = new.perquery[n.train_id]
         n.key = o.key  # keys stay stable across refreshes
         n.command = n.command or o.command
     new.perquery = perquery

@@ -3,8 +3,8 @@ their Δ to the same backbone's baseline and a Holm-corrected paired t-test.
 
 A row is (system, backbone, variant, trained) and gathers every seed. A cell's value is the mean over
 seeds of that seed's value (a group's: the mean over its members), with the sample sd over seeds.
-The dagger tests the row against its baseline over queries, on per-query scores averaged over each
-side's seeds. A run stopped at its collapse has no score: its cell reads "collapsed" (never 0). A run
+The dagger tests the row against its baseline over queries (one seed) or over seeds (several; see
+``benchmark.significance``), Holm-corrected over every test of the table. A run stopped at its collapse has no score: its cell reads "collapsed" (never 0). A run
 that trained to its end keeps its score; its row carries the outcome ("collapsed", "1/3 degraded").
 """
 
@@ -23,6 +23,8 @@ BASELINE = "baseline"
 SUBSET_MEAN = "mean over shown"
 DAGGER = "†"  # significant against the same backbone's baseline
 DDAGGER = "‡"  # significant against BM25
+QUERY_TEST = "paired t-test over queries"
+SEED_TEST = "paired t-test over seeds"
 PARTIAL = "*"
 
 #: Column labels for well-known datasets; BEIR ids fall back to their dataset name.
@@ -55,8 +57,10 @@ class Cell:
     of: int = 0  # seeds the row has (a cell with fewer is marked n=seeds/of)
     steps: tuple[int, ...] = ()  # collapse steps of runs stopped early (status collapsed)
     delta: float | None = None
-    p_value: float | None = None
-    p_holm: float | None = None
+    p_value: float | None = None  # of the test the dagger uses (``test``)
+    p_holm: float | None = None  # Holm-adjusted over every tested cell of the table
+    test: str = ""  # QUERY_TEST (one seed) or SEED_TEST (several)
+    p_query: float | None = None  # the per-query test on seed-averaged scores, shown for reference
     significant: bool = False
     p_bm25: float | None = None  # the same test against BM25 on the same queries
     p_bm25_holm: float | None = None
@@ -72,8 +76,9 @@ class Row:
     label: str
     seeds: list[int | None]
     outcomes: dict[str, int]  # training outcome → seeds
-    mark: str  # "", "collapsed", "degraded", "1/3 collapsed, 1/3 degraded"
+    mark: str  # "", "collapsed", "degraded", "1/3 collapsed, 1/3 degraded", "2/3 degraded vs reference"
     runs: list[ConditionResult]  # every condition of the row, in suite order
+    judgements: list[Any] = field(default_factory=list)  # benchmark.report.judgements.Judgement, against other rows
 
 
 @dataclass
@@ -180,6 +185,12 @@ def build_rows(results: SuiteResults) -> dict[RowKey, Row]:
         counts = outcome_counts(runs) if key[3] else {}
         seeds = list(dict.fromkeys(c.seed for c in runs))
         out[key] = Row(key, system_label(*key), seeds, counts, outcome_mark(counts), runs)
+    from benchmark.report.judgements import judge, marks
+
+    for key, judged in judge(results, out).items():
+        row = out[key]
+        row.judgements = judged
+        row.mark = ", ".join(m for m in (row.mark, *marks(judged, len(row.seeds))) if m)
     return out
 
 
@@ -256,7 +267,7 @@ def _combine(parts: list[Cell]) -> Cell:
 def build_table(results: SuiteResults, measure_for: Callable[[str], str | None], title: str, settings: Any,
                 rows: dict[RowKey, Row] | None = None) -> Table:
     """The cells of one table; ``measure_for`` gives each dataset/group column its measure (None: no column)."""
-    from benchmark.significance import holm, paired_ttest
+    from benchmark.significance import holm, paired_ttest, seed_ttest
 
     rows = rows if rows is not None else build_rows(results)
     groups = results.groups
@@ -280,26 +291,34 @@ def build_table(results: SuiteResults, measure_for: Callable[[str], str | None],
             if col.kind != "average":
                 cells[(key, col.name)] = _cell(rows[key], col.members or (col.name,), col.measure)
 
-    for key in keys:  # Δ and significance against the same backbone's baseline, Holm over the row
+    tested: list[Cell] = []  # Δ and significance against the same backbone's baseline, Holm over the table
+    for key in keys:
         ref = baseline_of(key, rows)
         if ref is None:
             continue
-        tested: list[Cell] = []
         for col in columns:
             if col.kind == "average":
                 continue
             cell, base = cells[(key, col.name)], cells[(ref, col.name)]
             if cell.status == OK and base.status == OK:
                 cell.delta = cell.value - base.value  # type: ignore[operator]
-                p = _test(results, rows[key], rows[ref], col, paired_ttest)
-                if p is not None:
-                    cell.p_value = p
+                datasets = col.members or (col.name,)
+                a = _perquery(results, rows[key], datasets, col.measure, bool(col.members))
+                b = _perquery(results, rows[ref], datasets, col.measure, bool(col.members))
+                if a is not None and b is not None:
+                    cell.p_query = paired_ttest(a, b).p_value
+                seeds_a, seeds_b = (_seed_values(rows[k], datasets, col.measure)[0] for k in (key, ref))
+                if len(set(seeds_a) & set(seeds_b) - {None}) >= 2:  # several seeds: the seed is the unit
+                    cell.p_value, cell.test = seed_ttest(seeds_a, seeds_b).p_value, SEED_TEST  # type: ignore[arg-type]
+                elif cell.p_query is not None:
+                    cell.p_value, cell.test = cell.p_query, QUERY_TEST
+                if cell.p_value is not None:
                     tested.append(cell)
                 else:
                     cell.untested = True
-        for cell, adjusted in zip(tested, holm([c.p_value for c in tested])):  # type: ignore[misc]
-            cell.p_holm = adjusted
-            cell.significant = adjusted < settings.alpha
+    for cell, adjusted in zip(tested, holm([c.p_value for c in tested])):  # type: ignore[misc]
+        cell.p_holm = adjusted
+        cell.significant = adjusted < settings.alpha
 
     for key in keys:  # the same test against BM25 (the paper's first reference), Holm over the row
         ref = bm25_of(key, rows)
@@ -381,13 +400,21 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
     out = []
     multi = any(len(table.info[r].seeds) > 1 for r in table.rows)
     if any(c.delta is not None for c in cells):
-        n = sum(1 for c in table.columns if c.kind != "average")
+        family = sum(1 for c in cells if c.p_holm is not None)
+        arms = len({r for r in table.rows for c in table.columns if table.cells[(r, c.name)].p_holm is not None})
         text = "In parentheses: Δ to the same backbone's baseline (same training)."
-        if any(c.p_value is not None for c in cells):
-            text += (f" {DAGGER}: significant at α = {table.alpha:g} by a two-sided paired t-test over queries against "
-                     f"that baseline, Holm-corrected over the row's {n} dataset(s).")
+        tests = {c.test for c in cells if c.p_holm is not None}
+        if tests:
+            how = {QUERY_TEST: "a two-sided paired t-test over queries",
+                   SEED_TEST: "a two-sided paired t-test over seeds (each seed's score one observation, paired by "
+                              "seed; the seed-to-seed variance counts)"}
+            n = sum(1 for c in table.columns if c.kind != "average")
+            text += (f" {DAGGER}: significant at α = {table.alpha:g} by {' or '.join(how[t] for t in sorted(tests))} "
+                     f"against that baseline, Holm-corrected over the table's {family} test(s): {arms} arm(s) "
+                     f"against their baseline on {n} dataset(s).")
         if multi:
-            text += " With several seeds, Δ is between seed means and the test is on per-query scores averaged over seeds."
+            text += (" With several seeds, Δ is between seed means; a per-query test on seed-averaged scores would "
+                     "ignore the seed variance, so it is not the dagger (table.csv keeps its p as p_query).")
         out.append(text)
     if any(c.p_bm25 is not None for c in cells):
         n = sum(1 for c in table.columns if c.kind != "average")
@@ -406,8 +433,10 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
     stopped = any(c.status == COLLAPSED for c in cells)
     if marked or stopped:
         out.append("collapsed / degraded after a system: its training run's outcome, by the rule in its train stage "
-                   "(reasons and steps below). A run that trained to its end is evaluated and shown with its score; "
-                   "a run stopped at its collapse has no score and its cells read \"collapsed\" with the step, never 0.")
+                   "(reasons and steps below); \"… vs baseline\" / \"… vs reference\": judged against the same "
+                   "backbone's baseline arm or the BERT reference (rules below). A run that trained to its end is "
+                   "evaluated and shown with its score; a run stopped at its collapse has no score and its cells read "
+                   "\"collapsed\" with the step, never 0.")
     if any(c.kind == "average" for c in table.columns) and (marked or stopped):
         out.append(f"Averages include every score shown, collapsed or degraded runs included; {PARTIAL}: an average "
                    "that left out the columns without a score.")
@@ -426,10 +455,30 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
     if table.sparsity:
         out.append("FLOPS: expected multiplications per query–document dot product, Σ_j p_q(j)·p_d(j); "
                    "q nnz / d nnz: mean non-zero terms per query / document as indexed; seed means.")
+    out.extend(judgement_notes(table))
     out.append(scope(results))
     for row in marked:
         for c in _outcome_runs(row):
             out.append(f"{row.label}{'' if c.seed is None else f', seed {c.seed}'}: {describe_outcome(c)}.")
+        for j in row.judgements:
+            if j.verdict:
+                where = f" on {short_name(j.dataset)}" if j.dataset else ""
+                out.append(f"{row.label}{'' if j.seed is None else f', seed {j.seed}'}: {j.label} "
+                           f"({j.reference}){where}: {j.detail}.")
+    return out
+
+
+def judgement_notes(table: Table) -> list[str]:
+    """The rules of the judgements against other runs, and what could not be judged."""
+    judged = [j for r in table.rows for j in table.info[r].judgements]
+    if not judged:
+        return []
+    rules = list(dict.fromkeys(f"{j.label}: {j.rule}" for j in judged))
+    out = ["Judged against other runs (judgements.csv: every statistic and p-value): " + "; ".join(rules) + "."]
+    skipped = [j for j in judged if j.verdict is None]
+    if skipped:
+        reasons = list(dict.fromkeys(j.detail.removeprefix("not judged: ") for j in skipped))
+        out.append(f"{len(skipped)} of {len(judged)} judgement(s) not made: " + "; ".join(reasons) + ".")
     return out
 
 

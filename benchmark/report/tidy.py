@@ -14,8 +14,9 @@ METRIC_COLUMNS = ["suite", "dataset", "system", "backbone", "variant", "factor",
                   "stopped_early", "queries", "FLOPS", "query_nnz", "doc_nnz", "scale", "head_norm_before",
                   "head_norm_after"]  # the first twelve as before, so readers of the earlier columns keep working
 TABLE_COLUMNS = ["table", "row", "row_id", "system", "backbone", "variant", "trained", "column", "kind", "measure",
-                 "value", "sd", "seeds", "of", "delta", "p_value", "p_holm", "significant", "p_bm25", "p_bm25_holm", "significant_bm25", "best", "partial",
-                 "status", "outcomes", "collapse_steps", "FLOPS", "query_nnz", "doc_nnz"]
+                 "value", "sd", "seeds", "of", "delta", "p_value", "p_holm", "significant", "p_bm25", "p_bm25_holm",
+                 "significant_bm25", "best", "partial", "status", "outcomes", "collapse_steps", "FLOPS", "query_nnz",
+                 "doc_nnz", "test", "p_query"]
 
 
 def exact(x: float | None) -> str:
@@ -72,5 +73,6 @@ def table_rows(table: Table) -> list[dict[str, Any]]:
                         "significant": cell.significant, "p_bm25": fmt_p(cell.p_bm25),
                         "p_bm25_holm": fmt_p(cell.p_bm25_holm), "significant_bm25": cell.significant_bm25, "best": cell.best, "partial": cell.partial,
                         "status": cell.status, "outcomes": info.mark, "collapse_steps": steps(cell.steps),
-                        **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in SPARSITY}})
+                        **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in SPARSITY},
+                        "test": cell.test, "p_query": fmt_p(cell.p_query)})
     return out

@@ -15,7 +15,8 @@ from benchmark.stage import Inputs, StageKind
 
 class Train(StageKind):
     name = "train"
-    VERSION = 2  # 2: outcomes decided by armed triggers and a held-out dev batch; no clipping in the recipes
+    VERSION = 3  # 3: degraded judged on the published checkpoint; per-query dev RR and vocab size recorded
+    # 2: outcomes decided by armed triggers and a held-out dev batch; no clipping in the recipes
     parents = ("init", "triples")
     resumable = True
     device = "gpu"

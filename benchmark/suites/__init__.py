@@ -93,7 +93,10 @@ class Table:
     averages: list[Average] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # dataset or group → column header
     digits: int = bounded(4, ge=1, hint="decimals shown, e.g. 4")
-    alpha: float = 0.05  # significance level of the dagger, after Holm over the table's datasets
+    alpha: float = 0.05  # significance level of the dagger (after Holm over the table's tests) and of degraded
+    # backbone whose baseline arm is the BERT reference of the outcome judgements (benchmark.report.judgements);
+    # "": the suite's first backbone named bert…
+    reference: str = ""
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,9 @@ class Suite:
                 out.append(str(exc))
         if self.table.digits < 1 or not 0 < self.table.alpha < 1:
             out.append("table.digits must be >= 1 and table.alpha in (0, 1)")
+        if self.table.reference and self.splade is not None and self.table.reference not in self.splade.backbones:
+            out.append(f"table.reference = {self.table.reference!r} is not one of splade.backbones "
+                       f"({', '.join(self.splade.backbones)}); name the BERT reference's backbone or leave it out")
         from benchmark.splade import PRECISIONS
         from benchmark.training.recipe import ATTN_IMPLEMENTATIONS
         from benchmark.varlen import NAME as VARLEN

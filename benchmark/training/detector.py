@@ -17,8 +17,11 @@ replays them from its checkpoint's log history and reaches the same verdict.
     student's margins explain none of the teacher's (R² ≤ 0).
 
   Terms are counted as the index sees them: impact ≥ 1 after quantisation (``benchmark.splade.quantise``).
-* ``degraded``: not collapsed, and the held-out dev MRR@10 at the end is below its step-0 value by
-  more than the standard error of that drop (``degraded``).
+* ``degraded``: not collapsed, and the held-out dev MRR@10 of the **published** checkpoint (the last
+  step, or the best dev step under ``checkpoint = "best"``) is below its step-0 value by more than the
+  standard error of that drop (``degraded``). This compares a run with its own start only; the
+  comparisons with the same backbone's baseline and with the BERT reference need other runs' dev
+  values and are judged where every run is known (``benchmark.report.judgements``).
 """
 
 from __future__ import annotations
@@ -177,13 +180,29 @@ class DevDrop:
         return cls(sum(initial) / n, sum(final) / n, math.sqrt(var / n), n)
 
 
-def outcome(detector: OutcomeDetector, dev: DevDrop | None, final_step: int) -> tuple[str, str | None, int | None, str | None]:
-    """(outcome, reason, step, detail) of a run that ended at ``final_step``; ``dev`` None: no held-out
-    signal. A degraded run's step is its last: the drop is measured there."""
-    if detector.reason is not None:
-        return COLLAPSED, detector.reason, detector.step, detector.detail
+def published_drop(dev_rows: Sequence[dict[str, Any]], step: int) -> DevDrop | None:
+    """The drop from step 0 to ``step`` (the published checkpoint's), from the rows that hold per-query
+    dev values (``dev_rr``); None when either end was not evaluated."""
+    by_step = {int(r["step"]): r["dev_rr"] for r in dev_rows if "dev_rr" in r}
+    if 0 not in by_step or step not in by_step or step == 0:
+        return None
+    return DevDrop.of(by_step[0], by_step[step])
+
+
+def outcome(detector: OutcomeDetector, dev: DevDrop | None, published_step: int,
+            last_step: int | None = None) -> tuple[str, str | None, int | None, str | None]:
+    """(outcome, reason, step, detail) of a run whose published checkpoint is ``published_step``
+    (``last_step``: where it ended, when that differs); ``dev`` None: no held-out signal. A degraded
+    run's step is the published one: the drop is measured on the model that is encoded and scored."""
+    if detector.reason is not None:  # a property of the training run, whichever checkpoint is published
+        detail = detector.detail
+        if detector.step is not None and published_step < detector.step:
+            detail += f"; the published best checkpoint (step {published_step}) precedes it"
+        return COLLAPSED, detector.reason, detector.step, detail
     if dev is not None and dev.degraded:
-        detail = (f"held-out dev MRR@10 fell from {dev.initial:.4f} at step 0 to {dev.final:.4f} at the end: a drop of "
+        where = ("at the end" if last_step in (None, published_step)
+                 else f"at step {published_step} (the published best checkpoint; training ended at step {last_step})")
+        detail = (f"held-out dev MRR@10 fell from {dev.initial:.4f} at step 0 to {dev.final:.4f} {where}: a drop of "
                   f"{dev.drop:.4f} > its standard error {dev.se:.4f} over {dev.queries} queries")
-        return DEGRADED, DEV_DROP, final_step, detail
+        return DEGRADED, DEV_DROP, published_step, detail
     return OK, None, None, None

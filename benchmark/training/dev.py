@@ -38,6 +38,17 @@ class DevBatch:
                 index.setdefault(text, len(index))
         return cls([r["query"] for r in rows], list(index), [index[r["positive"]] for r in rows])
 
+    def keys(self) -> list[str]:
+        """A short content key per query (its candidates' texts included): runs trained on the same
+        triples share their dev batch, so their per-query values pair by key across backbones."""
+        import hashlib
+
+        def key(i: int) -> str:
+            text = "\x1f".join([self.queries[i], self.candidates[self.relevant[i]], *self.candidates])
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+        return [key(i) for i in range(len(self.queries))]
+
     def to_dict(self) -> dict[str, Any]:
         return {"queries": self.queries, "candidates": self.candidates, "relevant": self.relevant}
 

@@ -43,7 +43,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from benchmark import faults
 from benchmark.atomic import write_json
 from benchmark.errors import BenchmarkError
-from benchmark.training.detector import DEV_DROP, TRIGGERS, DevDrop, OutcomeDetector, outcome
+from benchmark.training.detector import DEV_DROP, TRIGGERS, OutcomeDetector, outcome, published_drop
 from benchmark.training.dev import DevBatch
 from benchmark.training.examples import NoDuplicatesPermutedBatchSampler, PermutedBatchSampler, prepare_examples
 from benchmark.training.losses import Probe, build_loss
@@ -285,6 +285,10 @@ def _save_model(model: SparseEncoder, out: Path) -> None:
     os.replace(tmp, out)
 
 
+def _mean(values: Sequence[float] | None) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def _barrier(world: int) -> None:
     if world > 1:
         torch.distributed.barrier()
@@ -408,13 +412,15 @@ def train_splade(
     final = trained[-1] if trained else {}
     steps = trainer.state.global_step
     dev_rows = [r for r in rows if "dev_rr" in r]
-    drop = None
-    if data.dev is not None and len(dev_rows) >= 2 and dev_rows[0]["step"] == 0 and dev_rows[-1]["step"] == steps:
-        drop = DevDrop.of(dev_rows[0]["dev_rr"], dev_rows[-1]["dev_rr"])
-    result, reason, outcome_step, detail = outcome(detector, drop, steps)
-    if reason == DEV_DROP and final:
-        final["event"] = ";".join(e for e in (final.get("event"), DEV_DROP) if e)
     publish_best = recipe.checkpoint == "best" and best.step is not None
+    published = best.step if publish_best else steps
+    drop = published_drop(dev_rows, published) if data.dev is not None else None
+    dev_rr = {int(r["step"]): r["dev_rr"] for r in dev_rows}
+    result, reason, outcome_step, detail = outcome(detector, drop, published, steps)
+    if reason == DEV_DROP:
+        marked = next((r for r in trained if r.get("step") == published), final)
+        if marked:
+            marked["event"] = ";".join(e for e in (marked.get("event"), DEV_DROP) if e)
     process_steps = steps - (resumed_from or 0)
     runtime = output.metrics.get("train_runtime", 0.0)
     record = {
@@ -433,12 +439,19 @@ def train_splade(
         "dev_queries": len(data.dev.queries) if data.dev else 0,
         "dev_candidates": len(data.dev.candidates) if data.dev else 0,
         "dev_mrr_initial": dev_rows[0]["dev_mrr"] if dev_rows and dev_rows[0]["step"] == 0 else None,
-        "dev_mrr_final": drop.final if drop else None,
+        "dev_mrr_final": _mean(dev_rr.get(steps)),  # at the last step
+        "dev_mrr_published": drop.final if drop else None,  # of the published checkpoint: what degraded judges
         "dev_mrr_drop_se": drop.se if drop else None,
         "dev_mrr_best": best.mrr if best.step is not None else None,
         "dev_mrr_best_step": best.step,
+        # per-query RR@10 at step 0 and of the published checkpoint, paired across runs by query key
+        # (the report compares a run with its baseline arm and with the BERT reference on them)
+        "dev_query_keys": data.dev.keys() if data.dev else [],
+        "dev_rr_initial": dev_rr.get(0, []),
+        "dev_rr_published": dev_rr.get(published, []),
         "checkpoint": recipe.checkpoint,
-        "checkpoint_step": best.step if publish_best else steps,
+        "checkpoint_step": published,
+        "vocab_size": vocab,
         "train_seconds": float(final.get("seconds", runtime)),
         "steps_per_second": process_steps / runtime if runtime else None,
         "examples_per_second": process_steps * recipe.batch_size / runtime if runtime else None,
