@@ -3,7 +3,6 @@ results folders alone; ``--refresh SUITE --runs-dir DIR`` re-reads a suite from 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -14,13 +13,19 @@ from benchmark.errors import BenchmarkError
 def main(argv: list[str] | None = None) -> int:
     from benchmark.report.build import rebuild, refresh_suites
 
-    p = argparse.ArgumentParser(prog="python -m benchmark.report", description=__doc__)
-    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"))
-    p.add_argument("--suite", action="append", help="only this results folder (repeatable; default: every one)")
+    from benchmark.cli import parser, split_list
+
+    p = parser("python -m benchmark.report", __doc__)
+    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
+                   help="the folder of results folders ($BENCHMARK_RESULTS_DIR)")
+    p.add_argument("--suite", action="append", metavar="SUITE", help="only these results folders, comma-separated or "
+                   "repeated (default: every one)")
     p.add_argument("--refresh", action="append", metavar="SUITE",
-                   help="re-read this suite's conditions from --runs-dir by their stage ids, then rebuild it")
+                   help="re-read this suite's conditions from --runs-dir by their stage ids, then rebuild it "
+                   "(repeatable; default: none)")
     p.add_argument("--runs-dir", help="the runs folder --refresh reads (default: $BENCHMARK_RUNS_DIR or runs)")
     args = p.parse_args(argv)
+    args.suite, args.refresh = split_list(args.suite), split_list(args.refresh)
     try:
         if args.refresh:
             runs = Path(args.runs_dir or os.environ.get("BENCHMARK_RUNS_DIR", "runs"))

@@ -110,6 +110,8 @@ def short_name(dataset: str, labels: dict[str, str] | None = None) -> str:
 def system_label(system: str, backbone: str, variant: str, trained: bool) -> str:
     if system == "bm25":
         return "BM25"
+    if system == "run":  # a --run file: its name
+        return f"{variant} (run file)"
     label = f"SPLADE {backbone} {variant}"
     return label if trained else f"{label} (untrained)"
 
@@ -127,7 +129,7 @@ def is_baseline(variant: str) -> bool:
 def baseline_of(key: RowKey, rows: dict[RowKey, Any]) -> RowKey | None:
     """The row a SPLADE row's Δ is taken against: the same backbone and training, unrescaled."""
     system, backbone, variant, trained = key
-    if system == "bm25" or is_baseline(variant):
+    if system != "splade" or is_baseline(variant):
         return None
     for other in rows:
         if other[0] == system and other[1] == backbone and other[3] == trained and is_baseline(other[2]):

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import bounded, from_dict, load_toml
+from benchmark.config import apply_overrides, bounded, from_dict, load_toml
 from benchmark.errors import BenchmarkError, unknown
 from benchmark.resources import ResourceSpec
 
@@ -301,15 +301,21 @@ def canonical_measures(suite: Suite) -> Suite:
                                dataset_measures={d: many(ms) for d, ms in suite.dataset_measures.items()})
 
 
-def load_suite(name: str) -> Suite:
-    """A packaged suite by name, or a suite TOML file by path."""
+def load_suite(name: str, overrides: list[tuple[list[str], Any]] = ()) -> Suite:  # type: ignore[assignment]
+    """A packaged suite by name, or a suite TOML file by path; ``overrides`` (``--set key=value``, as
+    parsed by ``benchmark.config.parse_override``) change its values before they are checked."""
     path = Path(name)
     custom = path.suffix == ".toml" and path.is_file()
     if not custom:
         if name not in suite_names():
-            raise unknown("suite", name, suite_names(), "Pass one of these to --suite, or a path to a suite .toml file")
+            raise unknown("suite", name, suite_names(), "Pass one of these to --suite, or a path to a suite .toml file "
+                          "(or leave --suite out to run any ir_datasets id given to --datasets)")
         path = packaged_path(name)
-    data = load_toml(path)
+    return suite_from_data(apply_overrides(load_toml(path), list(overrides), "suite"), path, custom)
+
+
+def suite_from_data(data: dict[str, Any], path: Path, custom: bool = True) -> Suite:
+    """A suite from its TOML document, checked (``path`` names it in messages)."""
     suite = canonical_measures(from_dict(Suite, data, str(path.name)))
     if suite.bm25 is None and suite.splade is None:
         raise BenchmarkError(f"suite file {path.name} defines no system; add a [bm25] or [splade] table")
