@@ -80,6 +80,7 @@ class Progress:
         self.total, self.k, self.log = len(pending), 0, log
         self.start = time.perf_counter()
         self.seconds: dict[str, list[float]] = {}
+        self._began: float | None = None
 
     def eta(self) -> str:
         every = [t for ts in self.seconds.values() for t in ts]
@@ -98,10 +99,13 @@ class Progress:
                  f"elapsed, {self.eta()}")
         self._began = time.perf_counter()
 
-    def end(self, stage: Stage) -> None:
-        if getattr(self, "_began", None) is not None:
-            self.seconds.setdefault(stage.kind.name, []).append(time.perf_counter() - self._began)
-            self._began = None
+    def end(self, stage: Stage, seconds: float | None = None) -> None:
+        """``stage`` finished, after ``seconds`` (default: since its ``begin``)."""
+        if seconds is None and self._began is not None:
+            seconds = time.perf_counter() - self._began
+        if seconds is not None:
+            self.seconds.setdefault(stage.kind.name, []).append(seconds)
+        self._began = None
 
 
 class LocalExecutor:

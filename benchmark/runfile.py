@@ -23,6 +23,7 @@ def parse_runs(values: list[str] | None) -> tuple[list[tuple[str, str]], list[st
     """``--run NAME=PATH`` values → ([(name, absolute path)], problems): every problem at once."""
     runs: list[tuple[str, str]] = []
     problems: list[str] = []
+    names: set[str] = set()
     for value in values or []:
         name, eq, path = value.partition("=")
         name, path = name.strip(), path.strip()
@@ -31,9 +32,10 @@ def parse_runs(values: list[str] | None) -> tuple[list[tuple[str, str]], list[st
         elif not NAME.match(name) or name.lower() in RESERVED:
             problems.append(f"--run name {name!r} must be a plain name (letters, digits, '.', '_', '+', '-'; at most 64) "
                             f"other than {', '.join(RESERVED)}; it labels the table row, e.g. --run my-run={path}")
-        elif name in {n for n, _ in runs}:
+        elif name in names:
             problems.append(f"--run name {name!r} is given twice; give each run file its own name")
         else:
+            names.add(name)
             problem = run_file_problem(path)
             if problem:
                 problems.append(problem)

@@ -3,6 +3,7 @@ results folders alone; ``--refresh SUITE --runs-dir DIR`` re-reads a suite from 
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -10,10 +11,8 @@ from pathlib import Path
 from benchmark.errors import BenchmarkError
 
 
-def main(argv: list[str] | None = None) -> int:
-    from benchmark.report.build import rebuild, refresh_suites
-
-    from benchmark.cli import parser, split_list
+def build_parser() -> argparse.ArgumentParser:
+    from benchmark.cli import parser
 
     p = parser("python -m benchmark.report", __doc__)
     p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
@@ -24,7 +23,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="re-read this suite's conditions from --runs-dir by their stage ids, then rebuild it "
                    "(repeatable; default: none)")
     p.add_argument("--runs-dir", help="the runs folder --refresh reads (default: $BENCHMARK_RUNS_DIR or runs)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmark.cli import split_list
+    from benchmark.report.build import rebuild, refresh_suites
+
+    args = build_parser().parse_args(argv)
     args.suite, args.refresh = split_list(args.suite), split_list(args.refresh)
     try:
         if args.refresh:
