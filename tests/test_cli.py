@@ -46,6 +46,8 @@ def test_adhoc_cranfield_bm25_and_its_run_file_as_a_system(tmp_path, capsys):
     (bm25,) = first["conditions"]
     assert sorted(bm25["metrics"]) == ["R@1000", "nDCG@10"]  # no family: the default rule
     assert "--suite" not in bm25["command"] and "--set k=100" in bm25["command"]
+    assert "Ad hoc: datasets=cranfield,max-queries=20,set=k=100 (no suite file; each dataset's measures from its " \
+        "conventions)." in (folder / "table.md").read_text()
 
     (search,) = (runs / "search").glob("search-*")
     run_file = tmp_path / "bm25.trec"

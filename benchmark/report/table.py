@@ -392,7 +392,11 @@ def describe_outcome(c: ConditionResult) -> str:
 
 def scope(results: SuiteResults) -> str:
     """Which data the table comes from: the subset, the suite's own slice, and the seeds."""
-    if results.subset:
+    from benchmark.adhoc import ADHOC
+
+    if results.suite == ADHOC:
+        text = f"Ad hoc: {results.subset} (no suite file; each dataset's measures from its conventions)."
+    elif results.subset:
         text = f"Subset: {results.subset} (a narrowed run, not the suite's full datasets)."
     else:
         limits = [f"{n} documents per corpus (judged documents kept)" if (n := results.max_docs) else "",
