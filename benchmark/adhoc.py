@@ -87,8 +87,13 @@ def adhoc_suite_data(datasets: list[str], backbones: list[str] | None) -> dict[s
 
 
 def load_adhoc(datasets: list[str], backbones: list[str] | None, overrides: list[tuple[list[str], Any]] = ()) -> Any:  # type: ignore[assignment]
-    from benchmark.config import apply_overrides
+    """The ad-hoc suite of ``datasets``, checked as a suite file is."""
+    from benchmark.config import apply_overrides, with_overrides
+    from benchmark.errors import BenchmarkError
     from benchmark.suites import suite_from_data
 
     data = apply_overrides(adhoc_suite_data(datasets, backbones), list(overrides), "suite")
-    return suite_from_data(data, Path(f"{ADHOC} suite (--datasets without --suite)"), custom=False)
+    try:
+        return suite_from_data(data, Path(f"{ADHOC} suite (--datasets without --suite)"), custom=False)
+    except BenchmarkError as exc:
+        raise with_overrides(exc, list(overrides)) from None

@@ -145,3 +145,11 @@ def apply_overrides(data: dict[str, Any], items: list[tuple[list[str], Any]], wh
             node = child
         node[path[-1]] = value
     return out
+
+
+def with_overrides(exc: BenchmarkError, items: list[tuple[list[str], Any]]) -> BenchmarkError:
+    """A config error, saying which ``--set`` values the checked document had (they may be the cause)."""
+    if not items:
+        return exc
+    given = ", ".join(f"{'.'.join(path)}={value!r}" for path, value in items)
+    return BenchmarkError(f"{exc} (with --set {given})")

@@ -158,7 +158,7 @@ def test_set_overrides_suite_and_recipe_values():
     plain = build_plan(load_suite("smoke"), Options())
     train = {c.train.id for c in plan.conditions if c.train is not None}
     assert train.isdisjoint(c.train.id for c in plain.conditions if c.train is not None)
-    with pytest.raises(BenchmarkError, match=r"^smoke.toml.bm25: unknown key 'k2'; valid keys: k1, b. Remove or rename it$"):
+    with pytest.raises(BenchmarkError, match=r"^smoke.toml.bm25: unknown key 'k2'; valid keys: k1, b. Remove or rename it \(with --set bm25.k2=1\)$"):
         load_suite("smoke", Options(sets=("bm25.k2=1",)).suite_overrides())
     with pytest.raises(BenchmarkError, match=r"unknown key 'max_step' \(did you mean 'max_steps'\?\)"):
         build_plan(load_suite("smoke"), Options(sets=("recipe.max_step=3",)))

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import apply_overrides, bounded, from_dict, load_toml
+from benchmark.config import apply_overrides, bounded, from_dict, load_toml, with_overrides
 from benchmark.errors import BenchmarkError, unknown
 from benchmark.resources import ResourceSpec
 
@@ -311,7 +311,10 @@ def load_suite(name: str, overrides: list[tuple[list[str], Any]] = ()) -> Suite:
             raise unknown("suite", name, suite_names(), "Pass one of these to --suite, or a path to a suite .toml file "
                           "(or leave --suite out to run any ir_datasets id given to --datasets)")
         path = packaged_path(name)
-    return suite_from_data(apply_overrides(load_toml(path), list(overrides), "suite"), path, custom)
+    try:
+        return suite_from_data(apply_overrides(load_toml(path), list(overrides), "suite"), path, custom)
+    except BenchmarkError as exc:
+        raise with_overrides(exc, list(overrides)) from None
 
 
 def suite_from_data(data: dict[str, Any], path: Path, custom: bool = True) -> Suite:

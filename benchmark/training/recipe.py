@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import from_dict, load_toml
+from benchmark.config import apply_overrides, from_dict, load_toml, with_overrides
 from benchmark.errors import BenchmarkError, unknown
 from benchmark.registry import Registry
 
@@ -158,13 +158,12 @@ def load_recipe(name: str | Path, overrides: Sequence[tuple[list[str], Any]] = (
     path = Path(name)
     if not (path.suffix == ".toml" and path.is_file()):
         path = RECIPES[str(name)]
-    data = load_toml(path)
-    if overrides:
-        from benchmark.config import apply_overrides
-
-        data = apply_overrides(data, list(overrides), "recipe")
-    recipe = from_dict(Recipe, data, path.name)
-    if str(name) in RECIPES and recipe.name != path.stem:
-        raise BenchmarkError(f"{path.name}: name = {recipe.name!r} must equal the file name; set name = {path.stem!r}")
-    recipe.validate(path.name)
+    data = apply_overrides(load_toml(path), list(overrides), "recipe")
+    try:
+        recipe = from_dict(Recipe, data, path.name)
+        if str(name) in RECIPES and recipe.name != path.stem:
+            raise BenchmarkError(f"{path.name}: name = {recipe.name!r} must equal the file name; set name = {path.stem!r}")
+        recipe.validate(path.name)
+    except BenchmarkError as exc:  # the --set values checked with the file's: say which were given
+        raise with_overrides(exc, [(["recipe", *p], v) for p, v in overrides]) from None
     return recipe
