@@ -8,6 +8,7 @@ MS MARCO dev gets RR@10 and TREC DL nDCG@10 without a suite saying so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,8 @@ def adhoc_suite_data(datasets: list[str], backbones: list[str] | None) -> dict[s
     return data
 
 
-def load_adhoc(datasets: list[str], backbones: list[str] | None, overrides: list[tuple[list[str], Any]] = ()) -> Any:  # type: ignore[assignment]
+def load_adhoc(datasets: list[str], backbones: list[str] | None,
+               overrides: Sequence[tuple[list[str], Any]] = ()) -> Any:
     """The ad-hoc suite of ``datasets``, checked as a suite file is."""
     from benchmark.config import apply_overrides, with_overrides
     from benchmark.errors import BenchmarkError

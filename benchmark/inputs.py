@@ -83,9 +83,9 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
             stat = getattr(variant[0] if isinstance(variant, tuple) else variant, "match_stat", "logit-std")
             problems.extend(
                 f"variant {', '.join(map(repr, variants))} scales each backbone's MLM head so that its {stat} on the "
-                f"shipped sample equals reference backbone {name!r}'s (--match-norm, else the suite's [splade.rescale] match), so the "
-                f"reference must load, and it cannot: {problem}. Or give the factor itself: --rescale-factor F "
-                "(or --match-norm NUMBER)"
+                f"shipped sample equals reference backbone {name!r}'s (--match-norm, else the suite's "
+                f"[splade.rescale] match), so the reference must load, and it cannot: {problem}. Or give the factor "
+                "itself: --rescale-factor F (or --match-norm NUMBER)"
                 for problem in backbone_problems(name, deep=deep))
         from benchmark import varlen
 

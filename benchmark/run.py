@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "dataset's conventions)")
     p.add_argument("--datasets", nargs="+", metavar="DATASET", help="a subset of the suite's datasets, local BEIR folders "
                    "PATH[@split], or without --suite any ir_datasets ids (default: the suite's)")
-    p.add_argument("--backbones", nargs="+", metavar="BACKBONE", help="backbone keys, HF ids or local paths (default: the suite's)")
+    p.add_argument("--backbones", nargs="+", metavar="BACKBONE",
+                   help="backbone keys, HF ids or local paths (default: the suite's)")
     p.add_argument("--variants", nargs="+", metavar="VARIANT", help="baseline, rescaled, and the suite's sweep variants "
                    "(default: the suite's)")
     p.add_argument("--rescale-factor", "--rescale", type=float, metavar="FACTOR",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -301,7 +302,7 @@ def canonical_measures(suite: Suite) -> Suite:
                                dataset_measures={d: many(ms) for d, ms in suite.dataset_measures.items()})
 
 
-def load_suite(name: str, overrides: list[tuple[list[str], Any]] = ()) -> Suite:  # type: ignore[assignment]
+def load_suite(name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> Suite:
     """A packaged suite by name, or a suite TOML file by path; ``overrides`` (``--set key=value``, as
     parsed by ``benchmark.config.parse_override``) change its values before they are checked."""
     path = Path(name)
