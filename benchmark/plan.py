@@ -466,13 +466,6 @@ def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tup
     return topics, corpus
 
 
-def parse_list(value: str | None) -> list[str] | None:
-    if value is None:
-        return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    return items or None
-
-
 def check_factor(value: float | None) -> None:
     if value is not None and (not math.isfinite(value) or value <= 0):
         raise BenchmarkError(f"rescale factor {value!r} is not a positive finite number; pass e.g. --rescale-factor 0.25")
