@@ -113,3 +113,43 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise BenchmarkError(f"cannot read config file {str(path)!r} ({exc.strerror}); check the path") from None
     except tomllib.TOMLDecodeError as exc:
         raise BenchmarkError(f"config file {str(path)!r} is not valid TOML ({exc}); fix its syntax") from None
+
+
+def parse_override(item: str, flag: str = "--set") -> tuple[list[str], Any]:
+    """``key.sub=value`` → (["key", "sub"], value); the value is read as a TOML value (``0.5``, ``true``,
+    ``[42, 43]``, ``"text"``), and a bare word that is not one stays a string (``bfloat16``)."""
+    key, eq, raw = item.partition("=")
+    path = [part.strip() for part in key.split(".")]
+    if not eq or not all(path):
+        raise BenchmarkError(f"{flag} {item!r} is not KEY=VALUE; write e.g. {flag} k=100 or {flag} recipe.max_steps=10")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return path, value
+
+
+def apply_overrides(data: dict[str, Any], items: list[tuple[list[str], Any]], where: str) -> dict[str, Any]:
+    """``data`` (a TOML document) with each dotted key set to its value; tables on the way are created.
+    Unknown keys are left for ``from_dict`` to report with the valid ones."""
+    import copy
+
+    out = copy.deepcopy(data)
+    for path, value in items:
+        node = out
+        for i, part in enumerate(path[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise BenchmarkError(f"--set {'.'.join(path)}: {where} key {'.'.join(path[:i + 1])!r} is a "
+                                     f"{type(child).__name__}, not a table; set it whole, e.g. --set {'.'.join(path[:i + 1])}=[...]")
+            node = child
+        node[path[-1]] = value
+    return out
+
+
+def with_overrides(exc: BenchmarkError, items: list[tuple[list[str], Any]]) -> BenchmarkError:
+    """A config error, saying which ``--set`` values the checked document had (they may be the cause)."""
+    if not items:
+        return exc
+    given = ", ".join(f"{'.'.join(path)}={value!r}" for path, value in items)
+    return BenchmarkError(f"{exc} (with --set {given})")

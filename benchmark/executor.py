@@ -57,12 +57,64 @@ def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mappin
     return store.run(stage, lambda out: stage.kind.run(stage.config, inputs, out, ctx))
 
 
+def duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``2h07m``: an elapsed time or an ETA, to the unit that matters."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class Progress:
+    """The overall line above each stage's own output: ``stage k of N (kind), elapsed, ETA``.
+
+    N counts the stages that were not finished when the run started. The ETA sums, over the stages
+    still to run, the mean time of the finished stages of the same kind (of all finished stages
+    for a kind not seen yet): a rough guide (one training run outlasts many searches), hence ``~``.
+    """
+
+    def __init__(self, pending: list[Stage], log: Any) -> None:
+        self.pending = {s.id: s.kind.name for s in pending}
+        self.total, self.k, self.log = len(pending), 0, log
+        self.start = time.perf_counter()
+        self.seconds: dict[str, list[float]] = {}
+        self._began: float | None = None
+
+    def eta(self) -> str:
+        every = [t for ts in self.seconds.values() for t in ts]
+        if not every:
+            return "ETA unknown"
+        mean = sum(every) / len(every)
+        left = sum(sum(ts) / len(ts) if (ts := self.seconds.get(kind)) else mean for kind in self.pending.values())
+        return f"ETA ~{duration(left)}"
+
+    def begin(self, stage: Stage) -> None:
+        if stage.id not in self.pending:
+            return
+        self.pending.pop(stage.id)
+        self.k += 1
+        self.log(f"stage {self.k} of {self.total} ({stage.kind.name}), {duration(time.perf_counter() - self.start)} "
+                 f"elapsed, {self.eta()}")
+        self._began = time.perf_counter()
+
+    def end(self, stage: Stage, seconds: float | None = None) -> None:
+        """``stage`` finished, after ``seconds`` (default: since its ``begin``)."""
+        if seconds is None and self._began is not None:
+            seconds = time.perf_counter() - self._began
+        if seconds is not None:
+            self.seconds.setdefault(stage.kind.name, []).append(seconds)
+        self._began = None
+
+
 class LocalExecutor:
     """Every stage in this process, parents before children, stopping at the first failure."""
 
     def __init__(self, store: Store, ctx: Any) -> None:
         self.store, self.ctx = store, ctx
         self.done: dict[str, dict[str, Any] | None] = {}
+        self.progress: Progress | None = None
 
     def execute(self, stage: Stage) -> dict[str, Any] | None:
         """Run ``stage`` after its parents; None when an ancestor training run stopped early."""
@@ -78,13 +130,37 @@ class LocalExecutor:
                 self.done[stage.id] = None
                 return None
             metas[parent.id] = meta
+        if self.progress is not None:
+            self.progress.begin(stage)
         self.done[stage.id] = run_stage(stage, self.store, self.ctx, metas)
+        if self.progress is not None:
+            self.progress.end(stage)
         return self.done[stage.id]
 
     def run(self, targets: list[Stage]) -> dict[str, dict[str, Any] | None]:
+        self.progress = Progress(self.pending(targets), getattr(self.ctx, "log", print))
         for stage in targets:
             self.execute(stage)
         return self.done
+
+    def pending(self, targets: list[Stage]) -> list[Stage]:
+        """The stages the targets still need, each once, parents first (nothing below a finished stage:
+        it needs nothing from its parents)."""
+        seen: dict[str, Stage | None] = {}
+
+        def visit(stage: Stage) -> None:
+            if stage.id in seen:
+                return
+            if self.store.is_done(stage):
+                seen[stage.id] = None
+                return
+            for parent in stage.parents.values():
+                visit(parent)
+            seen[stage.id] = stage
+
+        for stage in targets:
+            visit(stage)
+        return [s for s in seen.values() if s is not None]
 
 
 def follow_training(stages: list[Stage], store: Store, ctx: Any, poll: float = 2.0) -> None:

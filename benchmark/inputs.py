@@ -68,14 +68,25 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
     if plan.suite.splade is not None:
         from benchmark.backbone import backbone_problems
 
-        names = list(backbones)
-        for variant in getattr(plan, "variants", {}).values():  # 'match' loads its reference backbone
+        references: dict[str, list[str]] = {}  # reference backbone → the variants that match it
+        for vname, variant in getattr(plan, "variants", {}).items():  # 'match' loads its reference backbone
             spec = variant[0] if isinstance(variant, tuple) else variant  # (Rescale spec, recipe overrides)
             match = getattr(spec, "match", None)
             if getattr(spec, "mode", None) == "match" and isinstance(match, str):
-                names.append(match)
-        for name in dict.fromkeys(names):
+                references.setdefault(match, []).append(vname)
+        for name in dict.fromkeys(backbones):
             problems.extend(backbone_problems(name, deep=deep))
+        for name, variants in references.items():
+            if name in backbones:
+                continue
+            variant = plan.variants[variants[0]]
+            stat = getattr(variant[0] if isinstance(variant, tuple) else variant, "match_stat", "logit-std")
+            problems.extend(
+                f"variant {', '.join(map(repr, variants))} scales each backbone's MLM head so that its {stat} on the "
+                f"shipped sample equals reference backbone {name!r}'s (--match-norm, else the suite's "
+                f"[splade.rescale] match), so the reference must load, and it cannot: {problem}. Or give the factor "
+                "itself: --rescale-factor F (or --match-norm NUMBER)"
+                for problem in backbone_problems(name, deep=deep))
         from benchmark import varlen
 
         if deep and plan.suite.encode.attn_implementation == varlen.NAME:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmark.errors import BenchmarkError
 
@@ -91,10 +92,50 @@ def start_jvm() -> Jdk:
     os.environ.setdefault("OPENAI_API_KEY", "unused-by-benchmark")
     if not jdk.has_vector:
         drop_vector_option()
-    import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
+    from benchmark.cli import verbose
 
+    if verbose():
+        import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
+    else:
+        _quiet_jvm_start(jdk)
     _STARTED = jdk
     return jdk
+
+
+#: JDK 23+ warns on stderr when Lucene calls sun.misc.Unsafe (JEP 471); this option allows it silently
+UNSAFE_ALLOW = ("--sun-misc-unsafe-memory-access=allow", 23)
+_JAVA_LOGGERS: list[Any] = []  # java.util.logging holds loggers weakly: keep the ones we configured
+
+
+def _quiet_jvm_start(jdk: Jdk) -> None:
+    """Start the JVM without its warnings on the terminal (``--verbose`` keeps them): the launcher's
+    "Using incubator modules" line goes to a file that is shown only if the start fails, Unsafe is
+    allowed where the JDK has the option, and Lucene's MMapDirectory advice is logged at SEVERE only."""
+    import tempfile
+
+    import jnius_config
+
+    option, since = UNSAFE_ALLOW
+    if jdk.version >= since:
+        jnius_config.add_options(option)
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
+        except BaseException:
+            os.dup2(saved, 2)
+            captured.seek(0)
+            sys.stderr.write(captured.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    from jnius import autoclass
+
+    logger = autoclass("java.util.logging.Logger").getLogger("org.apache.lucene.store")
+    logger.setLevel(autoclass("java.util.logging.Level").SEVERE)
+    _JAVA_LOGGERS.append(logger)
 
 
 def drop_vector_option() -> None:

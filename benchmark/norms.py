@@ -244,22 +244,39 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmark.norms", description=__doc__.splitlines()[0])
-    parser.add_argument("--backbones", nargs="+", required=True, metavar="KEY", help="backbone keys, hub ids or folders")
+    """The same spellings as ``benchmark.run``: ``--backbones a,b`` (or ``a b``), ``--rescale-factor``,
+    ``--rescale-method``; the older ``--rescale`` and ``--method`` stay as aliases."""
+    import os
+
+    from benchmark.cli import parser as make_parser
+
+    parser = make_parser("python -m benchmark.norms", __doc__.splitlines()[0])
+    parser.add_argument("--backbones", nargs="+", required=True, metavar="BACKBONE", help="backbone keys, hub ids or folders, "
+                        "comma-separated or as several words (required)")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--rescale", type=float, metavar="FACTOR", help="multiply the MLM logits by FACTOR")
-    group.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="rescale so the match statistic equals a reference backbone's or a number")
-    parser.add_argument("--method", nargs="+", default=None, metavar="METHOD", help="rescaling method(s): head-norm (default), tied, untie; one row per backbone and method")
-    parser.add_argument("--match-stat", default=None, metavar="STAT", help="statistic for --match-norm: logit-std (default), row-rms, frobenius")
+    group.add_argument("--rescale-factor", "--rescale", type=float, metavar="FACTOR", dest="rescale",
+                       help="multiply the MLM logits by FACTOR (default: no rescaling, unless --match-norm)")
+    group.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="rescale so the match statistic equals a "
+                       "reference backbone's or a number (default: no rescaling, unless --rescale-factor)")
+    parser.add_argument("--rescale-method", "--method", nargs="+", default=None, metavar="METHOD", dest="method",
+                        help="rescaling method(s), comma-separated or as several words: head-norm, tied, untie; one "
+                        "row per backbone and method (default: head-norm)")
+    parser.add_argument("--match-stat", default=None, metavar="STAT", help="statistic for --match-norm: logit-std, "
+                        "row-rms, frobenius (default: logit-std)")
     parser.add_argument("--keep-bias", action="store_true", help="do not scale the decoder bias")
-    parser.add_argument("--sample", type=int, metavar="N", help="measure on the first N shipped abstracts only (default: all, as the logit-std statistic does)")
+    parser.add_argument("--sample", type=int, metavar="N", help="measure on the first N shipped abstracts only "
+                        "(default: all, as the logit-std statistic does)")
     parser.add_argument("--format", choices=("table", "csv"), default="table", help="stdout format")
-    parser.add_argument("--results-dir", type=Path, default=Path("results"), help="writes norms/norms.csv and norms/norms.png")
+    parser.add_argument("--results-dir", type=Path, default=Path(os.environ.get("BENCHMARK_RESULTS_DIR", "results")),
+                        help="writes norms/norms.csv and norms/norms.png under it ($BENCHMARK_RESULTS_DIR)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmark.cli import split_list
+
     args = build_parser().parse_args(argv)
+    args.backbones, args.method = split_list(args.backbones), split_list(args.method)
     from benchmark.backbone import resolve_backbone
     from benchmark.errors import BenchmarkError
     from benchmark.rescale import DEFAULT_MATCH_STAT, DEFAULT_METHOD, Rescale

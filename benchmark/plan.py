@@ -17,12 +17,13 @@ from typing import Any
 from benchmark.data import DatasetRef
 from benchmark.errors import BenchmarkError
 from benchmark.stage import Stage
-from benchmark.stages import Backbone, Corpus, Encode, Evaluate, Index, Queries, Search, Topics, Train, Triples
+from benchmark.stages import Backbone, Corpus, Encode, Evaluate, Index, Queries, RunFile, Search, Topics, Train, Triples
 from benchmark.suites import Bm25, Suite
 
 MINE_DEPTH = 50
 TRAIN_SEARCH_K = 100
 BASELINE = "baseline"
+RUN_SYSTEM = "run"  # a --run file's rows: system "run", variant = its name
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,19 @@ class Options:
     seeds: list[int] | None = None
     rescale_method: str | None = None
     match_stat: str | None = None
+    sets: tuple[str, ...] = ()  # --set KEY=VALUE, as given (suite keys, and recipe.KEY)
+    runs: tuple[tuple[str, str], ...] = ()  # --run NAME=PATH: (name, absolute path)
+
+    def recipe_overrides(self) -> list[tuple[list[str], Any]]:
+        """The ``--set recipe.KEY=VALUE`` items, as (path inside the recipe, value)."""
+        from benchmark.config import parse_override
+
+        return [(path[1:], value) for path, value in map(parse_override, self.sets) if path[0] == "recipe"]
+
+    def suite_overrides(self) -> list[tuple[list[str], Any]]:
+        from benchmark.config import parse_override
+
+        return [(path, value) for path, value in map(parse_override, self.sets) if path[0] != "recipe"]
 
     def narrowing(self) -> list[tuple[str, str]]:
         """The command-line flags that make this run a subset of its suite, as (flag, value)."""
@@ -52,6 +66,8 @@ class Options:
             value = getattr(self, name)
             if value is not None:
                 out.append((name.replace("_", "-"), f"{value:g}" if isinstance(value, float) else str(value)))
+        out += [("set", item) for item in self.sets]
+        out += [("run", name) for name, _ in self.runs]
         return out
 
 
@@ -245,7 +261,8 @@ def _select_datasets(suite: Suite, requested: Sequence[str], problems: list[str]
         valid = list(suite.datasets) + list(suite.optional_datasets) + [g for g in suite.groups if g not in suite.optional_datasets]
         problems.append(
             f"dataset(s) {', '.join(map(repr, bad))} not in suite {suite.name!r}; valid: {', '.join(dict.fromkeys(valid))} "
-            f"(or {'a group member or ' if suite.groups else ''}a local BEIR folder PATH[@split])"
+            f"(or {'a group member or ' if suite.groups else ''}a local BEIR folder PATH[@split]; any other "
+            "ir_datasets id runs without --suite, its measures from its conventions)"
         )
     return list(dict.fromkeys(datasets)), list(dict.fromkeys(columns)), groups
 
@@ -281,13 +298,19 @@ def _short_dataset(name: str) -> str:
 
 def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
     """The command that recomputes one table row (a narrowing of the suite run)."""
-    args = ["python", "-m", "benchmark.run", "--suite", suite_arg]
+    from benchmark.adhoc import ADHOC
+
+    args = ["python", "-m", "benchmark.run"] + (["--suite", suite_arg] if suite_arg != ADHOC else [])
     flags = dict(opts.narrowing())
     flags.update({k: str(v) for k, v in row.items() if v is not None})
     for flag in ("datasets", "backbones", "variants", "seeds", "recipe", "rescale-factor", "match-norm",
                  "rescale-method", "match-stat", "max-docs", "max-queries"):
         if flag in flags:
             args += [f"--{flag}", flags[flag]]
+    for item in opts.sets:
+        args += ["--set", item]
+    for name, path in opts.runs:
+        args += ["--run", f"{name}={path}"]
     return " ".join(shlex.quote(a) for a in args)
 
 
@@ -328,6 +351,15 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                            {"index": idx, "queries": topics})
             plan.conditions.append(Condition(name, "bm25", evaluate=evaluate(search, name), search=search,
                                              command=reproduce_command(suite_arg, opts)))
+    if opts.runs and len(datasets) != 1:
+        problems.append(f"--run evaluates a run file on one dataset, and this run has {len(datasets)} "
+                        f"({', '.join(datasets) or 'none'}); pass --datasets with the one the run file was made on")
+    elif opts.runs:
+        topics, corpus = data_stages(datasets[0], max_docs, max_queries)
+        for run_name, path in opts.runs:
+            source = Stage(RunFile, RunFile.Config(path), {"topics": topics, "corpus": corpus})
+            plan.conditions.append(Condition(datasets[0], RUN_SYSTEM, variant=run_name, evaluate=evaluate(source, datasets[0]),
+                                             search=source, command=reproduce_command(suite_arg, opts)))
 
     if suite.splade is None:
         return plan
@@ -347,7 +379,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     train_inputs = None
     if recipe_name:
         try:
-            train_inputs = _train_inputs(suite, recipe_name)
+            train_inputs = _train_inputs(suite, recipe_name, opts.recipe_overrides())
         except BenchmarkError as exc:
             problems.append(str(exc))
     seeds = list(opts.seeds or sp.seeds)
@@ -391,11 +423,12 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     return plan
 
 
-def _train_inputs(suite: Suite, recipe_name: str) -> tuple[dict[str, Any], Stage]:
-    """The recipe (as data, so edits to it re-key the stage) and the triples stage it trains on."""
+def _train_inputs(suite: Suite, recipe_name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> tuple[dict[str, Any], Stage]:
+    """The recipe (as data, so edits to it, and ``--set recipe.KEY=VALUE``, re-key the stage) and the
+    triples stage it trains on."""
     from benchmark.train import load_recipe
 
-    recipe = load_recipe(recipe_name)
+    recipe = load_recipe(recipe_name, overrides)
     as_dict = dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe)
     dataset = as_dict.get("dataset") or as_dict.get("train_dataset")
     if not dataset:
@@ -431,13 +464,6 @@ def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tup
         source = name
     corpus = Stage(Corpus, Corpus.Config(source, max_docs, 0), {"topics": topics} if max_docs is not None else {})
     return topics, corpus
-
-
-def parse_list(value: str | None) -> list[str] | None:
-    if value is None:
-        return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    return items or None
 
 
 def check_factor(value: float | None) -> None:

@@ -1,4 +1,5 @@
-"""``python -m benchmark.run --suite NAME``: validate the plan, run the missing stages, write the tables."""
+"""``python -m benchmark.run --suite NAME`` (or ``--datasets ID…`` alone, ad hoc): validate the plan, run the
+missing stages, write the tables."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.errors import BenchmarkError
-from benchmark.plan import Options, Plan, build_plan, check_factor, parse_list
+from benchmark.plan import Options, Plan, build_plan, check_factor
 from benchmark.stage import Store
 
 
@@ -62,29 +63,51 @@ def dry_run(plan: Plan, store: Store) -> None:
         print(f"  [{state:9}] {s.kind.name:8} {s.id}  {s.describe()}")
     print(f"{len(plan.conditions)} conditions (system × dataset × seed):")
     for c in plan.conditions:
-        label = c.system if c.system == "bm25" else (
+        label = c.system if c.system == "bm25" else f"run {c.variant}" if c.system == "run" else (
             f"{c.system} {c.backbone} {c.variant} (factor {c.factor}, {'trained, seed ' + str(c.seed) if c.trained else 'untrained'})")
         print(f"  {c.dataset:40} {label}")
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    from benchmark.cli import parser
     from benchmark.suites import suite_names
 
-    p = argparse.ArgumentParser(prog="python -m benchmark.run", description=__doc__)
-    p.add_argument("--suite", required=True, help=f"one of: {', '.join(suite_names())}, or a suite .toml path")
-    p.add_argument("--datasets", help="comma-separated subset of the suite's datasets (or local BEIR folders)")
-    p.add_argument("--backbones", help="comma-separated backbone keys, HF ids or local paths")
-    p.add_argument("--variants", help="comma-separated: baseline, rescaled, and the suite's sweep variants")
-    p.add_argument("--rescale-factor", type=float, help="the 'rescaled' variant multiplies the MLM head by this")
-    p.add_argument("--match-norm", help="the 'rescaled' variant matches this backbone's (or number's) head norm")
-    p.add_argument("--rescale-method", help="how 'rescaled' scales the head: head-norm (default), tied, or untie")
-    p.add_argument("--match-stat", help="what --match-norm matches: logit-std (default), frobenius, or row-rms")
-    p.add_argument("--recipe", help="training recipe name (overrides the suite's)")
-    p.add_argument("--max-docs", type=int, help="deterministic corpus subset; judged documents always stay")
-    p.add_argument("--max-queries", type=int, help="deterministic query subset")
-    p.add_argument("--seeds", help="comma-separated training seeds (default: the suite's)")
-    p.add_argument("--runs-dir", default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"))
-    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"))
+    p = parser("python -m benchmark.run", __doc__ + "\nList flags (--datasets, --backbones, --variants, --seeds) take "
+               "comma-separated values or several words: --backbones a,b or --backbones a b.")
+    p.add_argument("--suite", help=f"one of: {', '.join(suite_names())}, or a suite .toml path (default: none, an "
+                   "ad-hoc suite of the --datasets ids with BM25, and SPLADE with --backbones; measures from each "
+                   "dataset's conventions)")
+    p.add_argument("--datasets", nargs="+", metavar="DATASET", help="a subset of the suite's datasets, local BEIR folders "
+                   "PATH[@split], or without --suite any ir_datasets ids (default: the suite's)")
+    p.add_argument("--backbones", nargs="+", metavar="BACKBONE",
+                   help="backbone keys, HF ids or local paths (default: the suite's)")
+    p.add_argument("--variants", nargs="+", metavar="VARIANT", help="baseline, rescaled, and the suite's sweep variants "
+                   "(default: the suite's)")
+    p.add_argument("--rescale-factor", "--rescale", type=float, metavar="FACTOR",
+                   help="the 'rescaled' variant multiplies the MLM head by this (default: the suite's [splade.rescale])")
+    p.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="the 'rescaled' variant matches this backbone's "
+                   "(or number's) head statistic (default: the suite's [splade.rescale] match)")
+    p.add_argument("--rescale-method", "--method", metavar="METHOD",
+                   help="how 'rescaled' scales the head: head-norm, tied or untie (default: the suite's, else head-norm)")
+    p.add_argument("--match-stat", metavar="STAT", help="what --match-norm matches: logit-std, frobenius or row-rms "
+                   "(default: the suite's, else logit-std)")
+    p.add_argument("--recipe", help="training recipe name or .toml path (default: the suite's; its slice_recipe "
+                   "when --max-docs/--max-queries cut the data)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                   help="override a suite value (k=100, bm25.k1=1.2, encode.batch_size=16) or, as recipe.KEY, a "
+                   "recipe value (recipe.max_steps=10); VALUE is read as TOML; repeatable (default: none)")
+    p.add_argument("--run", action="append", default=[], metavar="NAME=PATH", dest="runs",
+                   help="also evaluate this TREC run file, as the table row NAME, on the run's one dataset; "
+                   "repeatable (default: none)")
+    p.add_argument("--max-docs", type=int, help="deterministic corpus subset; judged documents always stay "
+                   "(default: the suite's, else the whole corpus)")
+    p.add_argument("--max-queries", type=int, help="deterministic query subset (default: the suite's, else every "
+                   "judged query)")
+    p.add_argument("--seeds", nargs="+", metavar="SEED", help="training seeds (default: the suite's)")
+    p.add_argument("--runs-dir", default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"),
+                   help="where stages are stored and reused ($BENCHMARK_RUNS_DIR)")
+    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
+                   help="where tables and pages are written ($BENCHMARK_RESULTS_DIR)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="Lucene threads (local executor; under Ray each task uses its kind's CPUs)")
     p.add_argument("--force", action="store_true", help="redo stages even if finished")
@@ -93,16 +116,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="compare with the suite's expected scores; exit 1 on FAIL")
     p.add_argument("--keep", choices=["all", "indexed"], default="all",
                    help="'indexed' deletes encoded document shards once their impact index is built")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (the per-stage lines stay)")
+    p.add_argument("--verbose", action="store_true", help="let the JVM's warnings and ir_datasets' [INFO] lines "
+                   "reach the terminal")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="local: every stage in this process (default); ray: stages as tasks on a Ray cluster")
+                   help="local: every stage in this process; ray: stages as tasks on a Ray cluster")
     p.add_argument("--ray-address", help="with --executor ray: 'auto' (the cluster this node belongs to), HOST:PORT "
-                   "or ray://HOST:PORT; omitted: start a local cluster")
+                   "or ray://HOST:PORT (default: start a local cluster)")
     p.add_argument("--resources", help="with --executor ray: per stage kind, e.g. encode=gpu:1,index=cpu:4+mem:16,"
-                   "train=gpu:1+workers:4 (names: cpu, gpu, mem in GiB, workers)")
+                   "train=gpu:1+workers:4 (names: cpu, gpu, mem in GiB, workers) (default: the suite's, else 1 CPU, "
+                   "and 1 GPU for train, encode and queries)")
     p.add_argument("--gpus", type=int, help="with --executor ray: GPUs of the local cluster; with --dry-run: "
-                   "estimate the wall time on this many GPUs")
-    return p.parse_args(argv)
+                   "estimate the wall time on this many GPUs (default: all the cluster has; the estimate: 1)")
+    return p
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,17 +151,44 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + (exc.signum if isinstance(exc, Interrupted) else 2)
 
 
-def _seeds(value: str | None) -> list[int] | None:
-    items = parse_list(value)
+def _seeds(value: str | list[str] | None) -> list[int] | None:
+    from benchmark.cli import split_list
+
+    items = split_list(value)
     if items is None:
         return None
+    given = ",".join(items)
     try:
         seeds = [int(v) for v in items]
     except ValueError:
-        raise BenchmarkError(f"--seeds {value!r} must be comma-separated integers, e.g. --seeds 42,43,44") from None
+        raise BenchmarkError(f"--seeds {given!r} must be comma-separated integers, e.g. --seeds 42,43,44") from None
     if len(set(seeds)) != len(seeds):
-        raise BenchmarkError(f"--seeds {value!r} repeats a seed; give each seed once")
+        raise BenchmarkError(f"--seeds {given!r} repeats a seed; give each seed once")
     return seeds
+
+
+def headline(out: Path) -> str:
+    """The first table of ``table.md`` (the headline measure), for the terminal at the end of a run."""
+    try:
+        text = (out / "table.md").read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    sections = text.split("\n## ")
+    return ("## " + sections[1]).strip() if len(sections) > 1 else text.strip()
+
+
+def load_run_suite(args: argparse.Namespace, opts: Options) -> tuple[Any, str]:
+    """(suite, the --suite value for reproduce commands): a packaged or file suite, or an ad-hoc one
+    built from --datasets when --suite is left out (benchmark.adhoc)."""
+    from benchmark.adhoc import ADHOC, load_adhoc
+    from benchmark.suites import load_suite, suite_names
+
+    if args.suite is not None:
+        return load_suite(args.suite, opts.suite_overrides()), args.suite
+    if not opts.datasets:
+        raise BenchmarkError(f"give --suite NAME (one of: {', '.join(suite_names())}, or a suite .toml path), or "
+                             "--datasets with ir_datasets ids for an ad-hoc run, e.g. --datasets cranfield")
+    return load_adhoc(opts.datasets, opts.backbones, opts.suite_overrides()), ADHOC
 
 
 def resources_layers(suite: Any, cli: str | None) -> list[dict[str, dict[str, Any]]]:
@@ -158,7 +215,9 @@ def results_folder(plan: Plan) -> str:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from benchmark.suites import load_suite
+    from benchmark.cli import set_verbose, split_list
+    from benchmark.config import parse_override
+    from benchmark.runfile import parse_runs
 
     for flag in ("max_docs", "max_queries", "threads"):
         value = getattr(args, flag)
@@ -175,14 +234,20 @@ def _main(args: argparse.Namespace) -> int:
                 raise BenchmarkError(f"--{flag.replace('_', '-')} applies to the Ray executor; add --executor ray")
     if args.gpus is not None and args.gpus < 0:
         raise BenchmarkError(f"--gpus {args.gpus} must be 0 or more")
-    suite = load_suite(args.suite)
-    opts = Options(datasets=parse_list(args.datasets), backbones=parse_list(args.backbones),
-                   variants=parse_list(args.variants), rescale_factor=args.rescale_factor,
+    for item in args.sets:
+        parse_override(item)  # a malformed KEY=VALUE is reported before anything loads
+    runs, problems = parse_runs(args.runs)
+    opts = Options(datasets=split_list(args.datasets), backbones=split_list(args.backbones),
+                   variants=split_list(args.variants), rescale_factor=args.rescale_factor,
                    match_norm=args.match_norm, max_docs=args.max_docs, max_queries=args.max_queries,
                    recipe=args.recipe, seeds=_seeds(args.seeds), rescale_method=args.rescale_method,
-                   match_stat=args.match_stat)
-    problems: list[str] = []
-    plan = build_plan(suite, opts, problems, suite_arg=args.suite)
+                   match_stat=args.match_stat, sets=tuple(args.sets), runs=tuple(runs))
+    set_verbose(args.verbose)
+    suite, suite_arg = load_run_suite(args, opts)
+    if opts.recipe_overrides() and not (opts.recipe or (suite.splade is not None and suite.splade.recipe)):
+        problems.append(f"--set {', '.join(i for i in opts.sets if i.startswith('recipe.'))}: this run trains no "
+                        "model, so no recipe reads it; add --recipe NAME (and --backbones) or drop it")
+    plan = build_plan(suite, opts, problems, suite_arg=suite_arg)
     store = Store(args.runs_dir, force=args.force, verify=args.verify)
     resources = stage_resources(suite, args.resources) if args.executor == "ray" else {}
     validate(plan, opts, problems, deep=not args.dry_run)
@@ -225,6 +290,9 @@ def _main(args: argparse.Namespace) -> int:
         print(f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; tables of the finished "
               f"conditions in {out}\n{failed}", file=sys.stderr)
         return 1
+    table = headline(out)
+    if table:
+        print("\n" + table + "\n")
     print(f"suite {suite.name} finished in {time.perf_counter() - start:.1f}s; tables in {out}")
     if args.check:
         from benchmark.check import check_suite

@@ -28,7 +28,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from benchmark.backbone import resolve_backbone
 
     default_model = Path(resolve_backbone("bert-tiny"))  # $BENCHMARK_MODEL_DIR/bert-tiny when it is there
-    p = argparse.ArgumentParser(prog="python -m benchmark.perf", description=benchmark.perf.__doc__.splitlines()[0])
+    from benchmark.cli import parser
+
+    p = parser("python -m benchmark.perf", benchmark.perf.__doc__.splitlines()[0])
     p.add_argument("--only", default=",".join(DEFAULT_PARTS),
                    help=f"comma-separated parts of {', '.join(PARTS)}, or 'all' (default: {','.join(DEFAULT_PARTS)})")
     p.add_argument("--docs", type=int, default=2000, help="SciFact documents to encode (judged ones included)")

@@ -11,16 +11,27 @@ from pathlib import Path
 from benchmark.errors import BenchmarkError
 
 
+def build_parser() -> argparse.ArgumentParser:
+    from benchmark.cli import parser
+
+    p = parser("python -m benchmark.report", __doc__)
+    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
+                   help="the folder of results folders ($BENCHMARK_RESULTS_DIR)")
+    p.add_argument("--suite", action="append", metavar="SUITE", help="only these results folders, comma-separated or "
+                   "repeated (default: every one)")
+    p.add_argument("--refresh", action="append", metavar="SUITE",
+                   help="re-read this suite's conditions from --runs-dir by their stage ids, then rebuild it "
+                   "(repeatable; default: none)")
+    p.add_argument("--runs-dir", help="the runs folder --refresh reads (default: $BENCHMARK_RUNS_DIR or runs)")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
+    from benchmark.cli import split_list
     from benchmark.report.build import rebuild, refresh_suites
 
-    p = argparse.ArgumentParser(prog="python -m benchmark.report", description=__doc__)
-    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"))
-    p.add_argument("--suite", action="append", help="only this results folder (repeatable; default: every one)")
-    p.add_argument("--refresh", action="append", metavar="SUITE",
-                   help="re-read this suite's conditions from --runs-dir by their stage ids, then rebuild it")
-    p.add_argument("--runs-dir", help="the runs folder --refresh reads (default: $BENCHMARK_RUNS_DIR or runs)")
-    args = p.parse_args(argv)
+    args = build_parser().parse_args(argv)
+    args.suite, args.refresh = split_list(args.suite), split_list(args.refresh)
     try:
         if args.refresh:
             runs = Path(args.runs_dir or os.environ.get("BENCHMARK_RUNS_DIR", "runs"))

@@ -172,7 +172,7 @@ def significance_html(table: Table, labels: dict[str, str] | None) -> str:
 def _outcome_cell(c: ConditionResult) -> str:
     """The training outcome with its step (a number the test checks) and reason."""
     if not c.trained:
-        return f'<td class="num outcome">{"" if c.system == "bm25" else "untrained"}</td>'
+        return f'<td class="num outcome">{"untrained" if c.system == "splade" else ""}</td>'
     step = f' at step <span data-field="step">{c.outcome_step}</span>' if c.outcome_step is not None else ""
     reason = f" ({escape(c.outcome_reason)})" if c.outcome_reason else ""
     klass = "num outcome" + (" collapsed" if c.outcome == COLLAPSED else "")

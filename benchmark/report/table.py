@@ -133,6 +133,8 @@ def short_name(dataset: str, labels: dict[str, str] | None = None) -> str:
 def system_label(system: str, backbone: str, variant: str, trained: bool) -> str:
     if system == "bm25":
         return "BM25"
+    if system == "run":  # a --run file: its name
+        return f"{variant} (run file)"
     label = f"SPLADE {backbone} {variant}"
     return label if trained else f"{label} (untrained)"
 
@@ -150,7 +152,7 @@ def is_baseline(variant: str) -> bool:
 def baseline_of(key: RowKey, rows: dict[RowKey, Any]) -> RowKey | None:
     """The row a SPLADE row's Δ is taken against: the same backbone and training, unrescaled."""
     system, backbone, variant, trained = key
-    if system == "bm25" or is_baseline(variant):
+    if system != "splade" or is_baseline(variant):
         return None
     for other in rows:
         if other[0] == system and other[1] == backbone and other[3] == trained and is_baseline(other[2]):
@@ -504,7 +506,11 @@ def describe_outcome(c: ConditionResult) -> str:
 
 def scope(results: SuiteResults) -> str:
     """Which data the table comes from: the subset, the suite's own slice, and the seeds."""
-    if results.subset:
+    from benchmark.adhoc import ADHOC
+
+    if results.suite == ADHOC:
+        text = f"Ad hoc: {results.subset} (no suite file; each dataset's measures from its conventions)."
+    elif results.subset:
         text = f"Subset: {results.subset} (a narrowed run, not the suite's full datasets)."
     else:
         limits = [f"{n} documents per corpus (judged documents kept)" if (n := results.max_docs) else "",

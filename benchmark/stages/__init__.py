@@ -1,6 +1,7 @@
 """The stage kinds, one module each, in pipeline order:
 
-topics, corpus → backbone (+ rescale) → triples → train → encode, queries → index → search → evaluate.
+topics, corpus → backbone (+ rescale) → triples → train → encode, queries → index → search → evaluate;
+runfile: a TREC run made elsewhere (``--run``), evaluated like a search stage's.
 
 ``KINDS`` maps a kind's name to its class (a registry that refuses duplicates). Importing this
 package imports no heavy library: each kind imports torch, transformers or pyserini inside ``run``.
@@ -19,13 +20,14 @@ from benchmark.stages.encode import Encode
 from benchmark.stages.evaluate import Evaluate
 from benchmark.stages.index import Index
 from benchmark.stages.queries import Queries
+from benchmark.stages.runfile import RunFile
 from benchmark.stages.search import Search
 from benchmark.stages.topics import Topics
 from benchmark.stages.train import Train
 from benchmark.stages.triples import Triples
 
 KINDS: Registry[type[StageKind]] = Registry("stage kind")
-for _kind in (Topics, Corpus, Backbone, Triples, Train, Encode, Queries, Index, Search, Evaluate):
+for _kind in (Topics, Corpus, Backbone, Triples, Train, Encode, Queries, Index, Search, Evaluate, RunFile):
     KINDS.register(_kind.name, _kind)
 
 
@@ -43,4 +45,4 @@ class Context:
 
 
 __all__ = ["KINDS", "Context", "Topics", "Corpus", "Backbone", "Triples", "Train", "Encode", "Queries", "Index",
-           "Search", "Evaluate"]
+           "Search", "Evaluate", "RunFile"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import bounded, from_dict, load_toml
+from benchmark.config import apply_overrides, bounded, from_dict, load_toml, with_overrides
 from benchmark.errors import BenchmarkError, unknown
 from benchmark.resources import ResourceSpec
 
@@ -307,15 +308,24 @@ def canonical_measures(suite: Suite) -> Suite:
                                dataset_measures={d: many(ms) for d, ms in suite.dataset_measures.items()})
 
 
-def load_suite(name: str) -> Suite:
-    """A packaged suite by name, or a suite TOML file by path."""
+def load_suite(name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> Suite:
+    """A packaged suite by name, or a suite TOML file by path; ``overrides`` (``--set key=value``, as
+    parsed by ``benchmark.config.parse_override``) change its values before they are checked."""
     path = Path(name)
     custom = path.suffix == ".toml" and path.is_file()
     if not custom:
         if name not in suite_names():
-            raise unknown("suite", name, suite_names(), "Pass one of these to --suite, or a path to a suite .toml file")
+            raise unknown("suite", name, suite_names(), "Pass one of these to --suite, or a path to a suite .toml file "
+                          "(or leave --suite out to run any ir_datasets id given to --datasets)")
         path = packaged_path(name)
-    data = load_toml(path)
+    try:
+        return suite_from_data(apply_overrides(load_toml(path), list(overrides), "suite"), path, custom)
+    except BenchmarkError as exc:
+        raise with_overrides(exc, list(overrides)) from None
+
+
+def suite_from_data(data: dict[str, Any], path: Path, custom: bool = True) -> Suite:
+    """A suite from its TOML document, checked (``path`` names it in messages)."""
     suite = canonical_measures(from_dict(Suite, data, str(path.name)))
     if suite.bm25 is None and suite.splade is None:
         raise BenchmarkError(f"suite file {path.name} defines no system; add a [bm25] or [splade] table")

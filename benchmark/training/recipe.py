@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import from_dict, load_toml
+from benchmark.config import apply_overrides, from_dict, load_toml, with_overrides
 from benchmark.errors import BenchmarkError, unknown
 from benchmark.registry import Registry
 
@@ -151,13 +152,18 @@ for _path in sorted(_recipe_dir().glob("*.toml")):
     RECIPES.register(_path.stem, _path)
 
 
-def load_recipe(name: str | Path) -> Recipe:
-    """A packaged recipe by name (see ``RECIPES``), or a recipe TOML file by path."""
+def load_recipe(name: str | Path, overrides: Sequence[tuple[list[str], Any]] = ()) -> Recipe:
+    """A packaged recipe by name (see ``RECIPES``), or a recipe TOML file by path; ``overrides``
+    (``--set recipe.key=value``) change its values before they are checked."""
     path = Path(name)
     if not (path.suffix == ".toml" and path.is_file()):
         path = RECIPES[str(name)]
-    recipe = from_dict(Recipe, load_toml(path), path.name)
-    if str(name) in RECIPES and recipe.name != path.stem:
-        raise BenchmarkError(f"{path.name}: name = {recipe.name!r} must equal the file name; set name = {path.stem!r}")
-    recipe.validate(path.name)
+    data = apply_overrides(load_toml(path), list(overrides), "recipe")
+    try:
+        recipe = from_dict(Recipe, data, path.name)
+        if str(name) in RECIPES and recipe.name != path.stem:
+            raise BenchmarkError(f"{path.name}: name = {recipe.name!r} must equal the file name; set name = {path.stem!r}")
+        recipe.validate(path.name)
+    except BenchmarkError as exc:  # the --set values checked with the file's: say which were given
+        raise with_overrides(exc, [(["recipe", *p], v) for p, v in overrides]) from None
     return recipe

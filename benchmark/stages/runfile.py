@@ -1,0 +1,39 @@
+"""The run-file stage: a TREC run made elsewhere (``--run NAME=PATH``), copied into ``run.trec`` so that
+the evaluate stage scores it as it scores a search stage's run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.stage import Inputs, StageKind
+
+
+class RunFile(StageKind):
+    name = "runfile"
+    VERSION = 1
+    parents = ("topics", "corpus")
+    sources = ("benchmark.runfile", "benchmark.stages.runfile")
+
+    @dataclass(frozen=True)
+    class Config:
+        path: str  # absolute; its content enters the id
+
+    @classmethod
+    def external(cls, config: Config) -> dict[str, Any]:
+        from benchmark.fingerprint import file_digest
+
+        return {"content": file_digest(config.path)}
+
+    @classmethod
+    def describe(cls, config: Config) -> str:
+        return Path(config.path).name
+
+    @classmethod
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+        from benchmark.data import read_docids
+        from benchmark.runfile import materialise_run
+
+        dataset = inputs.record("topics").get("dataset", "the dataset")
+        return materialise_run(Path(config.path), set(read_docids(inputs.path("corpus"))), str(dataset), out)
