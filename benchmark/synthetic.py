@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark.checkpoints import checkpoint_fingerprint, quiet_transformers, resolve_checkpoint
+from benchmark.fingerprint import cache_dir
 from benchmark.registry import Registry
 
 SEED = 0
@@ -60,8 +62,6 @@ class Synthetic:
     like: str = ""  # the real model whose shape this scales down
 
     def fingerprint(self) -> dict[str, Any]:
-        from benchmark.fingerprint import checkpoint_fingerprint
-
         return {"synthetic": self.config_class, "kwargs": self.kwargs, "seed": SEED, "active": ACTIVE_FRACTION,
                 "version": VERSION, "tokenizer": checkpoint_fingerprint(TOKENIZER_SOURCE)}
 
@@ -86,8 +86,6 @@ SYNTHETIC.register("tiny-ettin", Synthetic(
 
 def folder(key: str) -> Path:
     """Where ``key``'s checkpoint lives once built (named by its recipe, so a change makes a new one)."""
-    from benchmark.fingerprint import cache_dir
-
     spec = SYNTHETIC[key]
     digest = hashlib.sha256(json.dumps(spec.fingerprint(), sort_keys=True, default=str).encode()).hexdigest()[:12]
     return cache_dir().parent / "synthetic" / f"{key}-{digest}"
@@ -97,9 +95,7 @@ def _wordpiece(vocab_size: int) -> list[str]:
     """The bert-tiny vocabulary cut or padded to ``vocab_size`` (special tokens and characters kept)."""
     from transformers import AutoTokenizer
 
-    from benchmark.backbone import resolve_backbone
-
-    vocab = AutoTokenizer.from_pretrained(resolve_backbone(TOKENIZER_SOURCE)).get_vocab()
+    vocab = AutoTokenizer.from_pretrained(resolve_checkpoint(TOKENIZER_SOURCE)).get_vocab()
     tokens = sorted(vocab, key=vocab.get)
     if vocab_size >= len(tokens):
         return tokens + [f"[extra{i}]" for i in range(vocab_size - len(tokens))]
@@ -116,8 +112,6 @@ def ensure(key: str) -> Path:
     import torch
     import transformers
     from transformers import BertTokenizer
-
-    from benchmark.backbone import quiet_transformers
 
     spec = SYNTHETIC[key]
     config = getattr(transformers, spec.config_class)(**spec.kwargs)

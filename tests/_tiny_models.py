@@ -50,7 +50,7 @@ def _save(model, path: Path) -> None:
     """Give the vocabulary bias non-zero values (random init leaves it at 0) and save quietly."""
     import torch
 
-    from benchmark.backbone import quiet_transformers
+    from benchmark.checkpoints import quiet_transformers
 
     bias = model.get_output_embeddings().bias
     with torch.no_grad():

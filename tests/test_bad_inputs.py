@@ -122,7 +122,7 @@ def test_bad_input_gets_one_clear_line(case, tmp_path, capsys, monkeypatch):
 def test_backbone_without_mlm_head(tmp_path, capsys, bert_tiny):
     from transformers import AutoTokenizer, BertModel
 
-    from benchmark.backbone import quiet_transformers
+    from benchmark.checkpoints import quiet_transformers
 
     headless = tmp_path / "headless"
     with quiet_transformers():

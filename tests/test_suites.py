@@ -46,7 +46,7 @@ def test_suite_contents():
     assert paper.measures_of("beir/nq") == ["nDCG@10", "R@100", "R@1000"]
     assert load_suite("trec-dl").measures == ["nDCG@10", "R(rel=2)@1000"]
     assert load_suite("msmarco").measures == ["RR@10", "R@1000"]
-    from benchmark.backbone import BACKBONES
+    from benchmark.checkpoints import BACKBONES
 
     assert all(b in BACKBONES for b in PAPER_BACKBONES)
 
