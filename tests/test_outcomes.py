@@ -294,8 +294,8 @@ def test_rescaled_head_x16_is_flagged_and_x1_stays_ok(tmp_path: Path, scifact_tr
     Collapse is seed- and order-sensitive: the same ×16 run on these triples sorted by (query id,
     doc id) ended at 8 terms per query, unflagged; this test shows that a degenerate run is flagged
     and a healthy one is not."""
-    from benchmark.stages.backbone import prepare_backbone
     from benchmark.rescale import Rescale
+    from benchmark.stages.backbone import prepare_backbone
 
     prepare_backbone("bert-tiny", Rescale("factor", factor=factor) if factor != 1 else Rescale(), tmp_path / "model")
     record = train_splade(tmp_path / "model", scifact_train, load_recipe("smoke"), tmp_path / "run", progress=False,
