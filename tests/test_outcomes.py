@@ -225,6 +225,7 @@ FORCED = {"batch_size": 4, "query_max_length": 16, "doc_max_length": 16, "chunk_
         # (density on a real run: test_dense_at_init_does_not_trip_during_the_warm_up)
     ],
 )
+@pytest.mark.slow  # it trains
 def test_forced_collapse_is_a_result(tmp_path: Path, triples: list[dict], weight_scale: float, bias: float, stop: bool,
                                      reason: str, fired: dict, steps: int) -> None:
     folder = _head_variant(tiny_bert(tmp_path), tmp_path / "head", weight_scale, bias)
@@ -243,6 +244,7 @@ def test_forced_collapse_is_a_result(tmp_path: Path, triples: list[dict], weight
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+@pytest.mark.slow  # it trains
 def test_dense_at_init_does_not_trip_during_the_warm_up(tmp_path: Path, triples: list[dict]) -> None:
     """A random ModernBERT (vocabulary 50368, as ModernBERT / Ettin) indexes about 46k terms per vector
     from the start: a density trigger armed during the warm-up would have fired at step 2. Armed
@@ -280,6 +282,7 @@ def scifact_train() -> list[dict[str, str]]:
     return out
 
 
+@pytest.mark.slow  # it trains
 @pytest.mark.parametrize("factor", [16.0, 1.0])
 def test_rescaled_head_x16_is_flagged_and_x1_stays_ok(tmp_path: Path, scifact_train: list[dict], factor: float) -> None:
     """The real bert-tiny, its MLM head (weight and bias) × 16 or × 1, trained by the smoke recipe as
@@ -316,6 +319,7 @@ def test_rescaled_head_x16_is_flagged_and_x1_stays_ok(tmp_path: Path, scifact_tr
         assert record["dev_mrr_final"] > record["dev_mrr_initial"]
 
 
+@pytest.mark.slow  # it trains
 def test_inverted_labels_degrade_the_held_out_ranking(tmp_path: Path) -> None:
     """The real bert-tiny trained to rank a random document above the relevant one, except for the
     16 held-out dev queries, whose triples are right: its dev MRR@10 falls from 0.70 to 0 in 8 steps

@@ -29,6 +29,8 @@ import torch
 import ray_cluster
 from test_ddp import COMPARED, _max_relative_difference, _rows
 
+pytestmark = pytest.mark.slow  # a local Ray cluster
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 ADDRESS = f"127.0.0.1:{ray_cluster.PORT}"
