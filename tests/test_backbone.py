@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
+from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 from safetensors.torch import load_file, save_file
 
 from benchmark.backbone import backbone_key, load_backbone, resolve_backbone
@@ -171,7 +171,7 @@ def test_head_table_matches_transformers_modules():
 
 
 def test_foreign_tokenizer_raises(tmp_path):
-    from _tiny_models import save_tokenizer
+    from helpers.tiny_models import save_tokenizer
 
     path = tiny_modernbert(tmp_path, vocab_size=4096)
     save_tokenizer(path, 30522)  # a tokenizer with more ids than the MLM head has rows

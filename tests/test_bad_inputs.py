@@ -267,7 +267,7 @@ def _write_vocab(folder: Path, tokens: list[str]) -> None:
 
 
 def _model_copy(t: Path, name: str, files: tuple[str, ...]) -> Path:
-    from _tiny_models import BERT_TINY
+    from helpers.tiny_models import BERT_TINY
 
     folder = t / name
     folder.mkdir()
@@ -278,7 +278,7 @@ def _model_copy(t: Path, name: str, files: tuple[str, ...]) -> Path:
 
 def _truncated(t: Path) -> Path:
     folder = _model_copy(t, "truncated", ("config.json", "tokenizer.json", "tokenizer_config.json"))
-    from _tiny_models import BERT_TINY
+    from helpers.tiny_models import BERT_TINY
 
     (folder / "model.safetensors").write_bytes((BERT_TINY / "model.safetensors").read_bytes()[:9_000_000])
     return folder

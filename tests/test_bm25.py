@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 
-from conftest import run_cli
+from helpers.pipeline import run_cli
 
 # Anserini docs/regressions/regressions-beir-v1.0.0-{scifact,nfcorpus}.flat.md (bm25-flat, k1 0.9, b 0.4,
 # retrieve 1000 with -removeQuery, trec_eval -c). Published at 4 decimals; we must equal them at 4 decimals.

@@ -11,7 +11,7 @@ from benchmark.check import check_suite, grade
 from benchmark.plan import Options, build_plan
 from benchmark.stage import Store
 from benchmark.suites import load_suite
-from conftest import SUBSET, run_cli
+from helpers.pipeline import SUBSET, run_cli
 
 # Measured on the CI slice (600 docs, 30 queries of SciFact test) with the fixture's encode settings.
 CI_SLICE = {"max_docs": 600, "max_queries": 30}

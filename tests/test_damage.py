@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers.pipeline import run_cli
 
 SUITE = """name = "damage"
 description = "BM25 and untrained SPLADE on a local SciFact slice"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _tiny_models import tiny_bert
+from helpers.tiny_models import tiny_bert
 from ddp_worker import run
 
 pytestmark = pytest.mark.slow  # trains in two gloo processes

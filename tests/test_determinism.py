@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import SUBSET, run_cli
+from helpers.pipeline import SUBSET, run_cli
 
 pytestmark = pytest.mark.slow  # trains the smoke suite twice
 

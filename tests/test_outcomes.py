@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _tiny_models import tiny_bert, tiny_modernbert
-from _triples import scifact_triples
+from helpers.tiny_models import tiny_bert, tiny_modernbert
+from helpers.triples import scifact_triples
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from benchmark.outcomes import COLLAPSED, DEGRADED, OK
@@ -346,7 +346,7 @@ def test_inverted_labels_degrade_the_held_out_ranking(tmp_path: Path) -> None:
     overrides = {"batch_size": 8, "query_max_length": 16, "doc_max_length": 32, "max_steps": 8, "logging_steps": 2,
                  "dev_steps": 4, "dev_queries": 16, "save_steps": 100, "trigger_patience": 100, "lambda_q": 0.0,
                  "lambda_d": 0.0}
-    from _tiny_models import BERT_TINY
+    from helpers.tiny_models import BERT_TINY
 
     record = train_splade(BERT_TINY, inverted, load_recipe("smoke"), tmp_path / "run", progress=False, overrides=overrides)
     assert (record["outcome"], record["outcome_reason"], record["outcome_step"], record["triggers"]) == (DEGRADED, DEV_DROP, 8, {})

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from helpers.pipeline import run_cli
 
 from benchmark.outcomes import TRAINING_OUTCOMES
 

@@ -41,7 +41,7 @@ def cluster_run(untrained_splade, tmp_path_factory) -> dict:
     prefix, why = ray_cluster.namespace()
     if prefix is None:
         pytest.skip(f"cannot create a private network namespace for the test cluster ({why})")
-    from _tiny_models import tiny_bert
+    from helpers.tiny_models import tiny_bert
 
     work = tmp_path_factory.mktemp("ray")
     init = tiny_bert(work / "models")

@@ -15,7 +15,7 @@ from torch import nn
 from benchmark.errors import BenchmarkError
 import benchmark.splade as splade
 from benchmark.splade import QUANT_SCALE, encode, quantise, quantise_vector, reference_encode, tokenize
-from _tiny_models import tiny_bert, tiny_modernbert
+from helpers.tiny_models import tiny_bert, tiny_modernbert
 
 
 

@@ -14,7 +14,7 @@ import pytest
 from benchmark.data import validate_dataset
 from benchmark.plan import Options, build_plan
 from benchmark.suites import load_suite, suite_names
-from conftest import run_cli
+from helpers.pipeline import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 BEIR13 = ["beir/trec-covid", "beir/nfcorpus/test", "beir/nq", "beir/hotpotqa/test", "beir/fiqa/test", "beir/arguana",

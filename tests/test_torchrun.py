@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers.pipeline import run_cli
 
 pytestmark = pytest.mark.slow  # torchrun: two ranks train
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from _tiny_models import tiny_bert, tiny_modernbert
-from _triples import scifact_triples
+from helpers.tiny_models import tiny_bert, tiny_modernbert
+from helpers.triples import scifact_triples
 from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
 
 from benchmark.errors import BenchmarkError

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _tiny_models import tiny_bert
+from helpers.tiny_models import tiny_bert
 
 from benchmark.errors import BenchmarkError
 from benchmark.mine import hf_triples, triples_path

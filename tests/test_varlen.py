@@ -17,7 +17,7 @@ from benchmark.backbone import resolve_backbone
 from benchmark.encode import load_model
 from benchmark.errors import BenchmarkError
 from benchmark.synthetic import ensure
-from _forwards import dense, hidden_states, rounding_tolerance, vector_bound
+from helpers.forwards import dense, hidden_states, rounding_tolerance, vector_bound
 
 TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), " ".join(["energy"] * 120),
          " ".join(["the immune system trains on vaccines and pathogens"] * 30), "insulin and glucose"]
