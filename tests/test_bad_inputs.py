@@ -482,20 +482,6 @@ def test_packaged_suite_file_by_path_is_not_a_collision(tmp_path, capsys):
     assert "suite smoke:" in capsys.readouterr().out
 
 
-def test_results_folder_of_an_earlier_format(tmp_path, capsys):
-    """A folder written before results were self-contained (manifest.json, no runs_dir even) is skipped
-    in one line that says how to convert it; the rebuild does not fail as a whole."""
-    from benchmark.report import main as report_main
-
-    (tmp_path / "results" / "b").mkdir(parents=True)
-    (tmp_path / "results" / "b" / "manifest.json").write_text(json.dumps({"suite": "b", "measures": ["nDCG@10"], "conditions": []}))
-    assert report_main(["--results-dir", str(tmp_path / "results")]) == 1
-    captured = capsys.readouterr()
-    lines = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
-    assert lines == [f"skipped {tmp_path}/results/b: earlier format (manifest.json names a runs folder, no results.json); "
-                     "convert it with --refresh b --runs-dir DIR, or rerun the suite"]
-
-
 def test_search_depth_is_checked_before_the_jvm():
     from benchmark.errors import BenchmarkError
     from benchmark.lucene import bm25_search, impact_search
