@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 from helpers.pipeline import run_cli
 
 # Anserini docs/regressions/regressions-beir-v1.0.0-{scifact,nfcorpus}.flat.md (bm25-flat, k1 0.9, b 0.4,
@@ -18,6 +20,7 @@ BM25_FLAT = {
 }
 
 
+@pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
 def test_bm25_scifact_and_nfcorpus_match_2cr(tmp_path):
     suite = tmp_path / "bm25.toml"
     suite.write_text('name = "bm25"\ndescription = "BM25 flat"\ndatasets = ["beir/scifact/test", "beir/nfcorpus/test"]\n'

@@ -13,6 +13,8 @@ import pytest
 
 from helpers.pipeline import run_cli
 
+pytestmark = pytest.mark.slow  # the pipeline end to end through Lucene (JVM), once per damage
+
 SUITE = """name = "damage"
 description = "BM25 and untrained SPLADE on a local SciFact slice"
 datasets = ["{folder}"]

@@ -372,6 +372,7 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
     assert _files(folder) == first
 
 
+@pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
 def test_report_on_the_pipeline_fixture(untrained_splade, tmp_path):
     """A real run's folder: the slice its suite declares in the footnotes, rebuilt identically from a copy
     that has no runs folder beside it, and refreshed identically from the runs folder."""
