@@ -1,7 +1,7 @@
 """The compute budget of a plan's GPU stages, and its wall time on N GPUs under the Ray executor.
 
 The figures are the README's ("Compute budget of the ``paper`` suite"), measured by
-``scripts/budget_probe.py`` on one H200: per backbone, encode throughput at 64/128/256 tokens and
+``python -m benchmark.perf budget-probe`` on one H200: per backbone, encode throughput at 64/128/256 tokens and
 the total encode hours over the paper's corpora, and the seconds of one training step with
 documents of 128 and 256 tokens (real MS MARCO batches fall between the two). Corpus sizes and mean
 document lengths are the BEIR paper's (Table 1); tokens ≈ 1.3 × words, capped at 256. Every range

@@ -1,4 +1,4 @@
-"""Content fingerprints of what a stage reads from outside ``runs/``: checkpoints, local datasets.
+"""Content fingerprints of what a stage reads from outside ``runs/``: checkpoint folders, local datasets.
 
 A stage id must change when its input's *content* changes, not only its name, size or mtime: a
 qrels file edited to the same size and given its old mtime back (``touch -r``) is a different
@@ -12,7 +12,6 @@ import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from benchmark.atomic import atomic_write
 
@@ -82,41 +81,3 @@ def tree_digest(folder: Path | str, names: Iterable[str] | None = None) -> str:
         path = folder / rel
         digest.update(f"{rel}\0{file_digest(path) if path.is_file() else 'missing'}\n".encode())
     return digest.hexdigest()
-
-
-def checkpoint_fingerprint(name: str) -> dict[str, Any]:
-    """What a backbone name stands for now: a local folder's content digest, or a hub id at its commit.
-
-    A hub id is pinned to the commit in the local Hugging Face cache, else (online) the hub's
-    current one; offline and uncached it stays unresolved (the stage cannot run then anyway).
-    """
-    from benchmark.backbone import resolve_backbone
-    from benchmark.errors import BenchmarkError
-    from benchmark.synthetic import SYNTHETIC
-
-    if name in SYNTHETIC:
-        return SYNTHETIC[name].fingerprint()
-    try:
-        source = resolve_backbone(name)
-    except BenchmarkError:
-        return {"name": name, "unresolved": True}  # validation reports it
-    if Path(source).is_dir():
-        return {"digest": tree_digest(source)}
-    return {"hub": source, "revision": _hub_revision(source)}
-
-
-def _hub_revision(repo_id: str) -> str | None:
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(repo_id, local_files_only=True)).name  # the snapshot folder is the commit
-    except Exception:
-        pass
-    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
-        return None
-    try:
-        from huggingface_hub import HfApi
-
-        return HfApi().model_info(repo_id, timeout=10).sha
-    except Exception:
-        return None

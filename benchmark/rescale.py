@@ -33,6 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmark.backbone import load_backbone
+from benchmark.checkpoints import registered_key
 from benchmark.errors import BenchmarkError, unknown
 from benchmark.registry import Registry
 
@@ -236,8 +238,6 @@ def _as_number(value: Any) -> Any:
 
 def _same_backbone(a: str, b: str) -> bool:
     """Whether two backbone names (keys, registered hub ids or folders) name the same checkpoint."""
-    from benchmark.backbone import registered_key
-
     if a == b:
         return True
     key_a, key_b = registered_key(a), registered_key(b)
@@ -344,8 +344,6 @@ class Rescale:
         Identity specs become ``Rescale()``; ``factor`` drops ``match_stat``; a reference backbone is
         named by its registry key. Stage configs built from this share one stage per distinct model.
         """
-        from benchmark.backbone import registered_key
-
         if self.is_identity_for(backbone):
             return Rescale()
         if self.mode == "factor":
@@ -363,8 +361,6 @@ class Rescale:
 @lru_cache(maxsize=8)
 def reference_statistic(name: str, stat: str) -> float:
     """Match statistic ``stat`` of backbone ``name`` as loaded (each loaded once per process)."""
-    from benchmark.backbone import load_backbone
-
     model, tokenizer = load_backbone(name)
     return measure(stat, model, tokenizer)
 

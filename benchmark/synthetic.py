@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark.checkpoints import checkpoint_fingerprint, quiet_transformers, resolve_checkpoint
+from benchmark.fingerprint import cache_dir
 from benchmark.registry import Registry
 
 SEED = 0
@@ -60,8 +62,6 @@ class Synthetic:
     like: str = ""  # the real model whose shape this scales down
 
     def fingerprint(self) -> dict[str, Any]:
-        from benchmark.fingerprint import checkpoint_fingerprint
-
         return {"synthetic": self.config_class, "kwargs": self.kwargs, "seed": SEED, "active": ACTIVE_FRACTION,
                 "version": VERSION, "tokenizer": checkpoint_fingerprint(TOKENIZER_SOURCE)}
 
@@ -86,26 +86,46 @@ SYNTHETIC.register("tiny-ettin", Synthetic(
 
 def folder(key: str) -> Path:
     """Where ``key``'s checkpoint lives once built (named by its recipe, so a change makes a new one)."""
-    from benchmark.fingerprint import cache_dir
-
     spec = SYNTHETIC[key]
     digest = hashlib.sha256(json.dumps(spec.fingerprint(), sort_keys=True, default=str).encode()).hexdigest()[:12]
     return cache_dir().parent / "synthetic" / f"{key}-{digest}"
 
 
-def _wordpiece(vocab_size: int) -> list[str]:
-    """The bert-tiny vocabulary cut or padded to ``vocab_size`` (special tokens and characters kept)."""
+def wordpiece_vocab(vocab_size: int) -> list[str]:
+    """The bert-tiny vocabulary cut or padded to exactly ``vocab_size`` tokens (special tokens and characters kept)."""
     from transformers import AutoTokenizer
 
-    from benchmark.backbone import resolve_backbone
-
-    vocab = AutoTokenizer.from_pretrained(resolve_backbone(TOKENIZER_SOURCE)).get_vocab()
+    vocab = AutoTokenizer.from_pretrained(resolve_checkpoint(TOKENIZER_SOURCE)).get_vocab()
     tokens = sorted(vocab, key=vocab.get)
     if vocab_size >= len(tokens):
         return tokens + [f"[extra{i}]" for i in range(vocab_size - len(tokens))]
     base = tokens[:BERT_SPECIALS] + [t for t in tokens[BERT_SPECIALS:] if len(t) == 1 or (t.startswith("##") and len(t) == 3)]
+    if vocab_size < len(base):
+        raise ValueError(f"vocab_size must be >= {len(base)} to cover every character, got {vocab_size}")
     seen = set(base)
     return base + [t for t in tokens[BERT_SPECIALS:] if t not in seen][: vocab_size - len(base)]
+
+
+def wordpiece_tokenizer(vocab_size: int) -> Any:
+    """A BERT WordPiece tokenizer of exactly ``vocab_size`` tokens (every logit column is a token)."""
+    from transformers import BertTokenizer
+
+    return BertTokenizer(vocab={t: i for i, t in enumerate(wordpiece_vocab(vocab_size))}, model_max_length=512)
+
+
+def save_random_mlm(model: Any, path: Path, bias_std: float = 0.1) -> Path:
+    """Save a random-weight ``*ForMaskedLM`` with a random vocabulary bias (init leaves it at 0) and a
+    WordPiece tokenizer of its vocabulary size: a loadable checkpoint for tests and studies."""
+    import torch
+
+    bias = model.get_output_embeddings().bias
+    with torch.no_grad():
+        bias.copy_(torch.randn(bias.shape) * bias_std)
+    path = Path(path)
+    with quiet_transformers():
+        model.eval().save_pretrained(path)
+        wordpiece_tokenizer(model.config.vocab_size).save_pretrained(path)
+    return path
 
 
 def ensure(key: str) -> Path:
@@ -115,15 +135,12 @@ def ensure(key: str) -> Path:
         return target
     import torch
     import transformers
-    from transformers import BertTokenizer
-
-    from benchmark.backbone import quiet_transformers
 
     spec = SYNTHETIC[key]
     config = getattr(transformers, spec.config_class)(**spec.kwargs)
     torch.manual_seed(SEED)
     model = getattr(transformers, spec.model_class)(config).eval()
-    tokenizer = BertTokenizer(vocab={t: i for i, t in enumerate(_wordpiece(config.vocab_size))}, model_max_length=512)
+    tokenizer = wordpiece_tokenizer(config.vocab_size)
     decoder = model.get_output_embeddings()
     with torch.no_grad():  # bias: the constant that leaves ACTIVE_FRACTION of the logits on CALIBRATION_TEXTS above 0
         decoder.bias.zero_()

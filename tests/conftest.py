@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.pipeline import run_cli
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 
@@ -30,19 +32,11 @@ def _offline_env() -> None:
 
 _offline_env()
 
-# A small, deterministic slice of SciFact test: judged documents always stay in.
-SUBSET = ["--max-docs", "600", "--max-queries", "30"]
-
-
-def run_cli(*args: str) -> int:
-    from benchmark.run import main
-
-    return main([*args, "--no-progress"])
 
 
 @pytest.fixture(scope="session")
 def bert_tiny() -> Path:
-    from _tiny_models import BERT_TINY
+    from helpers.tiny_models import BERT_TINY
 
     return BERT_TINY
 

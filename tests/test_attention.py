@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _tiny_models import tiny_modernbert
+from helpers.tiny_models import tiny_modernbert
 
 from benchmark.encode import load_model
 from benchmark.splade import encode

@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from _tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
+from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 from safetensors.torch import load_file, save_file
 
-from benchmark.backbone import BACKBONES, backbone_key, load_backbone, prepare_backbone, registered_key, resolve_backbone
+from benchmark.backbone import backbone_key, load_backbone, resolve_backbone
+from benchmark.checkpoints import BACKBONES, registered_key
 from benchmark.errors import BenchmarkError
 from benchmark.heads import MODEL_TYPE_TO_HEAD, head_layout, mlm_head
 from benchmark.rescale import METHODS, Rescale, apply_rescale
+from benchmark.stages.backbone import prepare_backbone
 
 MODEL_DIR = str(BERT_TINY.parent)
 
@@ -169,7 +171,7 @@ def test_head_table_matches_transformers_modules():
 
 
 def test_foreign_tokenizer_raises(tmp_path):
-    from _tiny_models import save_tokenizer
+    from helpers.tiny_models import save_tokenizer
 
     path = tiny_modernbert(tmp_path, vocab_size=4096)
     save_tokenizer(path, 30522)  # a tokenizer with more ids than the MLM head has rows

@@ -126,7 +126,7 @@ def test_bad_input_gets_one_clear_line(case, tmp_path, capsys, monkeypatch):
 def test_backbone_without_mlm_head(tmp_path, capsys, bert_tiny):
     from transformers import AutoTokenizer, BertModel
 
-    from benchmark.backbone import quiet_transformers
+    from benchmark.checkpoints import quiet_transformers
 
     headless = tmp_path / "headless"
     with quiet_transformers():
@@ -271,7 +271,7 @@ def _write_vocab(folder: Path, tokens: list[str]) -> None:
 
 
 def _model_copy(t: Path, name: str, files: tuple[str, ...]) -> Path:
-    from _tiny_models import BERT_TINY
+    from helpers.tiny_models import BERT_TINY
 
     folder = t / name
     folder.mkdir()
@@ -282,7 +282,7 @@ def _model_copy(t: Path, name: str, files: tuple[str, ...]) -> Path:
 
 def _truncated(t: Path) -> Path:
     folder = _model_copy(t, "truncated", ("config.json", "tokenizer.json", "tokenizer_config.json"))
-    from _tiny_models import BERT_TINY
+    from helpers.tiny_models import BERT_TINY
 
     (folder / "model.safetensors").write_bytes((BERT_TINY / "model.safetensors").read_bytes()[:9_000_000])
     return folder
@@ -484,20 +484,6 @@ def test_packaged_suite_file_by_path_is_not_a_collision(tmp_path, capsys):
 
     assert main(["--suite", str(packaged_path("smoke")), "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 0
     assert "suite smoke:" in capsys.readouterr().out
-
-
-def test_results_folder_of_an_earlier_format(tmp_path, capsys):
-    """A folder written before results were self-contained (manifest.json, no runs_dir even) is skipped
-    in one line that says how to convert it; the rebuild does not fail as a whole."""
-    from benchmark.report import main as report_main
-
-    (tmp_path / "results" / "b").mkdir(parents=True)
-    (tmp_path / "results" / "b" / "manifest.json").write_text(json.dumps({"suite": "b", "measures": ["nDCG@10"], "conditions": []}))
-    assert report_main(["--results-dir", str(tmp_path / "results")]) == 1
-    captured = capsys.readouterr()
-    lines = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
-    assert lines == [f"skipped {tmp_path}/results/b: earlier format (manifest.json names a runs folder, no results.json); "
-                     "convert it with --refresh b --runs-dir DIR, or rerun the suite"]
 
 
 def test_search_depth_is_checked_before_the_jvm():

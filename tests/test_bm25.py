@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import json
 
-from conftest import run_cli
+import pytest
+
+from helpers.pipeline import run_cli
 
 # Anserini docs/regressions/regressions-beir-v1.0.0-{scifact,nfcorpus}.flat.md (bm25-flat, k1 0.9, b 0.4,
 # retrieve 1000 with -removeQuery, trec_eval -c). Published at 4 decimals; we must equal them at 4 decimals.
@@ -18,6 +20,7 @@ BM25_FLAT = {
 }
 
 
+@pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
 def test_bm25_scifact_and_nfcorpus_match_2cr(tmp_path):
     suite = tmp_path / "bm25.toml"
     suite.write_text('name = "bm25"\ndescription = "BM25 flat"\ndatasets = ["beir/scifact/test", "beir/nfcorpus/test"]\n'

@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmark.check import check_suite, grade
 from benchmark.plan import Options, build_plan
 from benchmark.stage import Store
 from benchmark.suites import load_suite
-from conftest import SUBSET, run_cli
+from helpers.pipeline import SUBSET, run_cli
 
 # Measured on the CI slice (600 docs, 30 queries of SciFact test) with the fixture's encode settings.
 CI_SLICE = {"max_docs": 600, "max_queries": 30}
@@ -42,6 +44,7 @@ def _fixture_suite(untrained_splade, tmp_path: Path, extra: str) -> Path:
     return path
 
 
+@pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
 def test_ci_slice_regression(untrained_splade, tmp_path, capsys):
     """BM25 on the slice is exact; untrained SPLADE bert-tiny within its tolerance."""
     expected = (entry(value=0.7805, **CI_SLICE) + entry(measure="RR@10", value=0.7567, **CI_SLICE)
@@ -66,6 +69,7 @@ def test_ci_slice_regression(untrained_splade, tmp_path, capsys):
     assert "3 OK, 0 OKish, 0 FAIL" in out and "[run]" not in out
 
 
+@pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
 def test_fail_and_okish_exit_code(untrained_splade, tmp_path, capsys):
     expected = (entry(value=0.7810, tolerance=0.0004, **CI_SLICE)  # off by 0.0005: OKish
                 + entry(system="splade", backbone="bert-tiny", value=0.90, tolerance=0.01, **CI_SLICE)  # FAIL
@@ -81,6 +85,7 @@ def test_fail_and_okish_exit_code(untrained_splade, tmp_path, capsys):
     assert "0 OK, 1 OKish, 2 FAIL" in out
 
 
+@pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
 def test_no_entries_for_this_subset(untrained_splade, tmp_path):
     suite = _fixture_suite(untrained_splade, tmp_path, entry(value=0.6789, tolerance=0.0005))
     plan = build_plan(load_suite(str(suite)), Options(max_docs=600, max_queries=30))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.errors import BenchmarkError
-from conftest import run_cli
+from helpers.pipeline import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 

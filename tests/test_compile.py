@@ -21,7 +21,7 @@ from benchmark.encode import compile_body, encode_docs_stage, load_model, to_vec
 from benchmark.errors import BenchmarkError
 from benchmark.stage import _config_dict
 from benchmark.stages.encode import Encode
-from _forwards import dense, hidden_states, rounding_tolerance, vector_bound
+from helpers.forwards import dense, hidden_states, rounding_tolerance, vector_bound
 
 TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), " ".join(["energy"] * 120),
          " ".join(["the immune system trains on vaccines and pathogens"] * 20), "insulin and glucose",

@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # two pipeline runs in subprocesses, each starting a JVM
+
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ('name = "{name}"\ndescription = "BM25 on a SciFact slice"\ndatasets = ["beir/scifact/test"]\n'
          'measures = {measures}\nmax_docs = 600\nmax_queries = 30\n[bm25]\n')

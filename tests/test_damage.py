@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers.pipeline import run_cli
+
+pytestmark = pytest.mark.slow  # the pipeline end to end through Lucene (JVM), once per damage
 
 SUITE = """name = "damage"
 description = "BM25 and untrained SPLADE on a local SciFact slice"

@@ -18,9 +18,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
-from _tiny_models import tiny_bert
+from helpers.tiny_models import tiny_bert
 from ddp_worker import run
+
+pytestmark = pytest.mark.slow  # trains in two gloo processes
 
 TESTS = Path(__file__).resolve().parent
 COMPARED = ("loss", "ranking_loss", "flops_reg_q", "flops_reg_d", "flops", "nnz_q", "nnz_d", "max_q", "max_d", "grad_norm", "lambda_q")

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import re
 
-from conftest import SUBSET, run_cli
+import pytest
+
+from helpers.pipeline import SUBSET, run_cli
+
+pytestmark = pytest.mark.slow  # trains the smoke suite twice
 
 
 def test_smoke_twice_from_scratch_identical_and_within_expected(tmp_path, capsys):

@@ -17,7 +17,7 @@ import torch
 
 import benchmark.splade as splade
 from benchmark.splade import SCREENS, encode, quantise, reference_encode
-from _tiny_models import tiny_modernbert
+from helpers.tiny_models import tiny_modernbert
 
 PATHS = list(SCREENS)
 

@@ -6,6 +6,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from benchmark.stages.search import read_run
 
 
@@ -30,6 +32,7 @@ def _dot(q: dict[str, int], d: dict[str, int]) -> int:
     return sum(w * d.get(t, 0) for t, w in q.items())
 
 
+@pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
 def test_impact_scores_equal_integer_dot_products(untrained_splade):
     runs = untrained_splade["runs"]
     (encode_dir,) = _stage_dirs(runs, "encode")

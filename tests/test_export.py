@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from _forwards import hidden_states, rounding_tolerance, vector_bound
+from helpers.forwards import hidden_states, rounding_tolerance, vector_bound
 
 from benchmark import export, splade
 from benchmark.encode import load_model

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a pipeline subprocess (JVM) interrupted and resumed
+
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ('name = "term"\ndescription = "BM25 on SciFact"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
          '[bm25]\n')

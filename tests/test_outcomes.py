@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _tiny_models import tiny_bert, tiny_modernbert
-from _triples import scifact_triples
+from helpers.tiny_models import tiny_bert, tiny_modernbert
+from helpers.triples import scifact_triples
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from benchmark.outcomes import COLLAPSED, DEGRADED, OK
@@ -255,6 +255,7 @@ FORCED = {"batch_size": 4, "query_max_length": 16, "doc_max_length": 16, "chunk_
         # (density on a real run: test_dense_at_init_does_not_trip_during_the_warm_up)
     ],
 )
+@pytest.mark.slow  # it trains
 def test_forced_collapse_is_a_result(tmp_path: Path, triples: list[dict], weight_scale: float, bias: float, stop: bool,
                                      reason: str, fired: dict, steps: int) -> None:
     folder = _head_variant(tiny_bert(tmp_path), tmp_path / "head", weight_scale, bias)
@@ -273,6 +274,7 @@ def test_forced_collapse_is_a_result(tmp_path: Path, triples: list[dict], weight
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+@pytest.mark.slow  # it trains
 def test_dense_at_init_does_not_trip_during_the_warm_up(tmp_path: Path, triples: list[dict]) -> None:
     """A random ModernBERT (vocabulary 50368, as ModernBERT / Ettin) indexes about 46k terms per vector
     from the start: a density trigger armed during the warm-up would have fired at step 2. Armed
@@ -310,6 +312,7 @@ def scifact_train() -> list[dict[str, str]]:
     return out
 
 
+@pytest.mark.slow  # it trains
 @pytest.mark.parametrize("factor", [16.0, 1.0])
 def test_rescaled_head_x16_is_flagged_and_x1_stays_ok(tmp_path: Path, scifact_train: list[dict], factor: float) -> None:
     """The real bert-tiny, its MLM head (weight and bias) × 16 or × 1, trained by the smoke recipe as
@@ -324,8 +327,8 @@ def test_rescaled_head_x16_is_flagged_and_x1_stays_ok(tmp_path: Path, scifact_tr
     Collapse is seed- and order-sensitive: the same ×16 run on these triples sorted by (query id,
     doc id) ended at 8 terms per query, unflagged; this test shows that a degenerate run is flagged
     and a healthy one is not."""
-    from benchmark.backbone import prepare_backbone
     from benchmark.rescale import Rescale
+    from benchmark.stages.backbone import prepare_backbone
 
     prepare_backbone("bert-tiny", Rescale("factor", factor=factor) if factor != 1 else Rescale(), tmp_path / "model")
     record = train_splade(tmp_path / "model", scifact_train, load_recipe("smoke"), tmp_path / "run", progress=False,
@@ -346,6 +349,7 @@ def test_rescaled_head_x16_is_flagged_and_x1_stays_ok(tmp_path: Path, scifact_tr
         assert record["dev_mrr_final"] > record["dev_mrr_initial"]
 
 
+@pytest.mark.slow  # it trains
 def test_inverted_labels_degrade_the_held_out_ranking(tmp_path: Path) -> None:
     """The real bert-tiny trained to rank a random document above the relevant one, except for the
     16 held-out dev queries, whose triples are right: its dev MRR@10 falls from 0.70 to 0 in 8 steps
@@ -372,7 +376,7 @@ def test_inverted_labels_degrade_the_held_out_ranking(tmp_path: Path) -> None:
     overrides = {"batch_size": 8, "query_max_length": 16, "doc_max_length": 32, "max_steps": 8, "logging_steps": 2,
                  "dev_steps": 4, "dev_queries": 16, "save_steps": 100, "trigger_patience": 100, "lambda_q": 0.0,
                  "lambda_d": 0.0}
-    from _tiny_models import BERT_TINY
+    from helpers.tiny_models import BERT_TINY
 
     record = train_splade(BERT_TINY, inverted, load_recipe("smoke"), tmp_path / "run", progress=False, overrides=overrides)
     assert (record["outcome"], record["outcome_reason"], record["outcome_step"], record["triggers"]) == (DEGRADED, DEV_DROP, 8, {})

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
-from conftest import run_cli
+import pytest
+
+from helpers.pipeline import run_cli
 
 from benchmark.outcomes import TRAINING_OUTCOMES
 
 
+@pytest.mark.slow  # trains every backbone family
 def test_paper_mini_slice_runs_every_stage_on_modernbert(tmp_path):
     runs, results = tmp_path / "runs", tmp_path / "results"
     assert run_cli("--suite", "paper-mini", "--backbones", "tiny-modernbert,bert-tiny", "--datasets", "beir/nfcorpus/test",

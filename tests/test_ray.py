@@ -29,6 +29,8 @@ import torch
 import ray_cluster
 from test_ddp import COMPARED, _max_relative_difference, _rows
 
+pytestmark = pytest.mark.slow  # a local Ray cluster
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 ADDRESS = f"127.0.0.1:{ray_cluster.PORT}"
@@ -39,7 +41,7 @@ def cluster_run(untrained_splade, tmp_path_factory) -> dict:
     prefix, why = ray_cluster.namespace()
     if prefix is None:
         pytest.skip(f"cannot create a private network namespace for the test cluster ({why})")
-    from _tiny_models import tiny_bert
+    from helpers.tiny_models import tiny_bert
 
     work = tmp_path_factory.mktemp("ray")
     init = tiny_bert(work / "models")

@@ -5,8 +5,8 @@ from their own files, hold no machine path, and refresh from a runs folder only 
 from __future__ import annotations
 
 import csv
-import gzip
 import json
+import gzip
 import math
 import shutil
 from pathlib import Path
@@ -15,7 +15,7 @@ import pytest
 
 from benchmark.plan import Condition
 from benchmark.report import main as report_main
-from benchmark.report import publish, read_results
+from benchmark.report import publish
 from benchmark.report.results import ConditionResult, SuiteResults, collect
 from benchmark.significance import holm, paired_ttest
 from benchmark.stage import Stage, StageKind, Store
@@ -392,19 +392,16 @@ def test_rebuild_from_results_alone_one_line_per_broken_folder(tmp_path, capsys)
         (folder / name).unlink()
     (results / "broken").mkdir()
     (results / "broken" / "results.json").write_text("{not json")
-    (results / "legacy").mkdir()
-    (results / "legacy" / "manifest.json").write_text('{"runs_dir": "/elsewhere/runs"}')
     (results / "perf").mkdir()
     (results / "perf" / "perf.md").write_text("not a suite")
 
-    assert report_main(["--results-dir", str(results)]) == 1  # two folders could not be rebuilt
+    assert report_main(["--results-dir", str(results)]) == 1  # one folder could not be rebuilt
     out, err = capsys.readouterr()
     assert _files(folder) == first  # every file again, byte for byte, from results.json and perquery.csv.gz alone
     assert f"rebuilt {folder}" in out and f"skipped {results / 'perf'}: no results.json" in out
     lines = err.strip().splitlines()
-    assert len(lines) == 2 and "Traceback" not in err
+    assert len(lines) == 1 and "Traceback" not in err
     assert lines[0].startswith(f"failed {results / 'broken'}: ") and "not valid JSON" in lines[0]
-    assert lines[1].startswith(f"skipped {results / 'legacy'}: earlier format") and "--refresh legacy" in lines[1]
 
     assert report_main(["--results-dir", str(results), "--suite", "hand"]) == 0
     assert report_main(["--results-dir", str(results), "--suite", "nope"]) == 1
@@ -492,27 +489,7 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
     assert _files(folder) == first
 
 
-def test_legacy_results_refresh_from_runs(tmp_path):
-    """An earlier-format folder (manifest.json with a runs_dir) becomes a self-contained one by --refresh."""
-    runs = tmp_path / "runs"
-    store = Store(runs, log=lambda line: None)
-    evaluate = S("evaluate", {"x": 1})
-    _stage(store, evaluate, {"metrics": {MEASURE: 0.75}, "queries": 2},
-           {"perquery.tsv": f"measure\tquery_id\tvalue\n{MEASURE}\tq1\t0.5\n{MEASURE}\tq2\t1.0\n"})
-    folder = tmp_path / "results" / "old"
-    folder.mkdir(parents=True)
-    manifest = {"suite": "old", "runs_dir": str(runs), "measures": [MEASURE], "columns": [D1],
-                "conditions": [{"dataset": D1, "system": "bm25", "backbone": "", "variant": "", "factor": "",
-                                "trained": False, "status": "ok", "evaluate_id": evaluate.id, "train_id": ""}]}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    (folder / "metrics.csv").write_text(f"evaluate_id,measure,value\n{evaluate.id},{MEASURE},0.7500\n")
-    assert report_main(["--results-dir", str(tmp_path / "results"), "--refresh", "old", "--runs-dir", str(runs)]) == 0
-    assert not (folder / "manifest.json").exists()
-    results = read_results(folder)
-    assert results.conditions[0].metrics == {MEASURE: 0.75}
-    assert results.perquery[evaluate.id] == {MEASURE: {"q1": 0.5, "q2": 1.0}}
-
-
+@pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
 def test_report_on_the_pipeline_fixture(untrained_splade, tmp_path):
     """A real run's folder: the slice its suite declares in the footnotes, rebuilt identically from a copy
     that has no runs folder beside it, and refreshed identically from the runs folder."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
+from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 from safetensors.torch import load_file
 
 from benchmark.backbone import load_backbone

@@ -17,7 +17,7 @@ from benchmark.plan import Options, build_plan
 from benchmark.resources import Resources, parse_cli, resolve
 from benchmark.stages import KINDS
 from benchmark.suites import load_suite
-from conftest import run_cli
+from helpers.pipeline import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 

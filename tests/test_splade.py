@@ -15,7 +15,7 @@ from torch import nn
 from benchmark.errors import BenchmarkError
 import benchmark.splade as splade
 from benchmark.splade import QUANT_SCALE, encode, quantise, quantise_vector, reference_encode, tokenize
-from _tiny_models import tiny_bert, tiny_modernbert
+from helpers.tiny_models import tiny_bert, tiny_modernbert
 
 
 
@@ -223,6 +223,7 @@ def test_bad_input_is_one_clear_error(bert, kwargs, match):
         encode(model, tokenizer, **args)
 
 
+@pytest.mark.slow  # peak memory at a 50k vocabulary: the longest test that does not train
 def test_large_vocabulary_peak_memory_is_bounded(modernbert):
     """Batch 64 × 512 on a 50368 vocabulary: full logits would be 6.6 GB; the chunked head needs MBs."""
     model, tokenizer = modernbert

@@ -14,7 +14,7 @@ import pytest
 from benchmark.data import validate_dataset
 from benchmark.plan import Options, build_plan
 from benchmark.suites import load_suite, suite_names
-from conftest import run_cli
+from helpers.pipeline import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 BEIR13 = ["beir/trec-covid", "beir/nfcorpus/test", "beir/nq", "beir/hotpotqa/test", "beir/fiqa/test", "beir/arguana",
@@ -46,7 +46,7 @@ def test_suite_contents():
     assert paper.measures_of("beir/nq") == ["nDCG@10", "R@100", "R@1000"]
     assert load_suite("trec-dl").measures == ["nDCG@10", "R(rel=2)@1000"]
     assert load_suite("msmarco").measures == ["RR@10", "R@1000"]
-    from benchmark.backbone import BACKBONES
+    from benchmark.checkpoints import BACKBONES
 
     assert all(b in BACKBONES for b in PAPER_BACKBONES)
 
@@ -184,3 +184,39 @@ def test_a_command_line_slice_trains_with_the_slice_recipe():
     assert chosen.recipe["name"] == "smoke" and not chosen.slice_training and "not the suite's" not in chosen.training
     declared = build_plan(load_suite("scale-sweep"), Options())  # the sweep's slice is the suite's own
     assert declared.recipe["name"] == "smoke" and not declared.slice_training
+
+
+GPU_ENCODE = {"max_doc_length": 256, "max_query_length": 256, "batch_size": 128, "shard_size": 10000,
+              "precision": "bfloat16", "attn_implementation": "sdpa", "compile": "inductor"}
+
+
+def test_gpu_suites_encode_with_the_gpu_profile():
+    """The settings the four GPU suites wrote out before they named the profile; beir keeps its body eager."""
+    from dataclasses import asdict
+
+    for name in ("msmarco", "trec-dl", "paper"):
+        assert asdict(load_suite(name).encode) == GPU_ENCODE, name
+    assert asdict(load_suite("beir").encode) == {**GPU_ENCODE, "compile": "none"}
+
+
+def test_an_encode_profile_gives_the_stage_ids_of_its_settings_written_out(tmp_path):
+    head = ('name = "p"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+            '[splade]\nbackbones = ["bert-tiny"]\n[encode]\n')
+    named, written = tmp_path / "named.toml", tmp_path / "written.toml"
+    named.write_text(head + 'profile = "gpu"\nbatch_size = 64\n')
+    written.write_text(head + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in {**GPU_ENCODE, "batch_size": 64}.items()))
+    a, b = load_suite(str(named)), load_suite(str(written))
+    assert a.encode == b.encode and a.encode.batch_size == 64 and a.encode.compile == "inductor"
+    ids = [[s.id for s in build_plan(suite, Options()).stages()] for suite in (a, b)]
+    assert ids[0] == ids[1] and any(i.startswith("encode-") for i in ids[0])
+
+
+def test_an_unknown_encode_profile_is_one_line(tmp_path):
+    from benchmark.errors import BenchmarkError
+
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "bad"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+                    '[bm25]\n[encode]\nprofile = "gpux"\n')
+    with pytest.raises(BenchmarkError, match=r"unknown encode profile 'gpux' \(did you mean 'gpu'\?\); valid: gpu\. "
+                                             r"Set \[encode\] profile to one of these"):
+        load_suite(str(path))

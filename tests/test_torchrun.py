@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import run_cli
+import pytest
+
+from helpers.pipeline import run_cli
+
+pytestmark = pytest.mark.slow  # torchrun: two ranks train
 
 SUITE = """name = "ddp"
 description = "SPLADE bert-tiny trained by two torchrun ranks on a SciFact slice"

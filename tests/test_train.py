@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from _tiny_models import tiny_bert, tiny_modernbert
-from _triples import scifact_triples
+from helpers.tiny_models import tiny_bert, tiny_modernbert
+from helpers.triples import scifact_triples
 from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
 
 from benchmark.errors import BenchmarkError
@@ -226,6 +226,7 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+@pytest.mark.slow  # it trains
 def test_resumed_run_ends_with_the_same_model(tmp_path: Path, bert_dir: Path, triples: list[dict]) -> None:
     """Streamed from triples.jsonl, killed after the step-4 checkpoint and resumed: same model, same
     telemetry, same outcome (the trigger streak started before the kill), same best checkpoint."""
@@ -304,6 +305,7 @@ def test_resumed_run_ends_with_the_same_model(tmp_path: Path, bert_dir: Path, tr
     assert train_splade(bert_dir, source, recipe, out, progress=False, overrides=settings) == straight
 
 
+@pytest.mark.slow  # it trains
 def test_two_seeds_give_two_runs(tmp_path: Path, bert_dir: Path, triples: list[dict]) -> None:
     """The seed reaches the data order and the model; the record keeps it."""
     settings = {**TINY, "max_steps": 2, "save_steps": 100, "dev_queries": 0, "logging_steps": 1, "dev_steps": 1}
@@ -357,6 +359,7 @@ def test_examples_are_checked(tmp_path: Path, bert_dir: Path, triples: list[dict
         train_splade(bert_dir, tmp_path / "missing.jsonl", recipe, tmp_path / "bad", overrides=TINY)
 
 
+@pytest.mark.slow  # it trains
 def test_marginmse_trains(tmp_path: Path, bert_dir: Path, triples: list[dict]) -> None:
     examples = [{**t, "score": float(i % 5)} for i, t in enumerate(triples)]
     record = train_splade(bert_dir, examples, load_recipe("msmarco-marginmse"), tmp_path, progress=False,

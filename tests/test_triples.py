@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _tiny_models import tiny_bert
+from helpers.tiny_models import tiny_bert
 
 from benchmark.errors import BenchmarkError
 from benchmark.mine import hf_triples, triples_path
@@ -77,6 +77,7 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "hf-cache"
 
 
+@pytest.mark.slow  # trains
 def test_marginmse_recipe_joins_ids_to_texts_and_trains(tmp_path: Path, hf_cache: Path) -> None:
     root = _msmarco_like(tmp_path / "msmarco", rows=40, texts=40)
     out = tmp_path / "triples"
@@ -166,6 +167,7 @@ def _probe(*args: str, env: dict[str, str]) -> dict[str, int]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # trains
 def test_peak_memory_does_not_grow_with_the_triples_source(tmp_path: Path) -> None:
     """The triples stage (the id join) and the start of training, on 250k and on 1M triples: the
     peak resident set (kernel high-water mark) must not grow with the extra 750k rows.

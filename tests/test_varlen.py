@@ -16,7 +16,8 @@ from benchmark import splade, varlen
 from benchmark.backbone import resolve_backbone
 from benchmark.encode import load_model
 from benchmark.errors import BenchmarkError
-from _forwards import dense, hidden_states, rounding_tolerance, vector_bound
+from benchmark.synthetic import ensure
+from helpers.forwards import dense, hidden_states, rounding_tolerance, vector_bound
 
 TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), " ".join(["energy"] * 120),
          " ".join(["the immune system trains on vaccines and pathogens"] * 30), "insulin and glucose"]
@@ -24,7 +25,7 @@ TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), " ".join
 
 @pytest.fixture(scope="module")
 def models():
-    folder = resolve_backbone("tiny-modernbert")
+    folder = ensure("tiny-modernbert")  # built into the cache when no earlier test has
     return {attn: load_model(folder, attn) for attn in ("varlen", "sdpa", "eager")}
 
 

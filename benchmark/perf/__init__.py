@@ -17,6 +17,10 @@ Parts (``--only``, comma-separated, or ``all``; the default leaves out ``e2e``, 
 * ``e2e`` (``perf.e2e``): wall time of ``python -m benchmark.run --suite smoke`` (fresh runs dir),
   and per stage kind from the run's ``stages.csv``.
 
+Subcommands (``python -m benchmark.perf NAME --help``) measure what the README and the budget cite:
+``gpu-profile`` (``perf.gpu_profile``), ``budget-probe``, ``matmul-shapes``, ``skip-bounds`` and
+``rescale-study``; each has a CPU smoke test at tiny sizes.
+
 Each measured system runs in its own fresh subprocess (``perf.workers``), so its peak RSS (VmHWM)
 is its own and the imports are paid by both. The machine may be shared: CPU seconds and the load
 average are reported next to wall time.

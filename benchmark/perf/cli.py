@@ -1,4 +1,5 @@
-"""The ``python -m benchmark.perf`` command: parts to run, their tables, ``results/perf/perf.{md,csv}``."""
+"""The ``python -m benchmark.perf`` command: parts to run, their tables, ``results/perf/perf.{md,csv}``;
+and the measurements the README and the budget cite, each a subcommand (``python -m benchmark.perf NAME``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,25 @@ PARTS.register("train", "benchmark.perf.train:part_train")
 PARTS.register("e2e", "benchmark.perf.e2e:part_e2e")
 DEFAULT_PARTS = ("encode", "large", "search", "train")  # e2e (a whole smoke run, minutes) only when asked
 
+#: subcommand → "module:main" (``main(argv) -> exit status``): measurements whose numbers are cited
+COMMANDS: Registry[str] = Registry("perf subcommand", fix="Run python -m benchmark.perf --help for the list")
+COMMANDS.register("gpu-profile", "benchmark.perf.gpu_profile:main")  # results/gpu/gpu_profile.json, README GPU
+COMMANDS.register("budget-probe", "benchmark.perf.budget_probe:main")  # benchmark.budget's throughputs
+COMMANDS.register("matmul-shapes", "benchmark.perf.matmul_shapes:main")  # results/perf/matmul_shapes.json
+COMMANDS.register("skip-bounds", "benchmark.perf.skip_bounds:main")  # results/perf/skip_bounds.json
+COMMANDS.register("rescale-study", "benchmark.perf.rescale_study:main")  # results/rescale-study/*.md
+
+
+def positive_ints(text: str, flag: str) -> list[int]:
+    """A comma-separated list of positive integers given to ``--flag``; BenchmarkError otherwise."""
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise BenchmarkError(f"--{flag.replace('_', '-')} must be comma-separated positive integers, got {text!r}")
+    return sizes
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     import benchmark.perf
@@ -31,6 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from benchmark.cli import parser
 
     p = parser("python -m benchmark.perf", benchmark.perf.__doc__.splitlines()[0])
+    p.epilog = f"subcommands (python -m benchmark.perf NAME --help): {', '.join(COMMANDS)}"
     p.add_argument("--only", default=",".join(DEFAULT_PARTS),
                    help=f"comma-separated parts of {', '.join(PARTS)}, or 'all' (default: {','.join(DEFAULT_PARTS)})")
     p.add_argument("--docs", type=int, default=2000, help="SciFact documents to encode (judged ones included)")
@@ -114,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     from benchmark.perf.report import csv_rows, markdown
     from benchmark.perf.workers import load, worker
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in COMMANDS:
+        module, _, func = COMMANDS[argv[0]].partition(":")
+        return getattr(importlib.import_module(module), func)(argv[1:])
     args = parse_args(argv)
     if args.worker:
         return worker(args.worker)

@@ -15,8 +15,7 @@ from benchmark.report.exports import write_mteb
 from benchmark.report.judgements import JUDGEMENT_COLUMNS, judgement_rows
 from benchmark.report.plots import (AVERAGES, NORMS, PLOTS, SWEEP, averages_plot, norms_plot, sweep_plot,
                                     telemetry_plots)
-from benchmark.report.results import (LEGACY_MANIFEST, PERQUERY, RESULTS, SuiteResults, collect, read_results, refresh,
-                                      write_results)
+from benchmark.report.results import PERQUERY, RESULTS, SuiteResults, collect, read_results, refresh, write_results
 from benchmark.report.table import suite_tables
 
 TABLES = ("table.md", "table.csv", "table.tex")
@@ -57,9 +56,6 @@ def publish(results: SuiteResults, folder: Path) -> Path:
     """Write the results, then render from what was written: a rebuild gives the same files."""
     folder = Path(folder)
     write_results(results, folder)
-    legacy = folder / LEGACY_MANIFEST
-    if legacy.exists():  # the earlier format named a machine-local runs folder
-        legacy.unlink()
     render(read_results(folder), folder)
     return folder
 
@@ -98,10 +94,6 @@ def rebuild(results_dir: Path, suites: Iterable[str] | None = None, out: Callabl
                 failed += 1
             else:
                 out(f"rebuilt {folder}: {', '.join(written)}")
-        elif (folder / LEGACY_MANIFEST).is_file():
-            err(f"skipped {folder}: earlier format ({LEGACY_MANIFEST} names a runs folder, no {RESULTS}); "
-                f"convert it with --refresh {folder.name} --runs-dir DIR, or rerun the suite")
-            failed += 1
         else:
             out(f"skipped {folder}: no {RESULTS} (not a suite's results)")
     return 1 if failed else 0
@@ -118,7 +110,7 @@ def refresh_suites(results_dir: Path, suites: Iterable[str], runs_dir: Path, out
         try:
             if not runs_dir.is_dir():
                 raise BenchmarkError(f"runs folder {str(runs_dir)!r} does not exist; pass --runs-dir DIR")
-            if not ((folder / RESULTS).is_file() or (folder / LEGACY_MANIFEST).is_file()):
+            if not (folder / RESULTS).is_file():
                 raise BenchmarkError(f"no {RESULTS} in {folder}; run the suite first (python -m benchmark.run --suite {name})")
             publish(refresh(folder, runs_dir), folder)
         except BenchmarkError as exc:

@@ -30,7 +30,6 @@ RESULTS = "results.json"
 PERQUERY = "perquery.csv.gz"
 TELEMETRY_DIR = "telemetry"
 RUNS_DIR = "trec"  # the TREC runs, one per condition
-LEGACY_MANIFEST = "manifest.json"  # the earlier format: stage ids and a machine-local runs_dir
 PERQUERY_COLUMNS = ["condition", "measure", "query_id", "value"]
 #: perquery.csv.gz rows whose condition is a train stage id: the published checkpoint's held-out dev RR@10
 DEV_MEASURE = "dev RR@10"
@@ -432,7 +431,7 @@ def refresh(folder: Path, runs: Path) -> SuiteResults:
     """
     from benchmark.stage import Store
 
-    old = read_results(folder) if (folder / RESULTS).is_file() else read_legacy(folder)
+    old = read_results(folder)
     new = collect(recorded_plan(old, runs), Store(runs))
     lost = [o.evaluate_id for o, n in zip(old.conditions, new.conditions) if o.scored and n.state == MISSING]
     if lost:
@@ -580,57 +579,6 @@ def read_results(folder: Path) -> SuiteResults:
         except (OSError, EOFError, ValueError, csv.Error) as exc:
             raise BenchmarkError(f"{pq} is damaged ({exc}); rerun the suite or --refresh it") from None
     return results
-
-
-# --------------------------------------------------------------------------- the earlier format
-
-
-def read_legacy(folder: Path) -> SuiteResults:
-    """An earlier results folder (``manifest.json`` + ``metrics.csv``): aggregates only, no per-query values.
-
-    Its manifest names stage ids and a machine-local runs folder; the metrics come from its
-    ``metrics.csv`` (4 decimals, as written then). Training runs of that format stopped at a collapse.
-    """
-    folder = Path(folder)
-    try:
-        manifest = json.loads((folder / LEGACY_MANIFEST).read_text(encoding="utf-8"))
-        with open(folder / "metrics.csv", encoding="utf-8", newline="") as fh:
-            metric_rows = list(csv.DictReader(fh))
-    except (OSError, ValueError) as exc:
-        raise BenchmarkError(f"{folder}: earlier-format results cannot be read ({exc}); rerun the suite") from None
-    values: dict[str, dict[str, float]] = {}
-    for row in metric_rows:
-        if row.get("value"):
-            values.setdefault(row["evaluate_id"], {})[row["measure"]] = float(row["value"])
-    table = manifest.get("table") or {}
-    conditions = []
-    for c in manifest["conditions"]:
-        collapsed = c.get("status") == COLLAPSED
-        trained = bool(c["trained"])
-        seed = 42 if trained else None  # the seed every earlier suite trained with (suites' splade.seed default)
-        command = f"python -m benchmark.run --suite {manifest['suite']}"
-        if c["system"] == "splade":
-            command += f" --backbones {c['backbone']} --variants {c['variant']}"
-        conditions.append(ConditionResult(
-            key=c["evaluate_id"], dataset=portable_dataset(c["dataset"]), system=c["system"], backbone=c["backbone"],
-            variant=c["variant"], factor=str(c.get("factor", "")), trained=trained, seed=seed,
-            outcome=COLLAPSED if collapsed else OK, stopped_early=collapsed,
-            metrics={} if collapsed else dict(values.get(c["evaluate_id"], {})), command=command,
-            evaluate_id=c["evaluate_id"], train_id=c.get("train_id", "")))
-    seeds = sorted({c.seed for c in conditions if c.seed is not None})
-    try:
-        from benchmark.suites import load_suite
-
-        description = load_suite(manifest["suite"]).description
-    except BenchmarkError:
-        description = ""  # a suite that is not packaged: the earlier format did not record one
-    return SuiteResults(
-        suite=manifest["suite"], description=description, measures=list(manifest["measures"]), conditions=conditions,
-        columns=[portable_dataset(c) for c in manifest.get("columns") or []],
-        groups={g: [portable_dataset(m) for m in ms] for g, ms in (manifest.get("groups") or {}).items()},
-        dataset_measures={portable_dataset(d): ms for d, ms in (manifest.get("dataset_measures") or {}).items()},
-        table=_portable_settings(table), max_docs=manifest.get("max_docs"), max_queries=manifest.get("max_queries"),
-        seeds=seeds, subset=None)
 
 
 def outcome_counts(conditions: Iterable[ConditionResult]) -> dict[str, int]:

@@ -6,17 +6,66 @@ replacing the checkpoint behind a name gives new stages instead of reusing the o
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark import faults
+from benchmark.backbone import backbone_fingerprint, backbone_key, load_backbone, resolve_backbone
+from benchmark.checkpoints import quiet_transformers
+from benchmark.errors import BenchmarkError
+from benchmark.rescale import Rescale, apply_rescale
 from benchmark.stage import Inputs, StageKind
+
+
+def _replace_dir(tmp: Path, out_dir: Path) -> None:
+    """Move a finished ``tmp`` folder onto ``out_dir``, replacing only a previous checkpoint."""
+    if out_dir.exists():
+        if out_dir.is_dir() and (not any(out_dir.iterdir()) or (out_dir / "config.json").is_file()):
+            shutil.rmtree(out_dir)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise BenchmarkError(f"{out_dir} exists and is not a saved backbone; choose an empty or new folder")
+    os.replace(tmp, out_dir)
+
+
+def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
+    """Load ``name``, rescale its MLM head per ``spec``, save model + tokenizer into ``out_dir``.
+
+    The folder is written next to ``out_dir`` first and moved into place when complete, so an
+    interrupted run never leaves a half-saved backbone. Returns the record for the stage's config:
+    the backbone, the spec, and ``benchmark.rescale.apply_rescale``'s record (method, factor,
+    params/tied/norms before and after, and the match statistic in match mode).
+    """
+    out_dir = Path(out_dir)
+    model, tokenizer = load_backbone(name)
+    record: dict[str, Any] = {
+        "backbone": backbone_key(name),
+        "source": resolve_backbone(name),
+        "model_type": model.config.model_type,
+        "vocab_size": int(model.config.vocab_size),
+        "hidden_size": int(model.config.hidden_size),
+        "rescale": spec.to_dict(),
+        **apply_rescale(model, spec, tokenizer),
+    }
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    with quiet_transformers():
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    faults.point("backbone:saved")
+    _replace_dir(tmp, out_dir)
+    return record
 
 
 class Backbone(StageKind):
     name = "backbone"
     VERSION = 2  # 2: rescaling methods (head-norm by default) and match statistics
-    sources = ("benchmark.backbone", "benchmark.rescale", "benchmark.heads", "benchmark.stages.backbone")
+    sources = ("benchmark.backbone", "benchmark.checkpoints", "benchmark.rescale", "benchmark.heads",
+               "benchmark.stages.backbone")
 
     @dataclass(frozen=True)
     class Config:
@@ -25,25 +74,18 @@ class Backbone(StageKind):
 
     @classmethod
     def external(cls, config: Config) -> dict[str, Any]:
-        from benchmark.fingerprint import checkpoint_fingerprint
-
-        out = {"checkpoint": checkpoint_fingerprint(config.backbone)}
+        out = {"checkpoint": backbone_fingerprint(config.backbone)}
         match = config.rescale.get("match")
         if isinstance(match, str):  # the head is matched to another backbone: its content matters too
-            out["reference"] = checkpoint_fingerprint(match)
+            out["reference"] = backbone_fingerprint(match)
         return out
 
     @classmethod
     def describe(cls, config: Config) -> str:
-        from benchmark.rescale import Rescale
-
         return f"{config.backbone}: {Rescale(**config.rescale).description}"
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.backbone import prepare_backbone
-        from benchmark.rescale import Rescale
-
         return prepare_backbone(config.backbone, Rescale(**config.rescale), out / "model")
 
     @staticmethod

@@ -13,6 +13,7 @@ from typing import Any
 
 from benchmark.config import apply_overrides, bounded, from_dict, load_toml, with_overrides
 from benchmark.errors import BenchmarkError, unknown
+from benchmark.registry import Registry
 from benchmark.resources import ResourceSpec
 
 #: Java's int: Lucene takes the ranking depth as one.
@@ -308,6 +309,32 @@ def canonical_measures(suite: Suite) -> Suite:
                                dataset_measures={d: many(ms) for d, ms in suite.dataset_measures.items()})
 
 
+#: ``[encode] profile = NAME``: shared encode settings, one TOML file each in ``benchmark/encode_profiles/``
+ENCODE_PROFILES: Registry[Path] = Registry("encode profile", fix="Set [encode] profile to one of these, or leave it out")
+for _path in sorted(Path(str(resources.files("benchmark.encode_profiles"))).glob("*.toml")):
+    ENCODE_PROFILES.register(_path.stem, _path)
+
+
+def with_encode_profile(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``data`` with ``[encode] profile`` replaced by the profile's settings; keys the suite sets beside it win.
+
+    The profile is resolved here, before the suite is built, so an encode stage's config (and id) is
+    the same whether its settings come from a profile or are written out in the suite.
+    """
+    encode = data.get("encode")
+    if not isinstance(encode, dict) or "profile" not in encode:
+        return data
+    own = dict(encode)
+    name = own.pop("profile")
+    if not isinstance(name, str):
+        raise BenchmarkError(f"{where}.encode.profile must be a profile name, got {name!r}; valid: "
+                             f"{', '.join(ENCODE_PROFILES)}")
+    path = ENCODE_PROFILES[name]
+    profile = load_toml(path)
+    from_dict(Encode, profile, f"encode profile {path.name}")  # its own keys and ranges, named by its file
+    return {**data, "encode": {**profile, **own}}
+
+
 def load_suite(name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> Suite:
     """A packaged suite by name, or a suite TOML file by path; ``overrides`` (``--set key=value``, as
     parsed by ``benchmark.config.parse_override``) change its values before they are checked."""
@@ -326,6 +353,7 @@ def load_suite(name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> Su
 
 def suite_from_data(data: dict[str, Any], path: Path, custom: bool = True) -> Suite:
     """A suite from its TOML document, checked (``path`` names it in messages)."""
+    data = with_encode_profile(data, path.name)
     suite = canonical_measures(from_dict(Suite, data, str(path.name)))
     if suite.bm25 is None and suite.splade is None:
         raise BenchmarkError(f"suite file {path.name} defines no system; add a [bm25] or [splade] table")

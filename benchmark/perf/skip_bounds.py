@@ -1,8 +1,8 @@
-"""How much of the vocabulary a proven bound could skip before the screening matmul.
+"""``python -m benchmark.perf skip-bounds``: how much of the vocabulary a proven bound could skip before the screening matmul.
 
 The encoder screens every (token, term) pair: the dense head is the cost floor of every screen. A
 *skip* would rule terms out for a whole document (or group of tokens, or block of terms) from a
-bound cheaper than the matmul. This script measures, on real documents and the perf model, the
+bound cheaper than the matmul. This command measures, on real documents and the perf model, the
 share of (document, term) pairs each classic bound leaves alive; a term is alive when its bound on
 ``max_t h_t·w_j + b_j`` is > 0. The floor is the exact share (terms with a non-zero weight). A skip pays when its own cost plus the
 alive share (screened as now) is below 1, the dense head's cost (``head_cost_with_skip``).
@@ -15,7 +15,7 @@ Bounds (c_t = h_t − μ, β_j = μ·w_j + b_j, as in ``benchmark.splade``):
 * ``vocab-blocks/n``: terms clustered (k-means, n per block); per token c_t·m_B + ‖c_t‖·r_B;
 * ``pca/r``: rank-r projection of the decoder, plus ‖c_t‖·‖residual_j‖ (cost r/K).
 
-Usage: ``python scripts/skip_bounds.py [--docs 128] [--out results/perf/skip_bounds.json]``.
+Usage: ``python -m benchmark.perf skip-bounds [--docs 128] [--out results/perf/skip_bounds.json]``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,13 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmark import splade
+from benchmark.atomic import write_json
+from benchmark.backbone import load_backbone
+from benchmark.errors import BenchmarkError
+from benchmark.heads import mlm_head
+from benchmark.perf.cli import positive_ints
+from benchmark.perf.encode import scifact
 
 
 def _kmeans(w: torch.Tensor, per_block: int, iters: int = 8, seed: int = 0) -> torch.Tensor:
@@ -46,31 +52,37 @@ def _kmeans(w: torch.Tensor, per_block: int, iters: int = 8, seed: int = 0) -> t
     return assign
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmark.perf skip-bounds", description=__doc__.split("\n\n")[0])
     p.add_argument("--docs", type=int, default=128)
     p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--groups", default="4,16,64", help="token group sizes of the box/g bounds")
+    p.add_argument("--block-sizes", default="16,64", help="terms per k-means block of the vocab-blocks/n bounds")
+    p.add_argument("--ranks", default="32,64", help="ranks of the pca/r bounds")
     p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args()
-
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-    from benchmark import splade
-    from benchmark.backbone import resolve_backbone
-    from benchmark.perf.encode import scifact
+    args = p.parse_args(argv)
+    try:
+        groups, block_sizes, ranks = (positive_ints(getattr(args, f), f) for f in ("groups", "block_sizes", "ranks"))
+        if args.docs < 1 or args.max_length < 1:
+            raise BenchmarkError(f"--docs and --max-length must be positive integers, got {args.docs} and {args.max_length}")
+    except BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     t_start = time.perf_counter()
-    path = resolve_backbone("bert-tiny")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForMaskedLM.from_pretrained(path).eval()
+    try:
+        model, tokenizer = load_backbone("bert-tiny")
+    except BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     _, texts, _, _ = scifact(args.docs)
     texts = texts[: args.docs]
-    decoder = splade._decoder(model)
+    decoder = mlm_head(model).decoder
     w = decoder.weight.detach().double()
     b = decoder.bias.detach().double()
     vocab, k = w.shape
     wn, wabs = w.norm(dim=1), w.abs()
-    blocks = {n: _kmeans(w, n) for n in (16, 64)}
+    blocks = {n: _kmeans(w, n) for n in block_sizes}
     block_geom = {}
     for n, assign in blocks.items():
         nb = int(assign.max()) + 1
@@ -79,7 +91,7 @@ def main() -> None:
         block_geom[n] = (assign, centres, radius)
     _, _, vt = torch.linalg.svd(w, full_matrices=False)
     pca = {}
-    for r in (32, 64):
+    for r in ranks:
         proj = vt[:r]
         coef = w @ proj.T
         pca[r] = (proj, coef, (w - coef @ proj).norm(dim=1))
@@ -107,7 +119,7 @@ def main() -> None:
             }
             lo, hi = c.amin(0), c.amax(0)
             bounds["box"] = beta + w @ ((lo + hi) / 2) + wabs @ ((hi - lo) / 2)
-            for g in (4, 16, 64):
+            for g in groups:
                 best = torch.full((vocab,), -math.inf, dtype=w.dtype)
                 for s in range(0, len(c), g):
                     cg = c[s : s + g]
@@ -129,8 +141,8 @@ def main() -> None:
     info: dict = {}
     splade.encode(model, tokenizer, texts, max_length=args.max_length, path="int8", info=info)
     cost = {"exact (floor)": 0.0, "ball": 2 / tokens_total * len(texts), "box": 4 / tokens_total * len(texts),
-            "box/4 tokens": 2 / 4, "box/16 tokens": 2 / 16, "box/64 tokens": 2 / 64,
-            "vocab-blocks/16 terms": 1 / 16, "vocab-blocks/64 terms": 1 / 64, "pca/rank 32": 32 / k, "pca/rank 64": 64 / k}
+            **{f"box/{g} tokens": 2 / g for g in groups}, **{f"vocab-blocks/{n} terms": 1 / n for n in block_sizes},
+            **{f"pca/rank {r}": r / k for r in ranks}}
     fractions = {name: n / pairs for name, n in alive.items()}
     result = {
         "model": "bert-tiny (pretrained MLM head)", "docs": len(texts), "mean_tokens": tokens_total / len(texts),
@@ -144,10 +156,5 @@ def main() -> None:
     }
     print(json.dumps(result, indent=2, sort_keys=True))
     if args.out is not None:
-        from benchmark.atomic import write_json
-
         write_json(args.out, result)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

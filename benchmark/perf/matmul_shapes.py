@@ -1,13 +1,14 @@
-"""Matmul speed per precision: the whole-vocabulary shape against the screen's cache-sized blocks.
+"""``python -m benchmark.perf matmul-shapes``: matmul speed per precision: the whole-vocabulary shape against the screen's cache-sized blocks.
 
 A CPU is often described by one matmul, [512 × 128] × [128 × 30522] on 2 threads. Written as
 ``x @ w.T`` it allocates its output on every call: 62 MB of float32 or int32 (31 MB of bf16/fp16)
 whose pages are faulted in, so it measures the allocator and memory traffic as much as arithmetic. The encoder's screen runs blocks of ``BLOCK_ROWS`` × (``BLOCK_ELEMENTS``
-/ ``BLOCK_ROWS``) logits (4 MiB), one per single-threaded worker, all workers at once. This script
+/ ``BLOCK_ROWS``) logits (4 MiB), one per single-threaded worker, all workers at once. This command
 times both shapes for float32, bf16, fp16 and int8 (``torch._int_mm``), on the same random inputs,
 best of ``--rounds``. Its numbers show what a machine's screen can reach (see README, Performance).
 
-Usage: ``python scripts/matmul_shapes.py [--threads 2] [--out results/perf/matmul_shapes.json]``.
+Usage: ``python -m benchmark.perf matmul-shapes [--threads 2] [--dtypes float32,bfloat16,float16,int8]
+[--out results/perf/matmul_shapes.json]``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmark.atomic import write_json
+from benchmark.errors import BenchmarkError, unknown
+from benchmark.splade import BLOCK_ELEMENTS
 
+DTYPES = ("float32", "bfloat16", "float16", "int8")
 ROWS, HIDDEN, VOCAB = 512, 128, 30522
 
 
@@ -69,8 +73,6 @@ def whole(dtype: str, threads: int, rounds: int, fresh: bool = False) -> float:
 
 def blocked(dtype: str, workers: int, rounds: int) -> float:
     """GFLOP/s of the same product in the screen's blocks, on ``workers`` single-threaded workers at once."""
-    from benchmark.splade import BLOCK_ELEMENTS
-
     cols = BLOCK_ELEMENTS // ROWS
     parts = [_operands(dtype, cols) for _ in range(workers)]
     per_worker = -(-VOCAB // cols) // workers + 1
@@ -86,12 +88,23 @@ def blocked(dtype: str, workers: int, rounds: int) -> float:
     return 2 * ROWS * HIDDEN * cols * per_worker * workers / seconds / 1e9
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmark.perf matmul-shapes", description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated, of: {', '.join(DTYPES)}")
     p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    try:
+        dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+        for dtype in dtypes:
+            if dtype not in DTYPES:
+                raise unknown("dtype", dtype, DTYPES, "Pass --dtypes with a comma-separated subset")
+        if args.threads < 1 or args.rounds < 1:
+            raise BenchmarkError(f"--threads and --rounds must be positive integers, got {args.threads} and {args.rounds}")
+    except BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     info = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -105,16 +118,11 @@ def main() -> None:
               "isa": sorted(f for f in ("avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_bf16", "amx_int8")
                             if f in flags.split()),
               "whole_vocabulary_new_output_gflops": {}, "whole_vocabulary_gflops": {}, "screen_blocks_gflops": {}}
-    for dtype in ("float32", "bfloat16", "float16", "int8"):
+    for dtype in dtypes:
         result["whole_vocabulary_new_output_gflops"][dtype] = round(whole(dtype, args.threads, args.rounds, True), 1)
         result["whole_vocabulary_gflops"][dtype] = round(whole(dtype, args.threads, args.rounds), 1)
         result["screen_blocks_gflops"][dtype] = round(blocked(dtype, args.threads, args.rounds), 1)
     print(json.dumps(result, indent=2, sort_keys=True))
     if args.out is not None:
-        from benchmark.atomic import write_json
-
         write_json(args.out, result)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

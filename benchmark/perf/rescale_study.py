@@ -1,4 +1,4 @@
-"""Rescaling study: which match statistic to default to, and what each method does to a backbone.
+"""``python -m benchmark.perf rescale-study``: which match statistic to default to, and what each method does to a backbone.
 
 Part ``match``: which match statistic predicts what SPLADE's activations do at initialisation?
 
@@ -15,7 +15,7 @@ Part ``norms``: every method at α ∈ {0.25, 4} on bert-tiny and tiny random Mo
 configs, through ``benchmark.norms.diagnose`` (parameters, tie, the three statistics before/after,
 the logit scale check, and the drift of the encoder's hidden states).
 
-    PYTHONPATH=$PWD python scripts/rescale_study.py {match,norms,all} [--sample N] [--out results/rescale-study]
+    python -m benchmark.perf rescale-study {match,norms,all} [--sample N] [--out results/rescale-study]
 """
 
 from __future__ import annotations
@@ -26,8 +26,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from benchmark.atomic import write_text
+from benchmark.backbone import load_backbone, resolve_backbone
+from benchmark.heads import mlm_head
+from benchmark.norms import diagnose
+from benchmark.rescale import METHODS, Rescale, measure, sample_logits, token_logit_std
+from benchmark.samples import scifact_abstracts
+from benchmark.synthetic import save_random_mlm
 
 STATS = ("frobenius", "row-rms", "logit-std")
 
@@ -35,7 +40,6 @@ STATS = ("frobenius", "row-rms", "logit-std")
 def random_mlm(root: Path, name: str, family: str, vocab: int, hidden: int, seed: int = 0, init: float = 0.02) -> Path:
     """A random ``*ForMaskedLM`` (2 layers) with a WordPiece tokenizer of ``vocab`` tokens."""
     import torch
-    from _tiny_models import _save, save_tokenizer
     from transformers import BertConfig, BertForMaskedLM, ModernBertConfig, ModernBertForMaskedLM
 
     path = root / name
@@ -50,36 +54,31 @@ def random_mlm(root: Path, name: str, family: str, vocab: int, hidden: int, seed
                                   bos_token_id=101, cls_token_id=101, eos_token_id=102, sep_token_id=102, initializer_range=init)
         cls = ModernBertForMaskedLM
     torch.manual_seed(seed)
-    _save(cls(config), path)
-    save_tokenizer(path, vocab)
-    return path
+    return save_random_mlm(cls(config), path)
 
 
-def models(root: Path) -> list[tuple[str, str, float]]:
-    """(label, backbone path, head-gain multiplier) for every backbone in the study."""
-    from _tiny_models import BERT_TINY
-
-    return [
-        ("bert-tiny (pretrained)", str(BERT_TINY), 1.0),
-        ("bert-tiny, head gain x0.5", str(BERT_TINY), 0.5),
-        ("BERT V30522 H32", str(random_mlm(root, "bert-32", "bert", 30522, 32)), 1.0),
-        ("BERT V30522 H128 gain 4", str(random_mlm(root, "bert-128", "bert", 30522, 128, seed=1)), 4.0),
-        ("ModernBERT V50368 H64", str(random_mlm(root, "mb-64", "modernbert", 50368, 64)), 1.0),
-        ("Ettin-like V50368 H256", str(random_mlm(root, "ettin-256", "modernbert", 50368, 256, seed=2)), 1.0),
-        ("Ettin-like V50368 H128 gain 6", str(random_mlm(root, "ettin-128", "modernbert", 50368, 128, seed=3)), 6.0),
-        ("Ettin-like V8192 H128", str(random_mlm(root, "ettin-v8k", "modernbert", 8192, 128, seed=4)), 1.0),
-        ("Ettin-like V50368 H64 gain 0.5", str(random_mlm(root, "ettin-64", "modernbert", 50368, 64, seed=5)), 0.5),
-        ("Ettin-like V50368 H128 init 0.05", str(random_mlm(root, "ettin-init", "modernbert", 50368, 128, seed=6, init=0.05)), 1.0),
+def models(root: Path, limit: int | None = None) -> list[tuple[str, str, float]]:
+    """(label, backbone path, head-gain multiplier) for the study's backbones (the first ``limit``; built as listed)."""
+    bert_tiny = resolve_backbone("bert-tiny")
+    specs = [
+        ("bert-tiny (pretrained)", lambda: bert_tiny, 1.0),
+        ("bert-tiny, head gain x0.5", lambda: bert_tiny, 0.5),
+        ("BERT V30522 H32", lambda: random_mlm(root, "bert-32", "bert", 30522, 32), 1.0),
+        ("BERT V30522 H128 gain 4", lambda: random_mlm(root, "bert-128", "bert", 30522, 128, seed=1), 4.0),
+        ("ModernBERT V50368 H64", lambda: random_mlm(root, "mb-64", "modernbert", 50368, 64), 1.0),
+        ("Ettin-like V50368 H256", lambda: random_mlm(root, "ettin-256", "modernbert", 50368, 256, seed=2), 1.0),
+        ("Ettin-like V50368 H128 gain 6", lambda: random_mlm(root, "ettin-128", "modernbert", 50368, 128, seed=3), 6.0),
+        ("Ettin-like V8192 H128", lambda: random_mlm(root, "ettin-v8k", "modernbert", 8192, 128, seed=4), 1.0),
+        ("Ettin-like V50368 H64 gain 0.5", lambda: random_mlm(root, "ettin-64", "modernbert", 50368, 64, seed=5), 0.5),
+        ("Ettin-like V50368 H128 init 0.05",
+         lambda: random_mlm(root, "ettin-init", "modernbert", 50368, 128, seed=6, init=0.05), 1.0),
     ]
+    return [(label, str(build()), gain) for label, build, gain in specs[:limit]]
 
 
 def measure_model(path: str, gain: float, texts) -> dict:
     """The three statistics and the per-document max positive logits m [docs, vocab] of one backbone."""
     import torch
-
-    from benchmark.backbone import load_backbone
-    from benchmark.heads import mlm_head
-    from benchmark.rescale import measure, sample_logits, token_logit_std
 
     model, tokenizer = load_backbone(path)
     if gain != 1.0:
@@ -126,10 +125,10 @@ def pearson(xs: list[float], ys: list[float]) -> float:
     return cov / math.sqrt(sum((x - mx) ** 2 for x in xs) * sum((y - my) ** 2 for y in ys))
 
 
-def match_part(texts, sample: int | None) -> str:
+def match_part(texts, sample: int | None, limit: int | None = None) -> str:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for label, path, gain in models(Path(tmp)):
+        for label, path, gain in models(Path(tmp), limit):
             print(f"measuring {label}", file=sys.stderr, flush=True)
             rows.append({"label": label, **measure_model(path, gain, texts)})
     ref = rows[0]
@@ -165,12 +164,7 @@ def match_part(texts, sample: int | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def norms_part(texts, sample: int | None) -> str:
-    from _tiny_models import BERT_TINY
-
-    from benchmark.norms import diagnose
-    from benchmark.rescale import METHODS, Rescale
-
+def norms_part(texts, sample: int | None, limit: int | None = None) -> str:
     lines = ["# Rescaling methods on bert-tiny and tiny ModernBERT / Ettin-like configs", "",
              f"Sample: {'all 256' if not sample else f'first {sample}'} shipped SciFact abstracts, ≤ 128 tokens. "
              "logit_dev = ‖z′ − αz‖/‖αz‖ on the first 256 tokens; drift = ‖h′ − h‖/‖h‖ of the encoder output.", "",
@@ -178,11 +172,12 @@ def norms_part(texts, sample: int | None) -> str:
              "|---|---|---:|---|---|---|---|---|---|---:|---:|---:|"]
     with tempfile.TemporaryDirectory() as tmp:
         backbones = [
-            ("bert-tiny", str(BERT_TINY)),
-            ("ModernBERT V50368 H64", str(random_mlm(Path(tmp), "mb-64", "modernbert", 50368, 64))),
-            ("Ettin-like V50368 H256", str(random_mlm(Path(tmp), "ettin-256", "modernbert", 50368, 256, seed=2))),
+            ("bert-tiny", lambda: resolve_backbone("bert-tiny")),
+            ("ModernBERT V50368 H64", lambda: random_mlm(Path(tmp), "mb-64", "modernbert", 50368, 64)),
+            ("Ettin-like V50368 H256", lambda: random_mlm(Path(tmp), "ettin-256", "modernbert", 50368, 256, seed=2)),
         ]
-        for label, path in backbones:
+        for label, build in backbones[:limit]:
+            path = str(build())
             for alpha in (0.25, 4.0):
                 for method in METHODS:
                     print(f"norms {label} {method} x{alpha:g}", file=sys.stderr, flush=True)
@@ -196,25 +191,23 @@ def norms_part(texts, sample: int | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmark.perf rescale-study", description=__doc__.splitlines()[0])
     parser.add_argument("part", choices=("match", "norms", "all"))
     parser.add_argument("--sample", type=int, help="first N shipped abstracts (default: all)")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "rescale-study")
-    args = parser.parse_args()
-
-    from benchmark.atomic import write_text
-    from benchmark.samples import scifact_abstracts
+    parser.add_argument("--models", type=int, help="the first N backbones of each part (default: all; a quick check)")
+    parser.add_argument("--out", type=Path, default=Path("results") / "rescale-study")
+    args = parser.parse_args(argv)
+    for flag in ("sample", "models"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            print(f"error: --{flag} must be a positive integer, got {getattr(args, flag)}", file=sys.stderr)
+            return 2
 
     texts = scifact_abstracts()[: args.sample] if args.sample else None
     args.out.mkdir(parents=True, exist_ok=True)
     for part, run in (("match", match_part), ("norms", norms_part)):
         if args.part in (part, "all"):
-            text = run(texts, args.sample)
+            text = run(texts, args.sample, args.models)
             write_text(args.out / f"{part}.md", text)
             sys.stdout.write(text)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""GPU profile: steady-state SPLADE encode throughput on ModernBERT-base's and BERT-base's architectures,
+"""``python -m benchmark.perf gpu-profile``: steady-state SPLADE encode throughput on ModernBERT-base's and BERT-base's architectures,
 the MS MARCO time it implies, and ModernBERT-base training steps/s — one JSON.
 
 Models are built from their configs with random weights (no download): ModernBERT-base's sizes
@@ -28,10 +28,12 @@ runs), with the JSON rewritten after each and a time budget checked before each:
 9. the encode stage end to end, body not compiled;
 10. batch 256 against 1024.
 
-Usage: ``python scripts/gpu_profile.py`` on a GPU machine (about 8 minutes; ``--budget`` seconds);
-``python scripts/gpu_profile.py --dry-run`` on CPU: every step with tiny sizes (2 layers, a few
-hundred passages), under 2 minutes. The JSON goes to ``$OUT/gpu_profile.json`` when OUT is set,
-else ``results/gpu/gpu_profile.json``.
+Usage: ``python -m benchmark.perf gpu-profile`` on a GPU machine (about 8 minutes; ``--budget`` seconds);
+``python -m benchmark.perf gpu-profile --dry-run`` on CPU: every step with tiny sizes (2 layers, a few
+hundred passages), under 2 minutes; in a dry run the float32 measurement encodes fewer tokens than
+the encoder's probe needs (``benchmark.splade.PROBE_MIN_ROWS``), so it takes the default screen. The
+JSON goes to ``--out``, else ``$OUT/gpu_profile.json`` when OUT is set, else
+``results/gpu/gpu_profile.json`` (``gpu_profile.dry-run.json`` for a dry run).
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ import json
 import os
 import random
 import signal
-import sys
 import tempfile
 import time
 import traceback
@@ -50,8 +51,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
+from benchmark import splade, varlen
+from benchmark.atomic import write_text
+from benchmark.encode import encode_docs_stage
+from benchmark.errors import unknown
+
 MSMARCO_PASSAGES = 8_841_823
 TARGET_NNZ = 200
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -72,9 +76,7 @@ class Profile:
     def write(self) -> None:
         self.data["elapsed_s"] = round(self.elapsed(), 1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str))
-        os.replace(tmp, self.path)
+        write_text(self.path, json.dumps(self.data, indent=2, default=str))
 
     def log(self, message: str) -> None:
         print(f"[gpu_profile {self.elapsed():6.1f}s] {message}", flush=True)
@@ -208,8 +210,6 @@ def calibrate_bias(model: Any, tokenizer: Any, docs: list[str], max_length: int,
     """Shift the vocabulary bias (bisection on one constant) until documents have ~TARGET_NNZ non-zeros."""
     import torch
 
-    from benchmark.splade import encode
-
     bias = model.get_output_embeddings().bias
     if key in _SHIFTS:
         with torch.no_grad():
@@ -222,7 +222,7 @@ def calibrate_bias(model: Any, tokenizer: Any, docs: list[str], max_length: int,
         mid = (lo + hi) / 2
         with torch.no_grad():
             bias.copy_(base - mid)
-        reps = encode(model, tokenizer, sample, max_length=max_length, batch_size=256, precision="bfloat16")
+        reps = splade.encode(model, tokenizer, sample, max_length=max_length, batch_size=256, precision="bfloat16")
         nnz = sum(len(i) for i, _ in reps) / len(sample)
         if abs(nnz - TARGET_NNZ) < 0.1 * TARGET_NNZ:
             break
@@ -234,8 +234,6 @@ def calibrate_bias(model: Any, tokenizer: Any, docs: list[str], max_length: int,
 def encode_rate(model: Any, tokenizer: Any, docs: list[str], *, batch_size: int, precision: str = "bfloat16",
                 max_length: int = 256) -> dict[str, Any]:
     """Steady state: one pass over ``docs`` to meet every width, then a timed pass."""
-    from benchmark import splade
-
     _sync()
     t = time.perf_counter()
     splade.encode(model, tokenizer, docs, max_length=max_length, batch_size=batch_size, precision=precision)
@@ -264,8 +262,6 @@ def build(arch: str, attn: str, small: bool, device: Any, tokenizer: Any, docs: 
     import torch
 
     if attn == "varlen":  # benchmark.varlen: packed documents, flash varlen attention on CUDA
-        from benchmark import varlen
-
         varlen.register()
     model = ARCHITECTURES[arch](small, attn).eval().to(device)
     notes = calibrate_bias(model, tokenizer, docs, 256, (arch, small))
@@ -283,19 +279,13 @@ def measure_encode(arch: str, attn: str, args: argparse.Namespace, device: Any, 
                    precision: str = "bfloat16", n_docs: int | None = None, batch_size: int | None = None
                    ) -> Callable[[], dict[str, Any]]:
     def fn() -> dict[str, Any]:
-        from benchmark import splade
-
-        if precision == "float32":  # the encoder measures its paths on the first batch, even in a dry run
-            splade.PROBE_MIN_ROWS = 0
         tokenizer = word_tokenizer(50368 if arch == "modernbert-base" else 30522)
         docs = passages(n_docs or args.docs, len(tokenizer))
         model, notes = build(arch, attn, args.dry_run, device, tokenizer, docs, compiled,
                              backend="aot_eager" if args.dry_run else "inductor")  # CPU inductor builds take minutes
         t = time.perf_counter()
         if compiled:  # compilation happens on the first call: time it apart
-            from benchmark.splade import encode
-
-            encode(model, tokenizer, docs[:512], max_length=256, batch_size=batch_size or args.batch_size,
+            splade.encode(model, tokenizer, docs[:512], max_length=256, batch_size=batch_size or args.batch_size,
                    precision=precision)
             notes["compile_and_first_batches_s"] = round(_sync() - t, 1)
         return {**notes, **encode_rate(model, tokenizer, docs, batch_size=batch_size or args.batch_size,
@@ -323,7 +313,7 @@ def measure_train(args: argparse.Namespace, device: Any) -> Callable[[], dict[st
     def fn() -> dict[str, Any]:
         import torch
 
-        from benchmark.train import load_recipe, train_splade
+        from benchmark.train import load_recipe, train_splade  # the training stack: imported when measured
 
         with tempfile.TemporaryDirectory() as tmp:
             init = Path(tmp) / "init"
@@ -356,8 +346,6 @@ def measure_train(args: argparse.Namespace, device: Any) -> Callable[[], dict[st
 def measure_stage(args: argparse.Namespace, device: Any, compile: str = "none") -> Callable[[], dict[str, Any]]:
     """The encode stage as a suite runs it (``compile``: its ``[encode] compile``)."""
     def fn() -> dict[str, Any]:
-        from benchmark.encode import encode_docs_stage
-
         tokenizer = word_tokenizer(50368)
         docs = passages(args.docs, len(tokenizer), seed=2)
         model, notes = build("modernbert-base", "sdpa", args.dry_run, device, tokenizer, docs)
@@ -384,13 +372,14 @@ def measure_stage(args: argparse.Namespace, device: Any, compile: str = "none") 
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmark.perf gpu-profile", description=__doc__.splitlines()[0])
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny models and sizes: checks every step runs")
     p.add_argument("--budget", type=float, help="seconds for all measurements (default 450; dry run 110)")
     p.add_argument("--docs", type=int, help="passages per encode measurement (default 40000; dry run 64)")
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--train-steps", type=int, help="training steps (default 40; dry run 3)")
     p.add_argument("--only", help="comma-separated measurement names (default: all, in order)")
+    p.add_argument("--out", type=Path, help="the JSON file (default: $OUT/gpu_profile.json, else results/gpu/)")
     args = p.parse_args(argv)
     args.budget = args.budget or (110.0 if args.dry_run else 450.0)
     args.docs = args.docs or (64 if args.dry_run else 40_000)
@@ -404,8 +393,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    out = Path(os.environ["OUT"]) / "gpu_profile.json" if os.environ.get("OUT") else (
-        ROOT / "results" / "gpu" / ("gpu_profile.dry-run.json" if args.dry_run else "gpu_profile.json"))
+    out = args.out or (Path(os.environ["OUT"]) / "gpu_profile.json" if os.environ.get("OUT") else (
+        Path("results") / "gpu" / ("gpu_profile.dry-run.json" if args.dry_run else "gpu_profile.json")))
     prof = Profile(out, args.budget)
     import torch
     import transformers
@@ -441,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
                                                                     batch_size=min(256, args.batch_size))),
     ]
     only = set(args.only.split(",")) if args.only else None
+    if only is not None and not only <= {name for name, _, _ in plan}:
+        bad = sorted(only - {name for name, _, _ in plan})[0]
+        prof.log(f"error: {unknown('measurement', bad, [name for name, _, _ in plan], 'Pass --only with names from this list')}")
+        return 2
     for name, need, fn in plan:
         if only is None or name in only:
             prof.run(name, need * scale, fn)
@@ -454,7 +447,3 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({k: prof.data[k] for k in ("best_encode", "errors", "skipped") if k in prof.data},
                      indent=2, default=str)[:4000])
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,11 +1,13 @@
-"""GPU throughput probe behind the compute budget in README.md (run on the GPU box).
+"""``python -m benchmark.perf budget-probe``: the GPU throughput probe behind the compute budget (``benchmark.budget``).
 
 For each paper backbone, built from its published config with random weights (speed does not
 depend on the weights): SPLADE document encoding through ``benchmark.splade.encode`` at fixed token
 lengths, and one SPLADE training step (InfoNCE with in-batch + 1 hard negative, FLOPS, AdamW) at
 the msmarco-infonce recipe's batch size. Prints one JSON line per measurement.
 
-    python scripts/budget_probe.py [--backbones ettin-17m,...] [--steps 5]
+    python -m benchmark.perf budget-probe [--backbones ettin-17m,...] [--steps 5] [--batch 128]
+
+On a machine without CUDA it runs on the CPU, only to try it out (the CPU smoke test does).
 """
 from __future__ import annotations
 
@@ -13,18 +15,23 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmark package, run from anywhere
+from benchmark.errors import BenchmarkError, unknown
+from benchmark.perf.cli import positive_ints
+from benchmark.splade import encode
+
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to try the script out
+
+
 
 
 def sync() -> None:
     if DEVICE == "cuda":
         torch.cuda.synchronize()
+
 
 # hidden, layers, intermediate, heads (BERT: vocab 30522; ModernBERT/Ettin: 50368)
 CONFIGS = {
@@ -66,14 +73,12 @@ class FakeTokenizer:
         self.rng = np.random.default_rng(0)
         self.vocab = vocab
 
-    def __call__(self, texts, truncation=True, max_length=256):
+    def __call__(self, texts, truncation=True, max_length=256, **kwargs):
         ids = [self.rng.integers(1000, self.vocab, size=min(int(t), max_length)).tolist() for t in texts]
         return {"input_ids": ids, "attention_mask": [[1] * len(i) for i in ids]}
 
 
 def encode_rate(model, vocab: int, length: int, batch: int, precision: str) -> float:
-    from benchmark.splade import encode
-
     tok = FakeTokenizer(vocab)
     texts = [str(length)] * (batch * 4)
     encode(model, tok, texts[:batch], max_length=256, batch_size=batch, precision=precision)  # warm-up
@@ -115,28 +120,41 @@ def train_step_seconds(model, vocab: int, batch: int, q_len: int, d_len: int, st
     return (time.perf_counter() - t) / steps
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--backbones", default=",".join(CONFIGS))
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmark.perf budget-probe", description=__doc__.splitlines()[0])
+    p.add_argument("--backbones", default=",".join(CONFIGS), help=f"comma-separated, of: {', '.join(CONFIGS)}")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--batch", type=int, default=128)
-    args = p.parse_args()
+    p.add_argument("--lengths", default="64,128,256", help="token lengths of the encode measurements")
+    p.add_argument("--doc-lengths", default="128,256", help="document lengths of the training steps (queries: 32)")
+    args = p.parse_args(argv)
+    try:
+        lengths, doc_lengths = positive_ints(args.lengths, "lengths"), positive_ints(args.doc_lengths, "doc-lengths")
+        names = [n.strip() for n in args.backbones.split(",") if n.strip()]
+        for name in names:
+            if name not in CONFIGS:
+                raise unknown("backbone", name, CONFIGS, "Pass --backbones with a comma-separated subset")
+        if args.steps < 1 or args.batch < 1:
+            raise BenchmarkError(f"--steps and --batch must be positive integers, got {args.steps} and {args.batch}")
+    except BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     torch.backends.cuda.matmul.allow_tf32 = True
     gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu"
     print(json.dumps({"gpu": gpu, "torch": torch.__version__}), flush=True)
-    for name in args.backbones.split(","):
+    for name in names:
         model = build(name).eval()
         vocab = model.get_output_embeddings().weight.shape[0]
         params = sum(p.numel() for p in model.parameters())
         row = {"backbone": name, "params_m": round(params / 1e6, 1)}
         for precision in ("float32", "bfloat16"):
-            for length in (64, 128, 256):
+            for length in lengths:
                 try:
                     row[f"enc_{precision}_{length}"] = round(encode_rate(model, vocab, length, args.batch, precision))
                 except torch.OutOfMemoryError:
                     row[f"enc_{precision}_{length}"] = "oom"
                 torch.cuda.empty_cache()
-        for d_len in (128, 256):
+        for d_len in doc_lengths:
             try:
                 row[f"train_s_q32_d{d_len}"] = round(train_step_seconds(model, vocab, args.batch, 32, d_len, args.steps), 3)
             except torch.OutOfMemoryError:
@@ -148,7 +166,4 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         del model
         torch.cuda.empty_cache()
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -1,0 +1,1 @@
+"""Named ``[encode]`` settings: one TOML file each (package data), named by a suite's ``[encode] profile``."""
