@@ -431,3 +431,19 @@ def test_committed_results_rebuild_identically(suite, tmp_path):
     assert report_main(["--results-dir", str(tmp_path / "results")]) == 0
     for name in ("metrics.csv", "table.md", "table.csv", "table.tex", "index.html"):
         assert (copy / name).read_bytes() == (committed / name).read_bytes(), name
+
+
+def test_every_splade_row_names_its_encode_precision(tmp_path):
+    """float32 is the exact path and bf16 is not: the tables say which one each SPLADE row used, and the
+    precision survives results.json."""
+    pq: dict = {}
+    conds = [run("bm25", D1, [0.5], system="bm25", perquery=pq),
+             run("f32", D1, [0.4], perquery=pq, precision="float32"),
+             run("bf16", D1, [0.3], variant="rescaled", perquery=pq, precision="bfloat16")]
+    md = (publish(suite(conds, pq), tmp_path / "mixed") / "table.md").read_text()
+    assert ("Encoded in float32 (the exact path: canonical impacts, the same on every encode path): SPLADE bb baseline; "
+            "bfloat16: SPLADE bb rescaled.") in md
+    uniform = publish(suite(conds[:2], pq), tmp_path / "uniform")
+    assert "Encoded in float32 (the exact path: canonical impacts, the same on every encode path): every SPLADE row." \
+        in (uniform / "table.md").read_text()
+    assert [c.precision for c in read_results(uniform).conditions] == ["", "float32"]
