@@ -44,7 +44,7 @@ class Search(StageKind):
     parents = ("index", "queries")
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
     counted = (("queries", "queries", "searched"),)
-    sources = ("benchmark.lucene", "benchmark.stages.search")
+    sources = ("benchmark.flops", "benchmark.lucene", "benchmark.stages.search")
 
     @dataclass(frozen=True)
     class Config:
@@ -89,7 +89,7 @@ class Search(StageKind):
         if index_type != "bm25":
             record["queries_past_float32"] = len(lucene.past_float32(hits))
         if "docs" in inputs:
-            from benchmark.encode import flops
+            from benchmark.flops import flops
             from benchmark.stages.encode import Encode
             from benchmark.stages.queries import Queries
 
