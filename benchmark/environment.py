@@ -62,17 +62,20 @@ def _versions() -> dict[str, Any]:
 
 
 def numerics() -> dict[str, Any] | None:
-    """The kernels torch dispatches CPU work to (its CPU capability) and its intra-op thread count, or None
-    where torch was never imported (the stage ran no model).
+    """The CPU (model and deciding flags), the kernels torch dispatches to (its CPU capability) and its
+    intra-op thread count, or None where torch was never imported (the stage ran no model).
 
-    They decide a CPU backward's reduction order: bert-tiny's gradients differ bitwise between 1 and 2
-    threads. So a train stage's weights, and the encodings, non-zeros, FLOPS and metrics downstream, are
-    bit-reproducible under the same id only where these (and the package versions) match; elsewhere
-    they agree to rounding. Stage ids do not include them, so that a cache is shared across machines."""
+    They decide the rounding of CPU arithmetic: bert-tiny's gradients differ bitwise between 1 and 2
+    threads, and a forward's GEMM kernels differ between CPUs. So trained weights and encodings (and the
+    non-zeros, FLOPS and metrics downstream) are bit-reproducible under the same id only where these (and
+    the package versions) match; elsewhere they agree to rounding. Stage ids do not include them, so that
+    a cache is shared across machines."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    return {"torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    from benchmark.perf.cli import machine_class
+
+    return {"cpu": machine_class()[1], "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "intra_op_threads": torch.get_num_threads(),
             "cuda": torch.version.cuda if torch.cuda.is_available() else None}
 
@@ -97,7 +100,7 @@ def differences(recorded: dict[str, Any] | None, current: dict[str, Any] | None 
         out.append(f"{recorded.get('anserini')} (now {current['anserini']})")
     then, now = recorded.get("numerics"), current.get("numerics")
     if then and now:
-        for key, name in (("torch_cpu_capability", "torch CPU capability"), ("intra_op_threads", "intra-op threads"),
+        for key, name in (("cpu", "CPU"), ("torch_cpu_capability", "torch CPU capability"), ("intra_op_threads", "intra-op threads"),
                           ("cuda", "CUDA")):
             if then.get(key) != now.get(key):
                 out.append(f"{name} {then.get(key)} (now {now.get(key)})")
