@@ -469,14 +469,6 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
             "encoder": encoder_summary([{**info, "docs": len(qids)}])}
 
 
-def flops(df: np.ndarray, documents: int, qf: np.ndarray, queries: int) -> float:
-    """FLOPS = Σ_j p_q(j)·p_d(j), with p the fraction of queries (documents) where term j is non-zero:
-    the expected number of multiplications of one query–document dot product (Paria et al., 2020).
-
-    The counts' dot product is an exact integer, so the value does not depend on BLAS threads."""
-    return int(np.dot(np.asarray(qf, dtype=np.int64), np.asarray(df, dtype=np.int64))) / (max(queries, 1) * max(documents, 1))
-
-
 def read_query_vectors(encode_dir: Path) -> dict[str, dict[str, int]]:
     out = {}
     with open(Path(encode_dir) / QUERIES, encoding="utf-8") as fh:

@@ -1,7 +1,7 @@
-"""What computed a stage: package versions, the Anserini jar and the project's commit.
+"""What computed a stage: package versions, the Anserini jar, the project's commit and torch's numerics.
 
 Recorded in every stage's ``config.json``; ``--check`` warns when cached stages come from other
-versions than the ones installed now.
+versions (or other numerics) than the ones here now.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import importlib.metadata
 import importlib.util
 import platform
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def _commit() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def environment() -> dict[str, Any]:
+def _versions() -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "packages": {name: _version(name) for name in PACKAGES},
@@ -58,6 +59,29 @@ def environment() -> dict[str, Any]:
         "benchmark": _version(DISTRIBUTION),
         **_commit(),
     }
+
+
+def numerics() -> dict[str, Any] | None:
+    """The CPU (model and deciding flags), the kernels torch dispatches to (its CPU capability) and its
+    intra-op thread count, or None where torch was never imported (the stage ran no model).
+
+    They decide the rounding of CPU arithmetic: bert-tiny's gradients differ bitwise between 1 and 2
+    threads, and a forward's GEMM kernels differ between CPUs. So trained weights and encodings (and the
+    non-zeros, FLOPS and metrics downstream) are bit-reproducible under the same id only where these (and
+    the package versions) match; elsewhere they agree to rounding. Stage ids do not include them, so that
+    a cache is shared across machines."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    from benchmark.perf.cli import machine_class
+
+    return {"cpu": machine_class()[1], "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "intra_op_threads": torch.get_num_threads(),
+            "cuda": torch.version.cuda if torch.cuda.is_available() else None}
+
+
+def environment() -> dict[str, Any]:
+    return {**_versions(), "numerics": numerics()}
 
 
 def differences(recorded: dict[str, Any] | None, current: dict[str, Any] | None = None) -> list[str]:
@@ -74,4 +98,10 @@ def differences(recorded: dict[str, Any] | None, current: dict[str, Any] | None 
             out.append(f"{name} {then} (now {now})")
     if recorded.get("anserini") != current["anserini"]:
         out.append(f"{recorded.get('anserini')} (now {current['anserini']})")
+    then, now = recorded.get("numerics"), current.get("numerics")
+    if then and now:
+        for key, name in (("cpu", "CPU"), ("torch_cpu_capability", "torch CPU capability"), ("intra_op_threads", "intra-op threads"),
+                          ("cuda", "CUDA")):
+            if then.get(key) != now.get(key):
+                out.append(f"{name} {then.get(key)} (now {now.get(key)})")
     return out

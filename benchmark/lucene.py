@@ -244,37 +244,60 @@ def bm25_search(index_dir: Path, queries: dict[str, str], k: int = 1000, threads
     return {q: [(h.docid, float(h.score)) for h in results.get(q, [])] for q in qids}
 
 
+# Anserini's ScoreTiesAdjusterReranker lowers the i-th of a run of tied hits by 1e-6·i (under 1e-6·k) after
+# its document-id tie-break; rounding to the nearest integer removes that offset while it stays below 0.25.
+MAX_EXACT_K = 250_000
+# Lucene scores are float32, and every integer below 2**24 is one: a sum of positive integer products q_t·d_t,
+# accumulated in any order, is exact while the total stays below it.
+FLOAT32_EXACT = 2**24
+
+
 def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 1000, threads: int = 2) -> Hits:
-    """Search pre-encoded ``{token: int}`` queries; Lucene scores are then exact integer dot products."""
+    """Search pre-encoded ``{token: int}`` queries; a hit's score is the exact integer dot product of the
+    quantised query and document vectors over every query term (below ``FLOAT32_EXACT``, see ``past_float32``).
+
+    Pyserini's ``LuceneImpactSearcher`` drops query tokens with idf <= 0 (a term in every document), so it is
+    bypassed: each whole query goes to Anserini's ``SimpleImpactSearcher.batch_search`` (Java threads), which
+    builds a BooleanQuery of ``BoostQuery(TermQuery(t), q_t)`` SHOULD clauses scored by ``ImpactSimilarity``
+    (boost × stored impact), ties broken by document id. Tokens absent from the index, and empty queries,
+    match nothing and add 0, as in the dot product.
+    """
     check_k(k)
+    if k > MAX_EXACT_K:
+        raise BenchmarkError(f"impact search depth k = {k} is above {MAX_EXACT_K}, where Anserini's tie offsets "
+                             f"(1e-6 per tied hit) could move scores off the exact integers; set k <= {MAX_EXACT_K} "
+                             "in the suite file (e.g. k = 1000)")
     start_jvm()
-    from pyserini.encode import QueryEncoder
-    from pyserini.search.lucene import LuceneImpactSearcher
-
-    class PreEncoded(QueryEncoder):
-        """Pass-through encoder: the 'query text' handed to Pyserini is the query id."""
-
-        def __init__(self, vectors: dict[str, dict[str, int]]) -> None:
-            super().__init__()
-            self.vectors = vectors
-
-        def encode(self, qid: str) -> dict[str, int]:
-            return self.vectors[qid]
+    from jnius import autoclass
 
     # Each query term is one Lucene clause; a dense model (random or collapsing weights) gives queries of
     # thousands of terms, past Lucene's default limit of 1024 clauses (TooManyClauses in every task).
     longest = max((len(v) for v in queries.values()), default=0)
     if longest > 1024:
-        from jnius import autoclass
-
         searcher_class = autoclass("org.apache.lucene.search.IndexSearcher")
         searcher_class.setMaxClauseCount(max(longest, searcher_class.getMaxClauseCount()))
-    searcher = LuceneImpactSearcher(str(index_dir), PreEncoded(queries))
+    JInteger = autoclass("java.lang.Integer")
+    query_list, qid_list = autoclass("java.util.ArrayList")(), autoclass("java.util.ArrayList")()
     qids = list(queries)
-    # Queries whose every token is absent from the index (or empty) get no hits; Lucene rejects an empty query.
-    live = [q for q in qids if any(t in searcher.idf for t in queries[q])]
-    results = searcher.batch_search(live, live, k=k, threads=threads) if live else {}
-    return {q: [(h.docid, float(h.score)) for h in results.get(q, [])] for q in qids}
+    for qid in qids:
+        jquery = autoclass("java.util.HashMap")()
+        for token, weight in queries[qid].items():
+            jquery.put(token, JInteger(int(weight)))
+        query_list.add(jquery)
+        qid_list.add(qid)
+    searcher = autoclass("io.anserini.search.SimpleImpactSearcher")(str(index_dir))
+    try:
+        results = searcher.batch_search(query_list, qid_list, int(k), int(threads))
+        found = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
+        return {q: [(h.docid, float(round(h.score))) for h in found.get(q, [])] for q in qids}
+    finally:
+        searcher.close()
+
+
+def past_float32(hits: Hits) -> list[str]:
+    """Queries whose top score reached ``FLOAT32_EXACT``: Lucene rounded their sums, so scores and near-tie
+    order there are float32 approximations (a result to record, e.g. of a collapsed dense model)."""
+    return [q for q, ranked in hits.items() if ranked and ranked[0][1] >= FLOAT32_EXACT]
 
 
 def index_stats(index_dir: Path) -> dict[str, int]:

@@ -332,6 +332,11 @@ VALIDATION_CASES = {
     "suite k zero": (lambda t, s: ["--suite", bm25_suite(t, extra="k = 0\n")],
                      "s.toml.k = 0 must be an integer >= 1 and <= 2147483647 (the ranking depth per query, e.g. k = 1000); "
                      "fix the value"),
+    "suite k past exact impact search": (
+        lambda t, s: ["--suite", suite_file(t, 'name = "sp"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\n'
+                                               'measures = ["nDCG@10"]\nk = 250001\n[splade]\nbackbones = ["bert-tiny"]\n', name="sp")],
+        "suite file sp.toml: k = 250001 is above 250000, the deepest impact search whose scores stay the exact integer "
+        "dot products (Anserini's tie offsets); set k <= 250000, e.g. k = 1000"),
     "suite bm25 b above 1": (lambda t, s: ["--suite", bm25_suite(t, bm25="b = 1.5\n")],
                              "s.toml.bm25.b = 1.5 must be a number >= 0 and <= 1 (BM25 length normalisation, between 0 and 1); "
                              "fix the value"),

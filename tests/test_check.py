@@ -132,3 +132,19 @@ def test_packaged_smoke_suite_has_slice_entries():
     assert keyed[("bm25", None, "nDCG@10", 600, 30)] == 0.7805
     assert keyed[("splade", False, "nDCG@10", 600, 30)] == 0.7559
     assert keyed[("splade", True, "nDCG@10", 600, 30)] == 0.7760
+
+
+def test_numerics_are_recorded_and_a_different_thread_count_is_named():
+    """A CPU backward's reductions depend on torch's kernels and intra-op threads, so cached training from
+    another thread count is not these bytes: the record keeps both, and --check names the difference."""
+    import torch
+
+    from benchmark.environment import differences, environment
+
+    env = environment()
+    threads = torch.get_num_threads()
+    assert env["numerics"]["intra_op_threads"] == threads
+    assert env["numerics"]["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    other = {**env, "numerics": {**env["numerics"], "intra_op_threads": threads + 6}}
+    assert differences(other, env) == [f"intra-op threads {threads + 6} (now {threads})"]
+    assert differences({**env, "numerics": None}, env) == []  # a stage that ran no model

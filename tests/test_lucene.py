@@ -89,3 +89,30 @@ def test_impact_search_takes_queries_past_lucenes_clause_limit(tmp_path):
     hits = lucene.impact_search(tmp_path / "idx", {"q": query}, k=10, threads=1)
     expected = {d: sum(w * v.get(t, 0) for t, w in query.items()) for d, v in docs.items()}
     assert {d: s for d, s in hits["q"]} == {d: float(s) for d, s in expected.items()}
+
+
+def test_impact_search_scores_every_query_term_exactly(tmp_path):
+    """A term in every document has idf 0, which Pyserini's impact searcher drops from the query; the
+    scores must still be the integer dot products over every term (hand-computed below), with ties
+    (broken by document id) at their exact integers, absent tokens adding 0 and empty queries no hits."""
+    coll = tmp_path / "coll"
+    coll.mkdir()
+    docs = {"d1": {"a": 3, "b": 1}, "d2": {"a": 2, "c": 5}, "d3": {"a": 1, "b": 2, "c": 1}, "d4": {"a": 4}}
+    (coll / "docs.jsonl").write_text("".join(json.dumps({"id": d, "contents": "", "vector": v}) + "\n" for d, v in docs.items()))
+    lucene.build_impact_index(coll, tmp_path / "idx", threads=1)
+    queries = {"q1": {"a": 10, "b": 1}, "q2": {"a": 1}, "tie": {"a": 1, "b": 1}, "absent": {"zz": 3, "c": 2}, "empty": {}}
+    hits = lucene.impact_search(tmp_path / "idx", queries, k=10, threads=2)
+    assert hits == {
+        "q1": [("d4", 40.0), ("d1", 31.0), ("d2", 20.0), ("d3", 12.0)],  # 10·4; 10·3+1·1; 10·2; 10·1+1·2
+        "q2": [("d4", 4.0), ("d1", 3.0), ("d2", 2.0), ("d3", 1.0)],  # only the idf-0 term
+        "tie": [("d1", 4.0), ("d4", 4.0), ("d3", 3.0), ("d2", 2.0)],  # 3+1 = 4 ties 4: d1 before d4
+        "absent": [("d2", 10.0), ("d3", 2.0)],  # 2·5; 2·1
+        "empty": [],
+    }
+    assert lucene.past_float32(hits) == []
+
+
+def test_impact_search_refuses_a_depth_where_tie_offsets_could_hide_exact_scores(tmp_path):
+    with pytest.raises(BenchmarkError) as err:
+        lucene.impact_search(tmp_path / "idx", {"q": {"a": 1}}, k=lucene.MAX_EXACT_K + 1)
+    assert "\n" not in str(err.value) and str(lucene.MAX_EXACT_K) in str(err.value) and "k = 1000" in str(err.value)

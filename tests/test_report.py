@@ -16,7 +16,7 @@ import pytest
 from benchmark.plan import Condition
 from benchmark.report import main as report_main
 from benchmark.report import publish
-from benchmark.report.results import ConditionResult, SuiteResults, collect
+from benchmark.report.results import ConditionResult, SuiteResults, collect, read_results
 from benchmark.significance import holm, paired_ttest
 from benchmark.stage import Stage, StageKind, Store
 
@@ -573,3 +573,17 @@ def test_exports_tagged_runs_mteb_json_and_titled_telemetry(tmp_path):
     assert png != b"\x89PNG\r\n\x1a\nold" and Image.open(folder / c.telemetry).size == (1600, 560)  # redrawn: 20×7 in at 80 dpi
     html = (folder / "index.html").read_text()
     assert f'href="{c.run_file}"' in html and 'href="mteb/splade.bb.x4.head-norm-4.seed44/SciFact.json"' in html
+def test_every_splade_row_names_its_encode_precision(tmp_path):
+    """float32 is the exact path and bf16 is not: the tables say which one each SPLADE row used, and the
+    precision survives results.json."""
+    pq: dict = {}
+    conds = [run("bm25", D1, [0.5], system="bm25", perquery=pq),
+             run("f32", D1, [0.4], perquery=pq, precision="float32"),
+             run("bf16", D1, [0.3], variant="rescaled", perquery=pq, precision="bfloat16")]
+    md = (publish(suite(conds, pq), tmp_path / "mixed") / "table.md").read_text()
+    assert ("Encoded in float32 (the exact path: canonical impacts, the same on every encode path): SPLADE bb baseline; "
+            "bfloat16: SPLADE bb rescaled.") in md
+    uniform = publish(suite(conds[:2], pq), tmp_path / "uniform")
+    assert "Encoded in float32 (the exact path: canonical impacts, the same on every encode path): every SPLADE row." \
+        in (uniform / "table.md").read_text()
+    assert [c.precision for c in read_results(uniform).conditions] == ["", "float32"]

@@ -24,3 +24,25 @@ def test_docstrings_and_comments_do_not_count(tmp_path, monkeypatch):
 def test_every_kind_declares_its_sources():
     for name, kind in KINDS.items():
         assert kind.sources and f"benchmark.stages.{name}" in kind.sources, name
+
+
+# What a stage module may import without locking it: the machinery around a stage's output (claims,
+# atomic writes, fault points, errors, input fingerprints for ids, typed config parsing), not its values.
+INFRASTRUCTURE = {"benchmark.stage", "benchmark.atomic", "benchmark.faults", "benchmark.errors",
+                  "benchmark.fingerprint", "benchmark.config"}
+
+
+def test_every_module_a_stage_computes_with_is_locked():
+    """A value a stage records (e.g. the search stage's FLOPS) computed in a module outside its sources
+    would keep old bytes under the same id after that module changed."""
+    import ast
+    import importlib
+
+    for name, kind in KINDS.items():
+        module = importlib.import_module(kind.__module__)
+        imported = set()
+        for node in ast.walk(ast.parse(open(module.__file__, encoding="utf-8").read())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("benchmark"):
+                imported |= ({f"benchmark.{a.name}" for a in node.names} if node.module == "benchmark" else {node.module})
+        unlocked = {m for m in imported - INFRASTRUCTURE - set(kind.sources) if not m.startswith("benchmark.stages.")}
+        assert not unlocked, (name, sorted(unlocked))

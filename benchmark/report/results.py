@@ -60,6 +60,7 @@ class ConditionResult:
     FLOPS: float | None = None
     doc_nnz: float | None = None
     query_nnz: float | None = None
+    precision: str = ""  # the SPLADE encodings' arithmetic (float32: the exact path; bfloat16 is not)
     scale: float | None = None  # the factor the backbone stage applied (resolved for match)
     head_norm_before: float | None = None
     head_norm_after: float | None = None
@@ -236,6 +237,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
         backbone = _ancestor(train if train is not None else search, "backbone")
         train_meta, eval_meta = load(train), load(evaluate)
         search_record = (load(search) or {}).get("record", {})
+        docs_record = (load(_parent(search, "docs")) or {}).get("record", {})
         backbone_record = (load(backbone) or {}).get("record", {})
         train_record = train_meta["record"] if train_meta is not None else None
         outcome = TrainOutcome.from_record(train_record) if train is not None else TrainOutcome(OK)
@@ -256,6 +258,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             train_id=train.id if train is not None else "", backbone_id=backbone.id if backbone is not None else "",
             FLOPS=_float(search_record.get("FLOPS")), doc_nnz=_float(search_record.get("doc_nnz")),
             query_nnz=_float(search_record.get("query_nnz")),
+            precision=str(docs_record.get("precision") or ""),
             scale=_float(backbone_record.get("factor")),
             head_norm_before=_float(backbone_record.get("head_norm_before")),
             head_norm_after=_float(backbone_record.get("head_norm_after")),

@@ -431,6 +431,9 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
         out.append("n=k/m: the mean over the k of the row's m seeds that have a score.")
     if any(c.best for c in cells):
         out.append("Bold: best in the column.")
+    precision = precision_note(table)
+    if precision:
+        out.append(precision)
     marked = [table.info[r] for r in table.rows if table.info[r].mark]
     stopped = any(c.status == COLLAPSED for c in cells)
     if marked or stopped:
@@ -482,6 +485,21 @@ def judgement_notes(table: Table) -> list[str]:
         reasons = list(dict.fromkeys(j.detail.removeprefix("not judged: ") for j in skipped))
         out.append(f"{len(skipped)} of {len(judged)} judgement(s) not made: " + "; ".join(reasons) + ".")
     return out
+
+
+def precision_note(table: Table) -> str:
+    """The encode precision of every SPLADE row: float32 is the exact path (canonical impacts), bf16 is not."""
+    by_precision: dict[str, list[str]] = {}
+    for r in table.rows:
+        for p in dict.fromkeys(c.precision for c in table.info[r].runs if c.precision):  # BM25 and stopped runs: none
+            by_precision.setdefault(p, []).append(table.info[r].label)
+    if not by_precision:
+        return ""
+    exact = {"float32": "float32 (the exact path: canonical impacts, the same on every encode path)"}
+    if len(by_precision) == 1:
+        (p,) = by_precision
+        return f"Encoded in {exact.get(p, p)}: every SPLADE row."
+    return "Encoded in " + "; ".join(f"{exact.get(p, p)}: {', '.join(labels)}" for p, labels in by_precision.items()) + "."
 
 
 def _outcome_runs(row: Row) -> list[ConditionResult]:

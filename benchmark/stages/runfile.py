@@ -14,7 +14,7 @@ class RunFile(StageKind):
     name = "runfile"
     VERSION = 1
     parents = ("topics", "corpus")
-    sources = ("benchmark.runfile", "benchmark.stages.runfile")
+    sources = ("benchmark.data", "benchmark.runfile", "benchmark.stages.runfile")
 
     @dataclass(frozen=True)
     class Config:

@@ -1,7 +1,9 @@
 """The search stage: top-k retrieval from an index into a TREC run file (``run.trec``).
 
-BM25 searches the topics' query texts; impact search the queries stage's pre-encoded vectors, and
-records FLOPS from the encode stage's document frequencies (a declared parent). With
+BM25 searches the topics' query texts; impact search the queries stage's pre-encoded vectors (scores:
+exact integer dot products over every query term, ``benchmark.lucene.impact_search``), and records the
+queries whose scores passed float32's exact integers, and FLOPS from the encode stage's document
+frequencies (a declared parent). With
 ``remove_query`` (on for BEIR, as Pyserini's ``--remove-query`` in 2CR) a hit whose document id
 equals the query id is dropped after retrieving k, so recall at k matches 2CR.
 """
@@ -38,11 +40,11 @@ def read_run(path: Path) -> dict[str, list[tuple[str, float]]]:
 
 class Search(StageKind):
     name = "search"
-    VERSION = 1
+    VERSION = 2
     parents = ("index", "queries")
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
     counted = (("queries", "queries", "searched"),)
-    sources = ("benchmark.lucene", "benchmark.stages.search")
+    sources = ("benchmark.flops", "benchmark.lucene", "benchmark.stages.search")
 
     @dataclass(frozen=True)
     class Config:
@@ -84,8 +86,10 @@ class Search(StageKind):
         faults.point("search:written")
         record = {"type": index_type, "queries": len(queries), "k": config.k, "removed_self_hits": removed,
                   "queries_without_hits": sum(1 for v in hits.values() if not v)}
+        if index_type != "bm25":
+            record["queries_past_float32"] = len(lucene.past_float32(hits))
         if "docs" in inputs:
-            from benchmark.encode import flops
+            from benchmark.flops import flops
             from benchmark.stages.encode import Encode
             from benchmark.stages.queries import Queries
 

@@ -198,6 +198,11 @@ class Suite:
                 out.append("splade.backbones is empty; list at least one, e.g. backbones = [\"bert-tiny\"]")
             if not self.splade.seeds:
                 out.append("splade.seeds is empty; list at least one training seed, e.g. seeds = [42]")
+            from benchmark.lucene import MAX_EXACT_K
+
+            if self.k > MAX_EXACT_K:
+                out.append(f"k = {self.k} is above {MAX_EXACT_K}, the deepest impact search whose scores stay the exact "
+                           f"integer dot products (Anserini's tie offsets); set k <= {MAX_EXACT_K}, e.g. k = 1000")
             for f in self.splade.sweep:
                 if not (math.isfinite(f) and f > 0):
                     out.append(f"splade.sweep has {f!r}; sweep factors are positive finite numbers, e.g. sweep = [0.5, 2.0]")
