@@ -135,12 +135,19 @@ def added_field(default: Any) -> Any:
     return field(default=default, metadata={"added": True})
 
 
-def _config_dict(config: Any) -> dict[str, Any]:
+def label_field(**kwargs: Any) -> Any:
+    """A config field that only names an input whose content ``external()`` fingerprints (a backbone
+    given as a registry key, a hub id or a folder of the same files). It stays out of the id, so one
+    content gives one stage whatever it is called; config.json still records it."""
+    return field(metadata={"label": True}, **kwargs)
+
+
+def _config_dict(config: Any, labels: bool = True) -> dict[str, Any]:
     if not dataclasses.is_dataclass(config):
         return dict(config)
     out = dataclasses.asdict(config)
     for f in dataclasses.fields(config):
-        if f.metadata.get("added") and out[f.name] == f.default:
+        if (f.metadata.get("added") and out[f.name] == f.default) or (not labels and f.metadata.get("label")):
             del out[f.name]
     return out
 
@@ -175,7 +182,7 @@ class Stage:
         """What the id hashes; also written to config.json."""
         cached = self.__dict__.get("_payload")
         if cached is None:
-            cached = {"kind": self.kind.name, "version": self.kind.VERSION, "config": _config_dict(self.config),
+            cached = {"kind": self.kind.name, "version": self.kind.VERSION, "config": _config_dict(self.config, labels=False),
                       "external": self.kind.external(self.config),
                       "parents": {role: p.id for role, p in sorted(self.parents.items())}}
             object.__setattr__(self, "_payload", cached)
@@ -385,7 +392,7 @@ class Store:
             "id": stage.id,
             "kind": stage.kind.name,
             "version": stage.kind.VERSION,
-            "config": payload["config"],
+            "config": _config_dict(stage.config),
             "external": payload["external"],
             "parents": payload["parents"],
             "record": record,

@@ -167,3 +167,30 @@ def test_replaced_checkpoint_and_edited_qrels_make_new_stages(world, capsys):
         assert edited_metrics == fresh and edited_metrics != before
     finally:
         qrels.write_text(text)
+
+
+def _plan(tmp_path: Path, body: str, **opts):
+    from benchmark.plan import Options, build_plan
+    from benchmark.suites import load_suite
+
+    suite = tmp_path / "plan.toml"
+    suite.write_text('name = "p"\ndescription = "d"\nmeasures = ["nDCG@10"]\n' + body)
+    return build_plan(load_suite(str(suite)), Options(**opts))
+
+
+def test_one_stage_per_checkpoint_content(tmp_path, bert_tiny):
+    """A registry key, its hub id and a folder of the same files are one checkpoint: one backbone
+    stage (trained once), one row, named as first listed."""
+    copy = tmp_path / "my-tiny"
+    shutil.copytree(bert_tiny, copy)
+    plan = _plan(tmp_path, f'datasets = ["beir/scifact/test"]\n[splade]\nbackbones = ["bert-tiny", "prajjwal1/bert-tiny", "{copy}"]\n'
+                 'recipe = "ci"\n')
+    assert len({s.id for s in plan.stages() if s.kind.name == "backbone"}) == 1
+    assert len({s.id for s in plan.stages() if s.kind.name == "train"}) == 1
+    assert [c.backbone for c in plan.conditions] == ["bert-tiny"]
+    assert plan.same_backbones == {"bert-tiny": ["prajjwal1/bert-tiny", str(copy)]}
+    assert "the checkpoint of 'bert-tiny' (same content), one row" in plan.summary()
+    # other content is another stage
+    (copy / "tokenizer_config.json").write_text((copy / "tokenizer_config.json").read_text() + "\n")
+    other = _plan(tmp_path, f'datasets = ["beir/scifact/test"]\n[splade]\nbackbones = ["bert-tiny", "{copy}"]\n')
+    assert len({s.id for s in other.stages() if s.kind.name == "backbone"}) == 2

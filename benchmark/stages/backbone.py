@@ -1,7 +1,8 @@
 """The backbone stage: a ``*ForMaskedLM`` checkpoint, its MLM head rescaled (or not), saved as ``model/``.
 
 Its id sees the checkpoint's content (a local folder's files, or a hub id at a commit), so
-replacing the checkpoint behind a name gives new stages instead of reusing the old ones.
+replacing the checkpoint behind a name gives new stages instead of reusing the old ones; the name
+itself stays out of the id, so a registry key, its hub id and a folder of the same files are one stage.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.stage import Inputs, StageKind
+from benchmark.stage import Inputs, StageKind, label_field
 
 
 class Backbone(StageKind):
@@ -20,7 +21,7 @@ class Backbone(StageKind):
 
     @dataclass(frozen=True)
     class Config:
-        backbone: str  # registry key, hub id or local folder
+        backbone: str = label_field()  # registry key, hub id or local folder (its content is in external())
         rescale: dict[str, Any] = field(default_factory=dict)  # a benchmark.rescale.Rescale as a dict
 
     @classmethod
