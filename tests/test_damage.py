@@ -194,3 +194,32 @@ def test_one_stage_per_checkpoint_content(tmp_path, bert_tiny):
     (copy / "tokenizer_config.json").write_text((copy / "tokenizer_config.json").read_text() + "\n")
     other = _plan(tmp_path, f'datasets = ["beir/scifact/test"]\n[splade]\nbackbones = ["bert-tiny", "{copy}"]\n')
     assert len({s.id for s in other.stages() if s.kind.name == "backbone"}) == 2
+
+
+def test_rebuilt_rescale_sample_gives_new_matched_backbones(tmp_path, monkeypatch):
+    """The shipped sample decides α under the logit-std match: its content is in the backbone's id
+    (and its code in the kind's sources); factor-mode backbones do not read it."""
+    from benchmark import samples
+    from benchmark.rescale import Rescale
+    from benchmark.stage import Stage
+    from benchmark.stages import Backbone
+
+    def ids():
+        matched = Rescale(mode="match", match="bert-base-uncased", match_stat="logit-std").to_dict()
+        frob = Rescale(mode="match", match="bert-base-uncased", match_stat="frobenius").to_dict()
+        factor = Rescale(mode="factor", factor=2.0).to_dict()
+        return [Stage(Backbone, Backbone.Config("bert-tiny", r)).id for r in (matched, frob, factor)]
+
+    assert "benchmark.samples" in Backbone.sources
+    before = ids()
+    rebuilt = tmp_path / samples.SCIFACT_FILE
+    lines = samples.sample_path().read_text(encoding="utf-8").splitlines(keepends=True)
+    rebuilt.write_text("".join(lines[1:]), encoding="utf-8")  # one abstract fewer
+    monkeypatch.setattr(samples, "sample_path", lambda: rebuilt)
+    samples.scifact_abstracts.cache_clear()
+    try:
+        assert len(samples.scifact_abstracts()) == len(lines) - 1  # the statistic reads the same file
+        after = ids()
+    finally:
+        samples.scifact_abstracts.cache_clear()
+    assert after[0] != before[0] and after[1:] == before[1:]

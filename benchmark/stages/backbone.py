@@ -17,7 +17,7 @@ from benchmark.stage import Inputs, StageKind, label_field
 class Backbone(StageKind):
     name = "backbone"
     VERSION = 2  # 2: rescaling methods (head-norm by default) and match statistics
-    sources = ("benchmark.backbone", "benchmark.rescale", "benchmark.heads", "benchmark.stages.backbone")
+    sources = ("benchmark.backbone", "benchmark.rescale", "benchmark.heads", "benchmark.samples", "benchmark.stages.backbone")
 
     @dataclass(frozen=True)
     class Config:
@@ -32,6 +32,15 @@ class Backbone(StageKind):
         match = config.rescale.get("match")
         if isinstance(match, str):  # the head is matched to another backbone: its content matters too
             out["reference"] = checkpoint_fingerprint(match)
+        if config.rescale.get("mode") == "match":
+            from benchmark.rescale import STATISTICS
+
+            stat = config.rescale.get("match_stat")
+            if stat in STATISTICS and STATISTICS[stat].needs_text:  # α is measured on the shipped sample text
+                from benchmark.fingerprint import file_digest
+                from benchmark.samples import sample_path
+
+                out["sample"] = file_digest(sample_path())
         return out
 
     @classmethod
