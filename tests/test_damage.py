@@ -63,11 +63,11 @@ def world(tmp_path_factory, bert_tiny):
     return {"base": base, "folder": scifact_folder(base / "slice"), "model": model}
 
 
-def _run(world, capsys, runs: Path, measures=("nDCG@10",), results="results") -> tuple[dict, str]:
+def _run(world, capsys, runs: Path, measures=("nDCG@10",), results="results", extra=()) -> tuple[dict, str]:
     suite = world["base"] / "damage.toml"
     suite.write_text(SUITE.format(folder=world["folder"], model=world["model"], measures=json.dumps(list(measures))))
     capsys.readouterr()
-    assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(world["base"] / results)) == 0
+    assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(world["base"] / results), *extra) == 0
     out = capsys.readouterr().out
     with open(world["base"] / results / "damage" / "metrics.csv") as fh:
         metrics = {(r["system"], r["measure"]): r["value"] for r in csv.DictReader(fh)}
@@ -223,3 +223,63 @@ def test_rebuilt_rescale_sample_gives_new_matched_backbones(tmp_path, monkeypatc
     finally:
         samples.scifact_abstracts.cache_clear()
     assert after[0] != before[0] and after[1:] == before[1:]
+
+
+def _children(kind_dir: Path, parent: str) -> list[Path]:
+    return [f for f in kind_dir.iterdir() if not f.name.startswith(".")
+            and parent in json.loads((f / "config.json").read_text())["parents"].values()]
+
+
+def _same_size_edit(shard: Path) -> None:
+    """Every impact of the first document's vector gets its first digit replaced (1-9 → 9-1): the
+    file keeps its size, so only its sha256 tells."""
+    lines = shard.read_text().splitlines(keepends=True)
+    doc = json.loads(lines[0])
+    text = lines[0]
+    head, vector = text.split('"vector"', 1)
+    edited = head + '"vector"' + "".join(str(10 - int(c)) if c in "123456789" else c for c in vector)
+    assert len(edited) == len(text) and json.loads(edited)["vector"] != doc["vector"]
+    shard.write_text("".join([edited, *lines[1:]]))
+
+
+def test_same_size_damage_below_a_cached_stage(world, capsys):
+    """A shard changed in place at the same size: a stage about to be built from it checks its hashes
+    first (no --verify needed), and --verify checks every stage the plan reaches, below finished ones
+    too, recomputing the stages built on the damaged one; a parent with other content than its child
+    read is not served either."""
+    runs = world["base"] / "runs-deep"
+    first, _ = _run(world, capsys, runs)
+    encode = _stage(runs, "encode")
+    shard = encode / "docs" / "part-00000.jsonl"
+    line = f"[damaged] {encode.name}: docs/part-00000.jsonl differs from its recorded sha256; recomputing it"
+
+    # the index (and search and evaluate) are rebuilt from the encode stage: it is hashed before
+    _same_size_edit(shard)
+    search = _stage(runs, "search", type="impact")
+    for folder in [_stage(runs, "index", type="impact"), search, *_children(runs / "evaluate", search.name)]:
+        shutil.rmtree(folder)
+    metrics, out = _run(world, capsys, runs)
+    assert line in _damaged(out)
+    assert metrics == first
+
+    # nothing deleted: plain reuse serves the finished evaluate stage; --verify walks down to the shard
+    _same_size_edit(shard)
+    metrics, out = _run(world, capsys, runs, extra=("--verify",))
+    damaged = _damaged(out)
+    assert damaged[0] == line
+    index = _stage(runs, "index", type="impact")
+    assert f"[damaged] {index.name}: it was computed from its source stage {encode.name}, found damaged in this run; " \
+           "recomputing it" in damaged
+    assert metrics == first
+
+    # a child records the content of the parents it read: a parent folder replaced under the same id
+    # with other content (e.g. rebuilt from damaged input by an older run) does not serve the child
+    search = _stage(runs, "search", type="bm25")
+    meta = json.loads((search / "config.json").read_text())
+    meta["outputs"]["run.trec"][1] = "0" * 64  # as if the run file had been recomputed with other content
+    (search / "config.json").write_text(json.dumps(meta))
+    metrics, out = _run(world, capsys, runs)
+    evaluate = [line for line in _damaged(out) if line.startswith("[damaged] evaluate-")]
+    assert evaluate and evaluate[0].endswith(f"its run stage {search.name} has other content than when it was computed "
+                                             "from it; recomputing it")
+    assert metrics == first
