@@ -100,6 +100,7 @@ class SuiteResults:
     seeds: list[int] = field(default_factory=list)
     subset: str | None = None  # None: the suite as declared; else what the command line narrowed
     training: str = ""  # which recipe trained the models (and why, when a slice changed it)
+    self_hits_removed: list[str] = field(default_factory=list)  # datasets searched with Pyserini's --remove-query
     # condition key → measure → query id → value; not in results.json but in perquery.csv.gz
     perquery: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     # file name inside the suite folder → where to copy it from (telemetry plots); never written out
@@ -221,12 +222,16 @@ def collect(plan: Any, store: Any) -> SuiteResults:
     perquery: dict[str, dict[str, dict[str, float]]] = {}
     files: dict[str, Path] = {}
     used: set[str] = set()
+    removed: list[str] = []
     for cond in plan.conditions:
         evaluate, train = cond.evaluate, cond.train
         search = getattr(cond, "search", None) or _parent(evaluate, "run")
         backbone = _ancestor(train if train is not None else search, "backbone")
         train_meta, eval_meta = load(train), load(evaluate)
-        search_record = (load(search) or {}).get("record", {})
+        search_meta = load(search) or {}
+        search_record = search_meta.get("record", {})
+        if search_meta.get("config", {}).get("remove_query") and portable_dataset(cond.dataset) not in removed:
+            removed.append(portable_dataset(cond.dataset))
         backbone_record = (load(backbone) or {}).get("record", {})
         train_record = train_meta["record"] if train_meta is not None else None
         outcome = TrainOutcome.from_record(train_record) if train is not None else TrainOutcome(OK)
@@ -276,7 +281,8 @@ def collect(plan: Any, store: Any) -> SuiteResults:
         dataset_measures={portable_dataset(d): list(ms) for d, ms in dict(getattr(plan, "dataset_measures", {}) or {}).items()},
         table=_portable_settings(settings), max_docs=getattr(plan, "max_docs", None),
         max_queries=getattr(plan, "max_queries", None), seeds=[int(s) for s in seeds],
-        subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), perquery=perquery, files=files)
+        subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), self_hits_removed=removed,
+        perquery=perquery, files=files)
 
 
 def _subset(plan: Any) -> str | None:

@@ -401,6 +401,9 @@ def scope(results: SuiteResults) -> str:
         text += f" Seeds: {', '.join(str(s) for s in results.seeds)}."
     if results.training:
         text += f" {results.training}"
+    if results.self_hits_removed:
+        text += (" Self-hits removed (a hit whose id is the query id, Pyserini's --remove-query as in 2CR) on: "
+                 + ", ".join(short_name(d) for d in results.self_hits_removed) + "; kept elsewhere.")
     return text
 
 
