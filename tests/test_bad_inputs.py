@@ -529,3 +529,64 @@ def test_non_canonical_measure_spellings_get_their_values(tmp_path, scifact_slic
     assert abs(float(got["RR@10"]) - expected[ir_measures.RR @ 10]) < 1e-12
     table = (results / "spell" / "table.md").read_text(encoding="utf-8")
     assert "nDCG@10" in table and "RR@10" in table and "nDCG(cutoff=10)" not in table
+
+
+@pytest.fixture(scope="module")
+def sparse_encoder_folder(tmp_path_factory, bert_tiny):
+    """bert-tiny saved by SparseEncoder.save as SPLADE (MLM transformer, SpladePooling max/relu), max length 128."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.sentence_transformer.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    from benchmark.backbone import quiet_transformers
+
+    folder = tmp_path_factory.mktemp("st") / "splade-tiny"
+    with quiet_transformers():
+        SparseEncoder(modules=[Transformer(str(bert_tiny), transformer_task="fill-mask", max_seq_length=128),
+                               SpladePooling(pooling_strategy="max", activation_function="relu")]).save(str(folder))
+    return folder
+
+
+def _edit_json(path: Path, **changes) -> None:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def _sparse_variants(base: Path, tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    import shutil
+
+    out = {}
+    summed = shutil.copytree(base, tmp_path / "summed")
+    _edit_json(summed / "1_SpladePooling" / "config.json", pooling_strategy="sum")
+    out["sum pooling"] = (summed, r"pools with SpladePooling pooling_strategy = 'sum', but this harness computes SPLADE's")
+    router = shutil.copytree(base, tmp_path / "inference-free")
+    (router / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Router"}]))
+    out["inference-free"] = (router, r"lists Router, not an MLM transformer at the folder's root followed by SpladePooling")
+    prompts = shutil.copytree(base, tmp_path / "prompts")
+    _edit_json(prompts / "config_sentence_transformers.json", prompts={"query": "query: ", "document": ""})
+    out["prompts"] = (prompts, r"prepends prompts \{'query': 'query: '\}")
+    embeddings = shutil.copytree(base, tmp_path / "embeddings")
+    _edit_json(embeddings / "sentence_bert_config.json", transformer_task="feature-extraction")
+    out["not fill-mask"] = (embeddings, r"runs its Transformer for 'feature-extraction', not 'fill-mask'")
+    return out
+
+
+def test_sparse_encoder_folder_is_honoured_or_refused(tmp_path, capsys, sparse_encoder_folder):
+    """A SparseEncoder.save folder: plain SPLADE (max/relu) within its max_seq_length runs as its root MLM;
+    other pooling, an inference-free query side, prompts or encode lengths past max_seq_length get one line."""
+    def suite(folder: Path, doc_length: int = 64) -> str:
+        return suite_file(tmp_path, 'name = "se"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+                                    f'[splade]\nbackbones = ["{folder}"]\n[encode]\nmax_doc_length = {doc_length}\n'
+                                    'max_query_length = 24\n')
+
+    runs = ["--runs-dir", str(tmp_path / "runs"), "--max-docs", "50", "--max-queries", "5"]
+    assert main(["--suite", suite(sparse_encoder_folder), "--dry-run", *runs, "--no-progress"]) == 0
+    capsys.readouterr()
+    line = run_error(capsys, "--suite", suite(sparse_encoder_folder, 256), "--dry-run", *runs)
+    assert re.search(r"\[encode\] max_doc_length = 256 exceeds backbone .*'s SparseEncoder max_seq_length 128 .*set "
+                     r"max_doc_length = 128 or less", line), line
+    for case, (folder, pattern) in _sparse_variants(sparse_encoder_folder, tmp_path).items():
+        line = run_error(capsys, "--suite", suite(folder), "--dry-run", *runs)
+        assert re.search(pattern, line) and str(folder) in line, (case, line)
