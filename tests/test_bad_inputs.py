@@ -590,3 +590,16 @@ def test_sparse_encoder_folder_is_honoured_or_refused(tmp_path, capsys, sparse_e
     for case, (folder, pattern) in _sparse_variants(sparse_encoder_folder, tmp_path).items():
         line = run_error(capsys, "--suite", suite(folder), "--dry-run", *runs)
         assert re.search(pattern, line) and str(folder) in line, (case, line)
+
+
+def test_a_slice_too_small_to_rank_is_marked(tmp_path):
+    """--max-docs 1 --max-queries 1: the one judged document is the whole corpus, so nDCG@10 is 1 for
+    any system that retrieves it; the tables say that the measure's depth reaches the whole corpus."""
+    suite = suite_file(tmp_path, BM25_SUITE.replace('["nDCG@10"]', '["nDCG@10", "AP"]'))
+    assert main(["--suite", suite, "--max-docs", "1", "--max-queries", "1", "--runs-dir", str(tmp_path / "runs"),
+                 "--results-dir", str(tmp_path / "res"), "--no-progress"]) == 0
+    folder = next((tmp_path / "res").iterdir())
+    note = ("scifact: its corpus holds 1 document, no more than the depth of AP, nDCG@10, so they score what a system "
+            "retrieves at all, not how it ranks (slice with a larger --max-docs to rank).")
+    assert note in (folder / "table.md").read_text()
+    assert json.loads((folder / "results.json").read_text())["unranked"] == {"beir/scifact/test": [1, ["AP", "nDCG@10"]]}

@@ -101,6 +101,9 @@ class SuiteResults:
     subset: str | None = None  # None: the suite as declared; else what the command line narrowed
     training: str = ""  # which recipe trained the models (and why, when a slice changed it)
     self_hits_removed: list[str] = field(default_factory=list)  # datasets searched with Pyserini's --remove-query
+    # dataset → [documents in its corpus, measures whose depth (cutoff, else the run's k) reaches them all]:
+    # a corpus that small is not ranked by those measures (a slice like --max-docs 1), so the tables say so
+    unranked: dict[str, list[Any]] = field(default_factory=dict)
     # condition key → measure → query id → value; not in results.json but in perquery.csv.gz
     perquery: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     # file name inside the suite folder → where to copy it from (telemetry plots); never written out
@@ -223,6 +226,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
     files: dict[str, Path] = {}
     used: set[str] = set()
     removed: list[str] = []
+    unranked: dict[str, list[Any]] = {}
     for cond in plan.conditions:
         evaluate, train = cond.evaluate, cond.train
         search = getattr(cond, "search", None) or _parent(evaluate, "run")
@@ -256,6 +260,9 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             head_norm_before=_float(backbone_record.get("head_norm_before")),
             head_norm_after=_float(backbone_record.get("head_norm_after")),
         )
+        if eval_meta is not None:
+            _note_unranked(unranked, portable_dataset(cond.dataset), (load(_parent(evaluate, "corpus")) or {}).get("record", {}),
+                           eval_meta["record"].get("metrics", {}), search_record.get("k"))
         if eval_meta is not None and not outcome.stopped_early:
             record = eval_meta["record"]
             result.metrics = {m: float(v) for m, v in record["metrics"].items()}
@@ -282,7 +289,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
         table=_portable_settings(settings), max_docs=getattr(plan, "max_docs", None),
         max_queries=getattr(plan, "max_queries", None), seeds=[int(s) for s in seeds],
         subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), self_hits_removed=removed,
-        perquery=perquery, files=files)
+        unranked=unranked, perquery=perquery, files=files)
 
 
 def _subset(plan: Any) -> str | None:
@@ -303,6 +310,26 @@ def _portable_settings(settings: dict[str, Any]) -> dict[str, Any]:
     for avg in out.get("averages") or []:
         avg["datasets"] = [portable_dataset(d) for d in avg["datasets"]]
     return out
+
+
+def _note_unranked(out: dict[str, list[Any]], dataset: str, corpus: Mapping[str, Any], metrics: Mapping[str, Any],
+                   k: Any) -> None:
+    """Record the measures whose depth is at least the corpus's size: they see what a system retrieves,
+    not how it ranks it (every document of a 1-document slice is in the top 10)."""
+    import ir_measures
+
+    docs = corpus.get("documents")
+    if not isinstance(docs, int):
+        return
+    for name in metrics:
+        try:
+            depth = ir_measures.parse_measure(name).params.get("cutoff") or k
+        except Exception:
+            continue
+        if isinstance(depth, int) and depth >= docs:
+            entry = out.setdefault(dataset, [docs, []])
+            if name not in entry[1]:
+                entry[1].append(name)
 
 
 def _parent(stage: Any, role: str) -> Any:
