@@ -259,3 +259,25 @@ def test_numeric_ids_keep_their_coincidental_hits(tmp_path):
     assert got["removed"] != got["kept"]
     kept, removed = ((tmp_path / "res" / n / "table.md").read_text() for n in ("kept", "removed"))
     assert "Self-hits removed" not in kept and "Self-hits removed" in removed and "cran" in removed.split("Self-hits removed")[1]
+
+
+def test_folders_of_one_name_in_two_places_stay_apart(tmp_path):
+    """/a/slice and /b/slice (other judgements) are two datasets: two columns, each its own score,
+    told apart by their content digest."""
+    import csv
+
+    from benchmark.data import DatasetRef
+    from conftest import run_cli
+
+    a = beir_folder(tmp_path / "a" / "slice", qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    b = beir_folder(tmp_path / "b" / "slice", qrels="query-id\tcorpus-id\tscore\nq1\td2\t1\n")
+    suite = tmp_path / "two.toml"
+    suite.write_text(f'name = "two"\ndescription = "d"\ndatasets = ["{a}", "{b}"]\nmeasures = ["RR@10"]\n[bm25]\n')
+    assert run_cli("--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res")) == 0
+    with open(tmp_path / "res" / "two" / "metrics.csv") as fh:
+        got = {r["dataset"]: float(r["value"]) for r in csv.DictReader(fh)}
+    label = {f: "local:slice~" + DatasetRef(str(f)).key().rsplit(":", 1)[-1][:8] for f in (a, b)}
+    # 'sparse?' matches d1 only: RR@10 is 1 where d1 is judged, 0 where d2 is (never retrieved)
+    assert got == {label[a]: 1.0, label[b]: 0.0}
+    table = (tmp_path / "res" / "two" / "table.md").read_text()
+    assert f"| slice~{label[a][-8:]} | slice~{label[b][-8:]} |" in table

@@ -183,6 +183,30 @@ def portable_dataset(name: str) -> str:
     return f"local:{Path(folder).name}" + (f"@{split}" if at else "")
 
 
+def dataset_labels(names: Iterable[str]) -> dict[str, str]:
+    """Portable names that stay unique: local folders that share a folder name (``/a/slice`` and
+    ``/b/slice``) each get their content digest, ``local:slice~1a2b3c4d``, so no two datasets share a
+    column; one folder given twice keeps one name."""
+    from benchmark.data import DatasetRef
+
+    places: dict[str, str] = {}  # name as given → the folder@split it reads
+    for name in dict.fromkeys(names):
+        if is_machine_path(name):
+            ref = DatasetRef(name)
+            places[name] = f"{ref.local[0]}@{ref.local[1]}" if ref.local is not None else name
+    shared: dict[str, set[str]] = {}
+    for name, where in places.items():
+        shared.setdefault(portable_dataset(name), set()).add(where)
+    out: dict[str, str] = {}
+    for name in places:
+        label = portable_dataset(name)
+        if len(shared[label]) > 1:
+            folder, at, split = label.partition("@")
+            digest = DatasetRef(name).key().rsplit(":", 1)[-1][:8]
+            out[name] = f"{folder}~{digest}" + (f"@{split}" if at else "")
+    return out
+
+
 def scrub(text: str, known: Mapping[str, str] = {}) -> str:
     """``text`` without machine paths: known prefixes become their portable names (longest first),
     any other absolute path its last component."""
@@ -213,10 +237,15 @@ def collect(plan: Any, store: Any) -> SuiteResults:
         known[str(Path(root).resolve())] = "runs"
         known[str(root)] = "runs"
     names = [*getattr(plan, "columns", []), *(c.dataset for c in plan.conditions)]
+    labels = dataset_labels(names)
+
+    def portable(name: str) -> str:
+        return labels.get(name) or portable_dataset(name)
+
     for name in names:
         if is_machine_path(name):
             folder = name.partition("@")[0]
-            known[folder] = f"$DATA/{Path(folder).name}"
+            known[folder] = "$DATA/" + portable(name)[len("local:"):].partition("@")[0]
 
     def load(stage: Any) -> dict[str, Any] | None:
         return store.load(stage) if stage is not None else None
@@ -234,8 +263,8 @@ def collect(plan: Any, store: Any) -> SuiteResults:
         train_meta, eval_meta = load(train), load(evaluate)
         search_meta = load(search) or {}
         search_record = search_meta.get("record", {})
-        if search_meta.get("config", {}).get("remove_query") and portable_dataset(cond.dataset) not in removed:
-            removed.append(portable_dataset(cond.dataset))
+        if search_meta.get("config", {}).get("remove_query") and portable(cond.dataset) not in removed:
+            removed.append(portable(cond.dataset))
         backbone_record = (load(backbone) or {}).get("record", {})
         train_record = train_meta["record"] if train_meta is not None else None
         outcome = TrainOutcome.from_record(train_record) if train is not None else TrainOutcome(OK)
@@ -247,7 +276,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             key += "+"
         used.add(key)
         result = ConditionResult(
-            key=key, dataset=portable_dataset(cond.dataset), system=cond.system, backbone=cond.backbone,
+            key=key, dataset=portable(cond.dataset), system=cond.system, backbone=cond.backbone,
             variant=cond.variant, factor=str(cond.factor), method=str(getattr(cond, "method", "") or ""),
             trained=bool(cond.trained), seed=seed, outcome=outcome.outcome, outcome_reason=outcome.reason,
             outcome_step=outcome.step, outcome_detail=scrub(outcome.detail, known), stopped_early=outcome.stopped_early,
@@ -261,7 +290,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             head_norm_after=_float(backbone_record.get("head_norm_after")),
         )
         if eval_meta is not None:
-            _note_unranked(unranked, portable_dataset(cond.dataset), (load(_parent(evaluate, "corpus")) or {}).get("record", {}),
+            _note_unranked(unranked, portable(cond.dataset), (load(_parent(evaluate, "corpus")) or {}).get("record", {}),
                            eval_meta["record"].get("metrics", {}), search_record.get("k"))
         if eval_meta is not None and not outcome.stopped_early:
             record = eval_meta["record"]
@@ -283,10 +312,10 @@ def collect(plan: Any, store: Any) -> SuiteResults:
     return SuiteResults(
         suite=suite.name, description=scrub(str(getattr(suite, "description", "") or ""), known),
         measures=list(plan.measures), conditions=conditions,
-        columns=[portable_dataset(c) for c in (getattr(plan, "columns", None) or dict.fromkeys(c.dataset for c in plan.conditions))],
-        groups={g: [portable_dataset(m) for m in ms] for g, ms in dict(getattr(plan, "groups", {}) or {}).items()},
-        dataset_measures={portable_dataset(d): list(ms) for d, ms in dict(getattr(plan, "dataset_measures", {}) or {}).items()},
-        table=_portable_settings(settings), max_docs=getattr(plan, "max_docs", None),
+        columns=[portable(c) for c in (getattr(plan, "columns", None) or dict.fromkeys(c.dataset for c in plan.conditions))],
+        groups={g: [portable(m) for m in ms] for g, ms in dict(getattr(plan, "groups", {}) or {}).items()},
+        dataset_measures={portable(d): list(ms) for d, ms in dict(getattr(plan, "dataset_measures", {}) or {}).items()},
+        table=_portable_settings(settings, portable), max_docs=getattr(plan, "max_docs", None),
         max_queries=getattr(plan, "max_queries", None), seeds=[int(s) for s in seeds],
         subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), self_hits_removed=removed,
         unranked=unranked, perquery=perquery, files=files)
@@ -303,12 +332,12 @@ def _subset(plan: Any) -> str | None:
     return ",".join(parts) or None
 
 
-def _portable_settings(settings: dict[str, Any]) -> dict[str, Any]:
+def _portable_settings(settings: dict[str, Any], portable: Any = portable_dataset) -> dict[str, Any]:
     out = json.loads(json.dumps(settings))
     for key in ("measure_for", "labels"):
-        out[key] = {portable_dataset(d): v for d, v in (out.get(key) or {}).items()}
+        out[key] = {portable(d): v for d, v in (out.get(key) or {}).items()}
     for avg in out.get("averages") or []:
-        avg["datasets"] = [portable_dataset(d) for d in avg["datasets"]]
+        avg["datasets"] = [portable(d) for d in avg["datasets"]]
     return out
 
 
