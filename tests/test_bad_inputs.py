@@ -603,3 +603,25 @@ def test_a_slice_too_small_to_rank_is_marked(tmp_path):
             "retrieves at all, not how it ranks (slice with a larger --max-docs to rank).")
     assert note in (folder / "table.md").read_text()
     assert json.loads((folder / "results.json").read_text())["unranked"] == {"beir/scifact/test": [1, ["AP", "nDCG@10"]]}
+
+
+def test_no_machine_path_and_no_raw_html_in_the_results(tmp_path, bert_tiny):
+    """A local backbone's path becomes its folder name in results.json, the tables and metrics.csv; a
+    closing tag in a description survives the path scrubber; markup in a folder name is text in table.md."""
+    import shutil
+
+    model = shutil.copytree(bert_tiny, tmp_path / "machine" / "models" / "my-tiny")
+    data = beir_folder(tmp_path / "machine" / "data" / "<img src=x onerror=alert(1)>")
+    suite = suite_file(tmp_path, 'name = "paths"\ndescription = "ends with </script> on purpose"\n'
+                                 f'datasets = ["{data}"]\nmeasures = ["RR@10"]\n[splade]\nbackbones = ["{model}"]\n'
+                                 '[encode]\nmax_doc_length = 16\nmax_query_length = 8\n')
+    assert main(["--suite", suite, "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res"),
+                 "--no-progress"]) == 0
+    folder = tmp_path / "res" / "paths"
+    texts = {name: (folder / name).read_text() for name in ("results.json", "table.md", "metrics.csv", "index.html")}
+    for name, text in texts.items():
+        assert str(tmp_path) not in text, name
+    results = json.loads(texts["results.json"])
+    assert {c["backbone"] for c in results["conditions"]} == {"my-tiny"}
+    assert results["description"] == "ends with </script> on purpose"
+    assert "&lt;img src=x onerror=alert(1)>" in texts["table.md"] and "<img" not in texts["table.md"]

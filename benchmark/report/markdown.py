@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from benchmark.outcomes import COLLAPSED, OK
 from benchmark.report.table import DAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Column, Table, short_name
 from benchmark.report.text import MISSING_TEXT, parts, sparse
@@ -56,8 +58,17 @@ def markdown(table: Table, labels: dict[str, str] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+# what CommonMark reads as raw HTML: '<' before a tag name, '/', '!' or '?' ('<= 2' stays as it is)
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def escape(text: str) -> str:
+    """Text from suites, recipes and records (descriptions, labels, reasons) shown as text, never as HTML."""
+    return _TAG_START.sub("&lt;", text)
+
+
 def document(title: str, tables: list[Table], labels: dict[str, str] | None) -> str:
     md = [f"# {title}\n"]
     for table in tables:
         md.append(f"## {table.title}\n\n" + markdown(table, labels) + "".join(f"\n{n}\n" for n in table.notes) + "\n")
-    return "\n".join(md)
+    return escape("\n".join(md))  # the tables hold no HTML of their own

@@ -167,7 +167,9 @@ def _float(value: Any) -> float | None:
 
 # --------------------------------------------------------------------------- no machine paths
 
-_ABSOLUTE = re.compile(r"(?<![\w:/.$~-])~?/[^\s'\"/]+(?:/[^\s'\"/]*)*")
+# an absolute or home path: not after a word, a URL or a '<' (a closing tag such as '</script>'), and
+# ending before quotes, whitespace or markup ('<', '>')
+_ABSOLUTE = re.compile(r"(?<![\w:/.$~<-])~?/[^\s'\"/<>]+(?:/[^\s'\"/<>]*)*")
 
 
 def is_machine_path(name: str) -> bool:
@@ -242,6 +244,10 @@ def collect(plan: Any, store: Any) -> SuiteResults:
     def portable(name: str) -> str:
         return labels.get(name) or portable_dataset(name)
 
+    for name in dict.fromkeys(getattr(c, "backbone", "") or "" for c in plan.conditions):
+        if is_machine_path(name):  # a local backbone folder: its folder name, as backbone_key gives it
+            known[name] = Path(name.rstrip("/\\")).name or name
+
     for name in names:
         if is_machine_path(name):
             folder = name.partition("@")[0]
@@ -276,7 +282,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             key += "+"
         used.add(key)
         result = ConditionResult(
-            key=key, dataset=portable(cond.dataset), system=cond.system, backbone=cond.backbone,
+            key=key, dataset=portable(cond.dataset), system=cond.system, backbone=scrub(cond.backbone, known),
             variant=cond.variant, factor=str(cond.factor), method=str(getattr(cond, "method", "") or ""),
             trained=bool(cond.trained), seed=seed, outcome=outcome.outcome, outcome_reason=outcome.reason,
             outcome_step=outcome.step, outcome_detail=scrub(outcome.detail, known), stopped_early=outcome.stopped_early,
