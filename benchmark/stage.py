@@ -184,7 +184,7 @@ class Stage:
         return self.kind.resumable
 
     def payload(self) -> dict[str, Any]:
-        """What the id hashes; also written to config.json."""
+        """What the id hashes (label fields left out; config.json records the config in full)."""
         cached = self.__dict__.get("_payload")
         if cached is None:
             cached = {"kind": self.kind.name, "version": self.kind.VERSION, "config": _config_dict(self.config, labels=False),
