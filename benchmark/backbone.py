@@ -86,7 +86,9 @@ def checkpoint_problems(name: str, folder: Path) -> list[str]:
                 "save_pretrained of a *ForMaskedLM model"]
     except (OSError, ValueError) as exc:
         return [f"{where}: config.json is not valid JSON ({exc}); save the checkpoint again"]
-    problems = []
+    from benchmark.st_modules import modules_problem
+
+    problems = [p for p in [modules_problem(name, folder)] if p]
     if not any((folder / f).is_file() for f in WEIGHT_FILES):
         problems.append(f"{where} has no weights (none of {', '.join(WEIGHT_FILES)}); save the model into it with save_pretrained")
     for path in sorted(folder.glob("*.safetensors")):

@@ -116,16 +116,23 @@ class LocalExecutor:
         self.done: dict[str, dict[str, Any] | None] = {}
         self.progress: Progress | None = None
 
-    def execute(self, stage: Stage) -> dict[str, Any] | None:
-        """Run ``stage`` after its parents; None when an ancestor training run stopped early."""
+    def execute(self, stage: Stage, reading: bool = False) -> dict[str, Any] | None:
+        """Run ``stage`` after its parents; None when an ancestor training run stopped early.
+
+        ``reading``: a stage about to be computed reads this one, so its hashes are checked first (a
+        file changed in place at the same size is found before anything is built from it)."""
         if stage.id in self.done:
-            return self.done[stage.id]
-        if self.store.is_done(stage):  # a finished stage needs nothing from its parents (they may be dropped)
+            if not reading or self.done[stage.id] is None or self.store.lookup(stage, hashes=True) is not None:
+                return self.done[stage.id]
+            del self.done[stage.id]  # damaged since it was reused: reported, recomputed below
+        for parent in self.store.reached(stage):  # --verify: damage below a finished stage is found too
+            self.execute(parent)
+        if self.store.is_done(stage, hashes=reading):  # a finished stage needs nothing from its parents (they may be dropped)
             self.done[stage.id] = self.store.run(stage, lambda out: {})
             return self.done[stage.id]
         metas: dict[str, dict[str, Any]] = {}
         for parent in stage.parents.values():
-            meta = self.execute(parent)
+            meta = self.execute(parent, reading=True)
             if meta is None or (parent.kind.name == "train" and stops_pipeline(meta)):
                 self.done[stage.id] = None
                 return None

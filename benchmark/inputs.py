@@ -87,6 +87,18 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
                 f"[splade.rescale] match), so the reference must load, and it cannot: {problem}. Or give the factor "
                 "itself: --rescale-factor F (or --match-norm NUMBER)"
                 for problem in backbone_problems(name, deep=deep))
+        from benchmark.backbone import resolve_backbone
+        from benchmark.st_modules import length_problems
+
+        e = plan.suite.encode
+        for name in dict.fromkeys(backbones):  # a SparseEncoder folder's max_seq_length is honoured
+            try:
+                source = Path(resolve_backbone(name))
+            except BenchmarkError:
+                continue  # reported by backbone_problems
+            if source.is_dir():
+                problems.extend(length_problems(name, source, {"max_doc_length": e.max_doc_length,
+                                                               "max_query_length": e.max_query_length}))
         from benchmark import varlen
 
         if deep and plan.suite.encode.attn_implementation == varlen.NAME:

@@ -117,6 +117,7 @@ class Plan:
     max_queries: int | None = None
     dataset_measures: dict[str, list[str]] = field(default_factory=dict)  # dataset → measures evaluated on it
     backbones: list[str] = field(default_factory=list)
+    same_backbones: dict[str, list[str]] = field(default_factory=dict)  # a backbone → other names of its checkpoint
     variants: dict[str, Any] = field(default_factory=dict)  # variant name → (Rescale spec, recipe overrides)
     recipe: dict[str, Any] | None = None  # the training recipe as data, None: untrained only
     seeds: list[int] = field(default_factory=list)
@@ -148,6 +149,8 @@ class Plan:
                          f"{len(self.datasets)} dataset(s) = {len({(c.system_key, c.dataset) for c in self.conditions})}"
                          f" conditions" + (f", {len(self.seeds)} seeds each" if len(self.seeds) > 1 and self.recipe else ""))
             lines.append(f"backbones: {', '.join(self.backbones)}")
+            for name, others in self.same_backbones.items():
+                lines.append(f"  {' and '.join(map(repr, others))}: the checkpoint of {name!r} (same content), one row")
             lines.append("variants: " + "; ".join(f"{n} ({_describe_variant(*v)})" for n, v in self.variants.items()))
             if self.recipe is not None:
                 r = self.recipe
@@ -388,7 +391,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     e = suite.encode
     doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile)
     query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
-    for backbone in backbones:
+    for backbone in _distinct_backbones(backbones, plan):
         # variants that give the same weights and training share one stage and one row
         arms: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
         for vname, (spec, overrides) in variants.items():
@@ -421,6 +424,21 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                         seed=seed, evaluate=evaluate(search, name), train=train, search=search, backbone_stage=init,
                         command=reproduce_command(suite_arg, opts, **row)))
     return plan
+
+
+def _distinct_backbones(backbones: Sequence[str], plan: Plan) -> list[str]:
+    """One name per checkpoint content: a registry key, its hub id and a folder of the same files are
+    one backbone stage (its id sees the content, not the name), so they get one row, named as first
+    listed; the other names are kept in ``plan.same_backbones`` for the summary."""
+    first: dict[str, str] = {}
+    for name in backbones:
+        key = Stage(Backbone, Backbone.Config(name)).id
+        if key in first:
+            plan.same_backbones.setdefault(first[key], []).append(name)
+        else:
+            first[key] = name
+    plan.backbones = list(first.values())
+    return plan.backbones
 
 
 def _train_inputs(suite: Suite, recipe_name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> tuple[dict[str, Any], Stage]:

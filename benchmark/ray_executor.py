@@ -269,15 +269,21 @@ class RayExecutor:
         local executor, a finished stage needs nothing from its parents)."""
         outcome, order, seen = Outcome(), [], set()
 
-        def visit(stage: Stage) -> None:
+        def visit(stage: Stage, reading: bool = False) -> None:
             if stage.id in seen:
-                return
+                if reading and stage.id in outcome.done and self.store.lookup(stage, hashes=True) is None:
+                    del outcome.done[stage.id]  # damaged (reported); recomputed before the stage that reads it
+                    seen.discard(stage.id)
+                else:
+                    return
             seen.add(stage.id)
-            if self.store.is_done(stage):
+            for parent in self.store.reached(stage):  # --verify: damage below a finished stage is found too
+                visit(parent)
+            if self.store.is_done(stage, hashes=reading):  # a reader's parents: hashes checked first
                 outcome.done[stage.id] = self.store.run(stage, lambda out: {})
                 return
             for parent in stage.parents.values():
-                visit(parent)
+                visit(parent, reading=True)
             order.append(stage)
 
         for stage in targets:

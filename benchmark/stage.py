@@ -47,6 +47,11 @@ def read_meta(stage_dir: Path | str) -> dict[str, Any]:
     return json.loads((Path(stage_dir) / CONFIG).read_text(encoding="utf-8"))
 
 
+def content_digest(meta: Mapping[str, Any]) -> str:
+    """What a finished stage holds, as one digest of its recorded outputs (paths, sizes, sha256)."""
+    return hashlib.sha256(canonical(meta.get("outputs")).encode()).hexdigest()[:16]
+
+
 def disk_usage(path: Path) -> int:
     path = Path(path)
     if path.is_file():
@@ -135,12 +140,19 @@ def added_field(default: Any) -> Any:
     return field(default=default, metadata={"added": True})
 
 
-def _config_dict(config: Any) -> dict[str, Any]:
+def label_field(**kwargs: Any) -> Any:
+    """A config field that only names an input whose content ``external()`` fingerprints (a backbone
+    given as a registry key, a hub id or a folder of the same files). It stays out of the id, so one
+    content gives one stage whatever it is called; config.json still records it."""
+    return field(metadata={"label": True}, **kwargs)
+
+
+def _config_dict(config: Any, labels: bool = True) -> dict[str, Any]:
     if not dataclasses.is_dataclass(config):
         return dict(config)
     out = dataclasses.asdict(config)
     for f in dataclasses.fields(config):
-        if f.metadata.get("added") and out[f.name] == f.default:
+        if (f.metadata.get("added") and out[f.name] == f.default) or (not labels and f.metadata.get("label")):
             del out[f.name]
     return out
 
@@ -172,10 +184,10 @@ class Stage:
         return self.kind.resumable
 
     def payload(self) -> dict[str, Any]:
-        """What the id hashes; also written to config.json."""
+        """What the id hashes (label fields left out; config.json records the config in full)."""
         cached = self.__dict__.get("_payload")
         if cached is None:
-            cached = {"kind": self.kind.name, "version": self.kind.VERSION, "config": _config_dict(self.config),
+            cached = {"kind": self.kind.name, "version": self.kind.VERSION, "config": _config_dict(self.config, labels=False),
                       "external": self.kind.external(self.config),
                       "parents": {role: p.id for role, p in sorted(self.parents.items())}}
             object.__setattr__(self, "_payload", cached)
@@ -229,6 +241,7 @@ class Store:
         self.damaged: dict[str, str] = {}  # stage id → what was wrong (reported and recomputed)
         self._forced: set[str] = set()
         self._verified: set[str] = set()
+        self._hashed: set[str] = set()  # verified with hashes (before a stage reads it, or under verify)
 
     def check_writable(self) -> None:
         try:
@@ -258,9 +271,11 @@ class Store:
             return None
         return meta
 
-    def problem(self, stage: Stage, meta: Mapping[str, Any]) -> str | None:
-        """Why a complete folder cannot be reused (a file missing or of the wrong size or hash, counts
-        that disagree with its parents), or None. Hashes are checked with ``verify``."""
+    def problem(self, stage: Stage, meta: Mapping[str, Any], hashes: bool | None = None) -> str | None:
+        """Why a complete folder cannot be reused (a file missing or of the wrong size or hash, a parent
+        found damaged in this run or changed since the stage read it, counts that disagree with its
+        parents), or None. Hashes are checked with ``verify`` (or ``hashes``)."""
+        hashes = self.verify if hashes is None else hashes
         folder = self.path(stage)
         dropped = tuple(meta.get("dropped", ()))
         outputs = meta.get("outputs")
@@ -276,26 +291,35 @@ class Store:
                 return f"{rel} is missing"
             if actual != size:
                 return f"{rel} is {actual} bytes, recorded {size}"
-            if self.verify and digest is not None:
+            if hashes and digest is not None:
                 from benchmark.fingerprint import sha256_file
 
                 if sha256_file(path) != digest:
                     return f"{rel} differs from its recorded sha256"
         parents = {role: self.load(p) for role, p in stage.parents.items()}
+        recorded = meta.get("inputs") or {}
+        for role, parent in sorted(stage.parents.items()):
+            if parent.id in self.damaged:
+                return f"it was computed from its {role} stage {parent.id}, found damaged in this run"
+            if role in recorded and parents[role] is not None and recorded[role] != content_digest(parents[role]):
+                return f"its {role} stage {parent.id} has other content than when it was computed from it"
         known = {role: m["record"] for role, m in parents.items() if m is not None}
         return stage.kind.consistent(meta.get("record", {}), known)
 
-    def lookup(self, stage: Stage) -> dict[str, Any] | None:
-        """A finished, undamaged folder of ``stage`` (checked once per process), else None;
-        a damaged one is reported in one line and moved out of the way."""
+    def lookup(self, stage: Stage, hashes: bool = False) -> dict[str, Any] | None:
+        """A finished, undamaged folder of ``stage`` (checked once per process; its hashes too with
+        ``hashes`` or ``verify``), else None; a damaged one is reported in one line and moved out of the way."""
         meta = self.load(stage)
         if meta is None or meta.get("dropped"):
             return None
-        if stage.id in self._verified:
+        hashes = hashes or self.verify
+        if stage.id in (self._hashed if hashes else self._verified):
             return meta
-        problem = self.problem(stage, meta)
+        problem = self.problem(stage, meta, hashes)
         if problem is None:
             self._verified.add(stage.id)
+            if hashes:
+                self._hashed.add(stage.id)
             return meta
         self.damaged[stage.id] = problem
         self.log(f"[damaged] {stage.id}: {problem}; recomputing it")
@@ -325,11 +349,18 @@ class Store:
                 target.unlink()
         return freed
 
-    def is_done(self, stage: Stage) -> bool:
-        """Finished and reusable (sizes checked; hashes with ``verify``), and not due to be forced."""
+    def is_done(self, stage: Stage, hashes: bool = False) -> bool:
+        """Finished and reusable (sizes checked; hashes with ``hashes`` or ``verify``), and not due to be forced."""
         if self.force and stage.id not in self._forced:
             return False
-        return self.lookup(stage) is not None
+        return self.lookup(stage, hashes) is not None
+
+    def reached(self, stage: Stage) -> list[Stage]:
+        """The parents of a finished ``stage`` that ``verify`` must check too: every one still complete
+        (a stage built on a damaged parent is not served; dropped or deleted parents are not needed)."""
+        if not self.verify:
+            return []
+        return [p for p in stage.parents.values() if (m := self.load(p)) is not None and not m.get("dropped")]
 
     def run(self, stage: Stage, fn: StageFn) -> dict[str, Any]:
         """Return the stage's config.json, computing and publishing it first if needed.
@@ -374,6 +405,7 @@ class Store:
                 self.log(f"[clean] {stage.id}: removed the partial folder{who}")
                 shutil.rmtree(partial)
         partial.mkdir(parents=True, exist_ok=True)
+        inputs = {role: content_digest(m) for role, p in sorted(stage.parents.items()) if (m := self.load(p)) is not None}
         self.log(f"[run] {stage.id}")
         start = time.perf_counter()
         record = dict(fn(partial))
@@ -385,9 +417,10 @@ class Store:
             "id": stage.id,
             "kind": stage.kind.name,
             "version": stage.kind.VERSION,
-            "config": payload["config"],
+            "config": _config_dict(stage.config),
             "external": payload["external"],
             "parents": payload["parents"],
+            "inputs": inputs,  # the parents' content as read (content_digest): a changed parent is not served
             "record": record,
             "outputs": output_files(partial),
             "environment": environment(),
@@ -412,6 +445,7 @@ class Store:
             os.replace(partial, final)
         self._forced.add(stage.id)
         self._verified.add(stage.id)
+        self._hashed.add(stage.id)
         self.timings[stage.id] = seconds
         self.sizes[stage.id] = disk_usage(final)
         self.log(f"[done] {stage.id} in {seconds:.1f}s")

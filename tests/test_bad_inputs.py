@@ -524,3 +524,99 @@ def test_non_canonical_measure_spellings_get_their_values(tmp_path, scifact_slic
     assert abs(float(got["RR@10"]) - expected[ir_measures.RR @ 10]) < 1e-12
     table = (results / "spell" / "table.md").read_text(encoding="utf-8")
     assert "nDCG@10" in table and "RR@10" in table and "nDCG(cutoff=10)" not in table
+
+
+@pytest.fixture(scope="module")
+def sparse_encoder_folder(tmp_path_factory, bert_tiny):
+    """bert-tiny saved by SparseEncoder.save as SPLADE (MLM transformer, SpladePooling max/relu), max length 128."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.sentence_transformer.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    from benchmark.backbone import quiet_transformers
+
+    folder = tmp_path_factory.mktemp("st") / "splade-tiny"
+    with quiet_transformers():
+        SparseEncoder(modules=[Transformer(str(bert_tiny), transformer_task="fill-mask", max_seq_length=128),
+                               SpladePooling(pooling_strategy="max", activation_function="relu")]).save(str(folder))
+    return folder
+
+
+def _edit_json(path: Path, **changes) -> None:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def _sparse_variants(base: Path, tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    import shutil
+
+    out = {}
+    summed = shutil.copytree(base, tmp_path / "summed")
+    _edit_json(summed / "1_SpladePooling" / "config.json", pooling_strategy="sum")
+    out["sum pooling"] = (summed, r"pools with SpladePooling pooling_strategy = 'sum', but this harness computes SPLADE's")
+    router = shutil.copytree(base, tmp_path / "inference-free")
+    (router / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Router"}]))
+    out["inference-free"] = (router, r"lists Router, not an MLM transformer at the folder's root followed by SpladePooling")
+    prompts = shutil.copytree(base, tmp_path / "prompts")
+    _edit_json(prompts / "config_sentence_transformers.json", prompts={"query": "query: ", "document": ""})
+    out["prompts"] = (prompts, r"prepends prompts \{'query': 'query: '\}")
+    embeddings = shutil.copytree(base, tmp_path / "embeddings")
+    _edit_json(embeddings / "sentence_bert_config.json", transformer_task="feature-extraction")
+    out["not fill-mask"] = (embeddings, r"runs its Transformer for 'feature-extraction', not 'fill-mask'")
+    return out
+
+
+def test_sparse_encoder_folder_is_honoured_or_refused(tmp_path, capsys, sparse_encoder_folder):
+    """A SparseEncoder.save folder: plain SPLADE (max/relu) within its max_seq_length runs as its root MLM;
+    other pooling, an inference-free query side, prompts or encode lengths past max_seq_length get one line."""
+    def suite(folder: Path, doc_length: int = 64) -> str:
+        return suite_file(tmp_path, 'name = "se"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+                                    f'[splade]\nbackbones = ["{folder}"]\n[encode]\nmax_doc_length = {doc_length}\n'
+                                    'max_query_length = 24\n')
+
+    runs = ["--runs-dir", str(tmp_path / "runs"), "--max-docs", "50", "--max-queries", "5"]
+    assert main(["--suite", suite(sparse_encoder_folder), "--dry-run", *runs, "--no-progress"]) == 0
+    capsys.readouterr()
+    line = run_error(capsys, "--suite", suite(sparse_encoder_folder, 256), "--dry-run", *runs)
+    assert re.search(r"\[encode\] max_doc_length = 256 exceeds backbone .*'s SparseEncoder max_seq_length 128 .*set "
+                     r"max_doc_length = 128 or less", line), line
+    for case, (folder, pattern) in _sparse_variants(sparse_encoder_folder, tmp_path).items():
+        line = run_error(capsys, "--suite", suite(folder), "--dry-run", *runs)
+        assert re.search(pattern, line) and str(folder) in line, (case, line)
+
+
+def test_a_slice_too_small_to_rank_is_marked(tmp_path):
+    """--max-docs 1 --max-queries 1: the one judged document is the whole corpus, so nDCG@10 is 1 for
+    any system that retrieves it; the tables say that the measure's depth reaches the whole corpus."""
+    suite = suite_file(tmp_path, BM25_SUITE.replace('["nDCG@10"]', '["nDCG@10", "AP"]'))
+    assert main(["--suite", suite, "--max-docs", "1", "--max-queries", "1", "--runs-dir", str(tmp_path / "runs"),
+                 "--results-dir", str(tmp_path / "res"), "--no-progress"]) == 0
+    folder = next((tmp_path / "res").iterdir())
+    note = ("scifact: its corpus holds 1 document, no more than the depth of AP, nDCG@10, so they score what a system "
+            "retrieves at all, not how it ranks (slice with a larger --max-docs to rank).")
+    assert note in (folder / "table.md").read_text()
+    assert json.loads((folder / "results.json").read_text())["unranked"] == {"beir/scifact/test": [1, ["AP", "nDCG@10"]]}
+
+
+def test_no_machine_path_and_no_raw_html_in_the_results(tmp_path, bert_tiny):
+    """A local backbone's path becomes its folder name in results.json, the tables and metrics.csv; a
+    closing tag in a description survives the path scrubber; markup in a folder name is text in table.md."""
+    import shutil
+
+    model = shutil.copytree(bert_tiny, tmp_path / "machine" / "models" / "my-tiny")
+    data = beir_folder(tmp_path / "machine" / "data" / "<img src=x onerror=alert(1)>")
+    suite = suite_file(tmp_path, 'name = "paths"\ndescription = "ends with </script> on purpose"\n'
+                                 f'datasets = ["{data}"]\nmeasures = ["RR@10"]\n[splade]\nbackbones = ["{model}"]\n'
+                                 '[encode]\nmax_doc_length = 16\nmax_query_length = 8\n')
+    assert main(["--suite", suite, "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res"),
+                 "--no-progress"]) == 0
+    folder = tmp_path / "res" / "paths"
+    texts = {name: (folder / name).read_text() for name in ("results.json", "table.md", "metrics.csv", "index.html")}
+    for name, text in texts.items():
+        assert str(tmp_path) not in text, name
+    results = json.loads(texts["results.json"])
+    assert {c["backbone"] for c in results["conditions"]} == {"my-tiny"}
+    assert results["description"] == "ends with </script> on purpose"
+    assert "&lt;img src=x onerror=alert(1)>" in texts["table.md"] and "<img" not in texts["table.md"]

@@ -50,7 +50,7 @@ def test_a_hit_whose_id_is_the_query_id_is_dropped(tmp_path):
     folder = _beir_folder(tmp_path / "selfhit")
     suite = tmp_path / "self.toml"
     runs = tmp_path / "runs"
-    for name, extra in (("on", ""), ("off", f'[remove_query]\n"{folder}" = false\n')):
+    for name, extra in (("on", f'[remove_query]\n"{folder}" = true\n'), ("off", "")):  # a local folder: off unless asked
         suite.write_text(f'name = "self{name}"\ndescription = "d"\ndatasets = ["{folder}"]\nmeasures = ["nDCG@10", "RR@10"]\n'
                          f'[bm25]\n{extra}')
         assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(tmp_path / "res")) == 0
@@ -68,3 +68,5 @@ def test_a_hit_whose_id_is_the_query_id_is_dropped(tmp_path):
     with open(tmp_path / "res" / "selfoff" / "metrics.csv") as fh:
         off = {r["measure"]: float(r["value"]) for r in csv.DictReader(fh)}
     assert on["RR@10"] == 1.0 and off["RR@10"] == 0.5  # hand-computed: d2 at rank 1 vs rank 2
+    assert "Self-hits removed" in (tmp_path / "res" / "selfon" / "table.md").read_text()
+    assert "Self-hits removed" not in (tmp_path / "res" / "selfoff" / "table.md").read_text()

@@ -65,11 +65,11 @@ def world(tmp_path_factory, bert_tiny):
     return {"base": base, "folder": scifact_folder(base / "slice"), "model": model}
 
 
-def _run(world, capsys, runs: Path, measures=("nDCG@10",), results="results") -> tuple[dict, str]:
+def _run(world, capsys, runs: Path, measures=("nDCG@10",), results="results", extra=()) -> tuple[dict, str]:
     suite = world["base"] / "damage.toml"
     suite.write_text(SUITE.format(folder=world["folder"], model=world["model"], measures=json.dumps(list(measures))))
     capsys.readouterr()
-    assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(world["base"] / results)) == 0
+    assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(world["base"] / results), *extra) == 0
     out = capsys.readouterr().out
     with open(world["base"] / results / "damage" / "metrics.csv") as fh:
         metrics = {(r["system"], r["measure"]): r["value"] for r in csv.DictReader(fh)}
@@ -169,3 +169,119 @@ def test_replaced_checkpoint_and_edited_qrels_make_new_stages(world, capsys):
         assert edited_metrics == fresh and edited_metrics != before
     finally:
         qrels.write_text(text)
+
+
+def _plan(tmp_path: Path, body: str, **opts):
+    from benchmark.plan import Options, build_plan
+    from benchmark.suites import load_suite
+
+    suite = tmp_path / "plan.toml"
+    suite.write_text('name = "p"\ndescription = "d"\nmeasures = ["nDCG@10"]\n' + body)
+    return build_plan(load_suite(str(suite)), Options(**opts))
+
+
+def test_one_stage_per_checkpoint_content(tmp_path, bert_tiny):
+    """A registry key, its hub id and a folder of the same files are one checkpoint: one backbone
+    stage (trained once), one row, named as first listed."""
+    copy = tmp_path / "my-tiny"
+    shutil.copytree(bert_tiny, copy)
+    plan = _plan(tmp_path, f'datasets = ["beir/scifact/test"]\n[splade]\nbackbones = ["bert-tiny", "prajjwal1/bert-tiny", "{copy}"]\n'
+                 'recipe = "ci"\n')
+    assert len({s.id for s in plan.stages() if s.kind.name == "backbone"}) == 1
+    assert len({s.id for s in plan.stages() if s.kind.name == "train"}) == 1
+    assert [c.backbone for c in plan.conditions] == ["bert-tiny"]
+    assert plan.same_backbones == {"bert-tiny": ["prajjwal1/bert-tiny", str(copy)]}
+    assert "the checkpoint of 'bert-tiny' (same content), one row" in plan.summary()
+    # other content is another stage
+    (copy / "tokenizer_config.json").write_text((copy / "tokenizer_config.json").read_text() + "\n")
+    other = _plan(tmp_path, f'datasets = ["beir/scifact/test"]\n[splade]\nbackbones = ["bert-tiny", "{copy}"]\n')
+    assert len({s.id for s in other.stages() if s.kind.name == "backbone"}) == 2
+
+
+def test_rebuilt_rescale_sample_gives_new_matched_backbones(tmp_path, monkeypatch):
+    """The shipped sample decides α under the logit-std match: its content is in the backbone's id
+    (and its code in the kind's sources); factor-mode backbones do not read it."""
+    from benchmark import samples
+    from benchmark.rescale import Rescale
+    from benchmark.stage import Stage
+    from benchmark.stages import Backbone
+
+    def ids():
+        matched = Rescale(mode="match", match="bert-base-uncased", match_stat="logit-std").to_dict()
+        frob = Rescale(mode="match", match="bert-base-uncased", match_stat="frobenius").to_dict()
+        factor = Rescale(mode="factor", factor=2.0).to_dict()
+        return [Stage(Backbone, Backbone.Config("bert-tiny", r)).id for r in (matched, frob, factor)]
+
+    assert "benchmark.samples" in Backbone.sources
+    before = ids()
+    rebuilt = tmp_path / samples.SCIFACT_FILE
+    lines = samples.sample_path().read_text(encoding="utf-8").splitlines(keepends=True)
+    rebuilt.write_text("".join(lines[1:]), encoding="utf-8")  # one abstract fewer
+    monkeypatch.setattr(samples, "sample_path", lambda: rebuilt)
+    samples.scifact_abstracts.cache_clear()
+    try:
+        assert len(samples.scifact_abstracts()) == len(lines) - 1  # the statistic reads the same file
+        after = ids()
+    finally:
+        samples.scifact_abstracts.cache_clear()
+    assert after[0] != before[0] and after[1:] == before[1:]
+
+
+def _children(kind_dir: Path, parent: str) -> list[Path]:
+    return [f for f in kind_dir.iterdir() if not f.name.startswith(".")
+            and parent in json.loads((f / "config.json").read_text())["parents"].values()]
+
+
+def _same_size_edit(shard: Path) -> None:
+    """Every impact of the first document's vector gets its first digit replaced (1-9 → 9-1): the
+    file keeps its size, so only its sha256 tells."""
+    lines = shard.read_text().splitlines(keepends=True)
+    doc = json.loads(lines[0])
+    text = lines[0]
+    head, vector = text.split('"vector"', 1)
+    edited = head + '"vector"' + "".join(str(10 - int(c)) if c in "123456789" else c for c in vector)
+    assert len(edited) == len(text) and json.loads(edited)["vector"] != doc["vector"]
+    shard.write_text("".join([edited, *lines[1:]]))
+
+
+def test_same_size_damage_below_a_cached_stage(world, capsys):
+    """A shard changed in place at the same size: a stage about to be built from it checks its hashes
+    first (no --verify needed), and --verify checks every stage the plan reaches, below finished ones
+    too, recomputing the stages built on the damaged one; a parent with other content than its child
+    read is not served either."""
+    runs = world["base"] / "runs-deep"
+    first, _ = _run(world, capsys, runs)
+    encode = _stage(runs, "encode")
+    shard = encode / "docs" / "part-00000.jsonl"
+    line = f"[damaged] {encode.name}: docs/part-00000.jsonl differs from its recorded sha256; recomputing it"
+
+    # the index (and search and evaluate) are rebuilt from the encode stage: it is hashed before
+    _same_size_edit(shard)
+    search = _stage(runs, "search", type="impact")
+    for folder in [_stage(runs, "index", type="impact"), search, *_children(runs / "evaluate", search.name)]:
+        shutil.rmtree(folder)
+    metrics, out = _run(world, capsys, runs)
+    assert line in _damaged(out)
+    assert metrics == first
+
+    # nothing deleted: plain reuse serves the finished evaluate stage; --verify walks down to the shard
+    _same_size_edit(shard)
+    metrics, out = _run(world, capsys, runs, extra=("--verify",))
+    damaged = _damaged(out)
+    assert damaged[0] == line
+    index = _stage(runs, "index", type="impact")
+    assert f"[damaged] {index.name}: it was computed from its source stage {encode.name}, found damaged in this run; " \
+           "recomputing it" in damaged
+    assert metrics == first
+
+    # a child records the content of the parents it read: a parent folder replaced under the same id
+    # with other content (e.g. rebuilt from damaged input by an older run) does not serve the child
+    search = _stage(runs, "search", type="bm25")
+    meta = json.loads((search / "config.json").read_text())
+    meta["outputs"]["run.trec"][1] = "0" * 64  # as if the run file had been recomputed with other content
+    (search / "config.json").write_text(json.dumps(meta))
+    metrics, out = _run(world, capsys, runs)
+    evaluate = [line for line in _damaged(out) if line.startswith("[damaged] evaluate-")]
+    assert evaluate and evaluate[0].endswith(f"its run stage {search.name} has other content than when it was computed "
+                                             "from it; recomputing it")
+    assert metrics == first

@@ -205,3 +205,79 @@ def test_at_sign_in_folder_names(tmp_path, monkeypatch, scifact_slice):
     copy_of(scifact_slice, tmp_path / "my")  # ./my@test is now also split 'test' of ./my: ambiguous only if both exist
     (tmp_path / "my" / "qrels" / "data.tsv").write_bytes((folder / "qrels" / "test.tsv").read_bytes())
     assert "is ambiguous" in validate_dataset("./my@data")
+
+
+def cranfield_folder(root):
+    """Cranfield written out as a BEIR folder nobody here built: numeric ids (queries 1..225, documents
+    1..1400), so query ids coincide with unrelated documents' ids. Positive judgements only."""
+    import ir_datasets
+
+    ds = ir_datasets.load("cranfield")
+    return beir_folder(root, corpus=[{"_id": d.doc_id, "title": d.title, "text": d.text} for d in ds.docs_iter()],
+                       queries=[{"_id": q.query_id, "text": q.text} for q in ds.queries_iter()],
+                       qrels="query-id\tcorpus-id\tscore\n" + "".join(
+                           f"{q.query_id}\t{q.doc_id}\t{q.relevance}\n" for q in ds.qrels_iter() if q.relevance > 0))
+
+
+def test_numeric_ids_keep_their_coincidental_hits(tmp_path):
+    """A local folder keeps a hit whose id equals the query id (removal is for the BEIR ids 2CR runs
+    with --remove-query, or when the suite asks): the harness equals BM25 straight through Pyserini's
+    LuceneSearcher and ir_measures; asked to remove them, the tables say so."""
+    import csv
+
+    import ir_measures
+
+    from benchmark.lucene import start_jvm
+    from conftest import run_cli
+
+    start_jvm()  # a JDK >= 21 for pyserini (what the harness finds too)
+    from pyserini.search.lucene import LuceneSearcher
+
+    folder = cranfield_folder(tmp_path / "cran")
+    measures = ["nDCG@10", "AP", "R@1000"]
+    runs = tmp_path / "runs"
+    got = {}
+    for name, extra in (("kept", ""), ("removed", f'[remove_query]\n"{folder}" = true\n')):
+        suite = tmp_path / f"{name}.toml"
+        suite.write_text(f'name = "{name}"\ndescription = "d"\ndatasets = ["{folder}"]\nmeasures = {json.dumps(measures)}\n'
+                         f'[bm25]\nk1 = 0.9\nb = 0.4\n{extra}')
+        assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(tmp_path / "res")) == 0
+        with open(tmp_path / "res" / name / "metrics.csv") as fh:
+            got[name] = {r["measure"]: float(r["value"]) for r in csv.DictReader(fh)}
+    index = next(p for p in (runs / "index").iterdir() if not p.name.startswith(".")) / "index"
+    searcher = LuceneSearcher(str(index))
+    searcher.set_bm25(0.9, 0.4)
+    queries = {json.loads(l)["_id"]: json.loads(l)["text"] for l in (folder / "queries.jsonl").read_text().splitlines()}
+    hits = searcher.batch_search(list(queries.values()), list(queries), k=1000, threads=1)
+    run = [ir_measures.ScoredDoc(q, h.docid, h.score) for q, hs in hits.items() for h in hs]
+    assert sum(1 for d in run if d.query_id == d.doc_id) > 100  # coincidences that removal would drop
+    qrels = [ir_measures.Qrel(*line.split("\t")[:2], int(line.split("\t")[2]))
+             for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]]
+    direct = {str(m): v for m, v in ir_measures.calc_aggregate([ir_measures.parse_measure(m) for m in measures], qrels, run).items()}
+    # judged queries without any hit count 0 in both (trec_eval -c); runs written at 6 decimals: 4-decimal agreement
+    assert {m: round(v, 4) for m, v in got["kept"].items()} == {m: round(v, 4) for m, v in direct.items()}
+    assert got["removed"] != got["kept"]
+    kept, removed = ((tmp_path / "res" / n / "table.md").read_text() for n in ("kept", "removed"))
+    assert "Self-hits removed" not in kept and "Self-hits removed" in removed and "cran" in removed.split("Self-hits removed")[1]
+
+
+def test_folders_of_one_name_in_two_places_stay_apart(tmp_path):
+    """/a/slice and /b/slice (other judgements) are two datasets: two columns, each its own score,
+    told apart by their content digest."""
+    import csv
+
+    from benchmark.data import DatasetRef
+    from conftest import run_cli
+
+    a = beir_folder(tmp_path / "a" / "slice", qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    b = beir_folder(tmp_path / "b" / "slice", qrels="query-id\tcorpus-id\tscore\nq1\td2\t1\n")
+    suite = tmp_path / "two.toml"
+    suite.write_text(f'name = "two"\ndescription = "d"\ndatasets = ["{a}", "{b}"]\nmeasures = ["RR@10"]\n[bm25]\n')
+    assert run_cli("--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res")) == 0
+    with open(tmp_path / "res" / "two" / "metrics.csv") as fh:
+        got = {r["dataset"]: float(r["value"]) for r in csv.DictReader(fh)}
+    label = {f: "local:slice~" + DatasetRef(str(f)).key().rsplit(":", 1)[-1][:8] for f in (a, b)}
+    # 'sparse?' matches d1 only: RR@10 is 1 where d1 is judged, 0 where d2 is (never retrieved)
+    assert got == {label[a]: 1.0, label[b]: 0.0}
+    table = (tmp_path / "res" / "two" / "table.md").read_text()
+    assert f"| slice~{label[a][-8:]} | slice~{label[b][-8:]} |" in table

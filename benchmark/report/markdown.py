@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from benchmark.outcomes import COLLAPSED, OK
 from benchmark.report.table import DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Column, Table, short_name, slots
 from benchmark.report.text import MISSING_TEXT, parts, sparse
@@ -67,10 +69,17 @@ def once(tables: list[Table]) -> list[list[str]]:
         out.append([n for n in table.notes if n not in seen])
         seen.update(table.notes)
     return out
+# what CommonMark reads as raw HTML: '<' before a tag name, '/', '!' or '?' ('<= 2' stays as it is)
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def escape(text: str) -> str:
+    """Text from suites, recipes and records (descriptions, labels, reasons) shown as text, never as HTML."""
+    return _TAG_START.sub("&lt;", text)
 
 
 def document(title: str, tables: list[Table], labels: dict[str, str] | None) -> str:
     md = [f"# {title}\n"]
     for table, notes in zip(tables, once(tables)):
         md.append(f"## {table.title}\n\n" + markdown(table, labels) + "".join(f"\n{n}\n" for n in notes) + "\n")
-    return "\n".join(md)
+    return escape("\n".join(md))  # the tables hold no HTML of their own

@@ -107,6 +107,10 @@ class SuiteResults:
     seeds: list[int] = field(default_factory=list)
     subset: str | None = None  # None: the suite as declared; else what the command line narrowed
     training: str = ""  # which recipe trained the models (and why, when a slice changed it)
+    self_hits_removed: list[str] = field(default_factory=list)  # datasets searched with Pyserini's --remove-query
+    # dataset → [documents in its corpus, measures whose depth (cutoff, else the run's k) reaches them all]:
+    # a corpus that small is not ranked by those measures (a slice like --max-docs 1), so the tables say so
+    unranked: dict[str, list[Any]] = field(default_factory=dict)
     # condition key → measure → query id → value; not in results.json but in perquery.csv.gz
     perquery: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     # file name inside the suite folder → where to copy it from (telemetry plots); never written out
@@ -172,7 +176,9 @@ def _float(value: Any) -> float | None:
 
 # --------------------------------------------------------------------------- no machine paths
 
-_ABSOLUTE = re.compile(r"(?<![\w:/.$~-])~?/[^\s'\"/]+(?:/[^\s'\"/]*)*")
+# an absolute or home path: not after a word, a URL or a '<' (a closing tag such as '</script>'), and
+# ending before quotes, whitespace or markup ('<', '>')
+_ABSOLUTE = re.compile(r"(?<![\w:/.$~<-])~?/[^\s'\"/<>]+(?:/[^\s'\"/<>]*)*")
 
 
 def is_machine_path(name: str) -> bool:
@@ -186,6 +192,30 @@ def portable_dataset(name: str) -> str:
         return name
     folder, at, split = name.partition("@")
     return f"local:{Path(folder).name}" + (f"@{split}" if at else "")
+
+
+def dataset_labels(names: Iterable[str]) -> dict[str, str]:
+    """Portable names that stay unique: local folders that share a folder name (``/a/slice`` and
+    ``/b/slice``) each get their content digest, ``local:slice~1a2b3c4d``, so no two datasets share a
+    column; one folder given twice keeps one name."""
+    from benchmark.data import DatasetRef
+
+    places: dict[str, str] = {}  # name as given → the folder@split it reads
+    for name in dict.fromkeys(names):
+        if is_machine_path(name):
+            ref = DatasetRef(name)
+            places[name] = f"{ref.local[0]}@{ref.local[1]}" if ref.local is not None else name
+    shared: dict[str, set[str]] = {}
+    for name, where in places.items():
+        shared.setdefault(portable_dataset(name), set()).add(where)
+    out: dict[str, str] = {}
+    for name in places:
+        label = portable_dataset(name)
+        if len(shared[label]) > 1:
+            folder, at, split = label.partition("@")
+            digest = DatasetRef(name).key().rsplit(":", 1)[-1][:8]
+            out[name] = f"{folder}~{digest}" + (f"@{split}" if at else "")
+    return out
 
 
 def scrub(text: str, known: Mapping[str, str] = {}) -> str:
@@ -218,10 +248,19 @@ def collect(plan: Any, store: Any) -> SuiteResults:
         known[str(Path(root).resolve())] = "runs"
         known[str(root)] = "runs"
     names = [*getattr(plan, "columns", []), *(c.dataset for c in plan.conditions)]
+    labels = dataset_labels(names)
+
+    def portable(name: str) -> str:
+        return labels.get(name) or portable_dataset(name)
+
+    for name in dict.fromkeys(getattr(c, "backbone", "") or "" for c in plan.conditions):
+        if is_machine_path(name):  # a local backbone folder: its folder name, as backbone_key gives it
+            known[name] = Path(name.rstrip("/\\")).name or name
+
     for name in names:
         if is_machine_path(name):
             folder = name.partition("@")[0]
-            known[folder] = f"$DATA/{Path(folder).name}"
+            known[folder] = "$DATA/" + portable(name)[len("local:"):].partition("@")[0]
 
     def load(stage: Any) -> dict[str, Any] | None:
         return store.load(stage) if stage is not None else None
@@ -231,12 +270,17 @@ def collect(plan: Any, store: Any) -> SuiteResults:
     files: dict[str, Path] = {}
     runs: dict[str, tuple[Path, str]] = {}
     used: set[str] = set()
+    removed: list[str] = []
+    unranked: dict[str, list[Any]] = {}
     for cond in plan.conditions:
         evaluate, train = cond.evaluate, cond.train
         search = getattr(cond, "search", None) or _parent(evaluate, "run")
         backbone = _ancestor(train if train is not None else search, "backbone")
         train_meta, eval_meta = load(train), load(evaluate)
-        search_record = (load(search) or {}).get("record", {})
+        search_meta = load(search) or {}
+        search_record = search_meta.get("record", {})
+        if search_meta.get("config", {}).get("remove_query") and portable(cond.dataset) not in removed:
+            removed.append(portable(cond.dataset))
         docs_record = (load(_parent(search, "docs")) or {}).get("record", {})
         backbone_record = (load(backbone) or {}).get("record", {})
         train_record = train_meta["record"] if train_meta is not None else None
@@ -249,7 +293,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             key += "+"
         used.add(key)
         result = ConditionResult(
-            key=key, dataset=portable_dataset(cond.dataset), system=cond.system, backbone=cond.backbone,
+            key=key, dataset=portable(cond.dataset), system=cond.system, backbone=scrub(cond.backbone, known),
             variant=cond.variant, factor=str(cond.factor), method=str(getattr(cond, "method", "") or ""),
             trained=bool(cond.trained), seed=seed, outcome=outcome.outcome, outcome_reason=outcome.reason,
             outcome_step=outcome.step, outcome_detail=scrub(outcome.detail, known), stopped_early=outcome.stopped_early,
@@ -263,6 +307,9 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             head_norm_before=_float(backbone_record.get("head_norm_before")),
             head_norm_after=_float(backbone_record.get("head_norm_after")),
         )
+        if eval_meta is not None:
+            _note_unranked(unranked, portable(cond.dataset), (load(_parent(evaluate, "corpus")) or {}).get("record", {}),
+                           eval_meta["record"].get("metrics", {}), search_record.get("k"))
         if eval_meta is not None and not outcome.stopped_early:
             record = eval_meta["record"]
             result.metrics = {m: float(v) for m, v in record["metrics"].items()}
@@ -298,13 +345,13 @@ def collect(plan: Any, store: Any) -> SuiteResults:
     return SuiteResults(
         suite=suite.name, description=scrub(str(getattr(suite, "description", "") or ""), known),
         measures=list(plan.measures), conditions=conditions,
-        columns=[portable_dataset(c) for c in (getattr(plan, "columns", None) or dict.fromkeys(c.dataset for c in plan.conditions))],
-        groups={g: [portable_dataset(m) for m in ms] for g, ms in dict(getattr(plan, "groups", {}) or {}).items()},
-        dataset_measures={portable_dataset(d): list(ms) for d, ms in dict(getattr(plan, "dataset_measures", {}) or {}).items()},
-        table=_portable_settings(settings), max_docs=getattr(plan, "max_docs", None),
+        columns=[portable(c) for c in (getattr(plan, "columns", None) or dict.fromkeys(c.dataset for c in plan.conditions))],
+        groups={g: [portable(m) for m in ms] for g, ms in dict(getattr(plan, "groups", {}) or {}).items()},
+        dataset_measures={portable(d): list(ms) for d, ms in dict(getattr(plan, "dataset_measures", {}) or {}).items()},
+        table=_portable_settings(settings, portable), max_docs=getattr(plan, "max_docs", None),
         max_queries=getattr(plan, "max_queries", None), seeds=[int(s) for s in seeds],
-        subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), perquery=perquery, files=files,
-        runs=runs)
+        subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), self_hits_removed=removed,
+        unranked=unranked, perquery=perquery, files=files, runs=runs)
 
 
 def _subset(plan: Any) -> str | None:
@@ -318,13 +365,33 @@ def _subset(plan: Any) -> str | None:
     return ",".join(parts) or None
 
 
-def _portable_settings(settings: dict[str, Any]) -> dict[str, Any]:
+def _portable_settings(settings: dict[str, Any], portable: Any = portable_dataset) -> dict[str, Any]:
     out = json.loads(json.dumps(settings))
     for key in ("measure_for", "labels"):
-        out[key] = {portable_dataset(d): v for d, v in (out.get(key) or {}).items()}
+        out[key] = {portable(d): v for d, v in (out.get(key) or {}).items()}
     for avg in out.get("averages") or []:
-        avg["datasets"] = [portable_dataset(d) for d in avg["datasets"]]
+        avg["datasets"] = [portable(d) for d in avg["datasets"]]
     return out
+
+
+def _note_unranked(out: dict[str, list[Any]], dataset: str, corpus: Mapping[str, Any], metrics: Mapping[str, Any],
+                   k: Any) -> None:
+    """Record the measures whose depth is at least the corpus's size: they see what a system retrieves,
+    not how it ranks it (every document of a 1-document slice is in the top 10)."""
+    import ir_measures
+
+    docs = corpus.get("documents")
+    if not isinstance(docs, int):
+        return
+    for name in metrics:
+        try:
+            depth = ir_measures.parse_measure(name).params.get("cutoff") or k
+        except Exception:
+            continue
+        if isinstance(depth, int) and depth >= docs:
+            entry = out.setdefault(dataset, [docs, []])
+            if name not in entry[1]:
+                entry[1].append(name)
 
 
 def _parent(stage: Any, role: str) -> Any:

@@ -539,6 +539,13 @@ def scope(results: SuiteResults) -> str:
         text += f" Seeds: {', '.join(str(s) for s in results.seeds)}."
     if results.training:
         text += f" {results.training}"
+    for dataset, (docs, measures) in sorted(results.unranked.items()):
+        text += (f" {short_name(dataset)}: its corpus holds {docs} document{'s' if docs != 1 else ''}, no more than the depth "
+                 f"of {', '.join(measures)}, so {'they score' if len(measures) > 1 else 'it scores'} what a system "
+                 "retrieves at all, not how it ranks (slice with a larger --max-docs to rank).")
+    if results.self_hits_removed:
+        text += (" Self-hits removed (a hit whose id is the query id, Pyserini's --remove-query as in 2CR) on: "
+                 + ", ".join(short_name(d) for d in results.self_hits_removed) + ".")
     return text
 
 

@@ -31,10 +31,15 @@ def select_scifact(docs: Iterable[tuple[str, str, str]], size: int = SCIFACT_SIZ
     return [{"doc_id": i, "title": t, "text": x} for _, i, t, x in kept[:size]]
 
 
+def sample_path() -> Path:
+    """The shipped sample's file (its content digest enters the ids of backbones matched on it)."""
+    return Path(str(resources.files(__name__).joinpath(SCIFACT_FILE)))
+
+
 @lru_cache(maxsize=1)
 def scifact_abstracts() -> tuple[str, ...]:
     """The shipped SciFact abstracts as ``title + " " + text`` (as the corpus stage joins them)."""
-    raw = resources.files(__name__).joinpath(SCIFACT_FILE).read_text(encoding="utf-8")
+    raw = sample_path().read_text(encoding="utf-8")
     rows = [json.loads(line) for line in raw.splitlines() if line]
     return tuple(f"{r['title']} {r['text']}" for r in rows)
 

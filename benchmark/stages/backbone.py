@@ -1,7 +1,8 @@
 """The backbone stage: a ``*ForMaskedLM`` checkpoint, its MLM head rescaled (or not), saved as ``model/``.
 
 Its id sees the checkpoint's content (a local folder's files, or a hub id at a commit), so
-replacing the checkpoint behind a name gives new stages instead of reusing the old ones.
+replacing the checkpoint behind a name gives new stages instead of reusing the old ones; the name
+itself stays out of the id, so a registry key, its hub id and a folder of the same files are one stage.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from benchmark import faults
 from benchmark.backbone import backbone_fingerprint, backbone_key, load_backbone, resolve_backbone
 from benchmark.checkpoints import quiet_transformers
 from benchmark.errors import BenchmarkError
-from benchmark.rescale import Rescale, apply_rescale
-from benchmark.stage import Inputs, StageKind
+from benchmark.fingerprint import file_digest
+from benchmark.rescale import STATISTICS, Rescale, apply_rescale
+from benchmark.samples import sample_path
+from benchmark.stage import Inputs, StageKind, label_field
 
 
 def _replace_dir(tmp: Path, out_dir: Path) -> None:
@@ -65,11 +68,11 @@ class Backbone(StageKind):
     name = "backbone"
     VERSION = 2  # 2: rescaling methods (head-norm by default) and match statistics
     sources = ("benchmark.backbone", "benchmark.checkpoints", "benchmark.rescale", "benchmark.heads",
-               "benchmark.stages.backbone")
+               "benchmark.samples", "benchmark.stages.backbone")
 
     @dataclass(frozen=True)
     class Config:
-        backbone: str  # registry key, hub id or local folder
+        backbone: str = label_field()  # registry key, hub id or local folder (its content is in external())
         rescale: dict[str, Any] = field(default_factory=dict)  # a benchmark.rescale.Rescale as a dict
 
     @classmethod
@@ -78,6 +81,10 @@ class Backbone(StageKind):
         match = config.rescale.get("match")
         if isinstance(match, str):  # the head is matched to another backbone: its content matters too
             out["reference"] = backbone_fingerprint(match)
+        if config.rescale.get("mode") == "match":
+            stat = config.rescale.get("match_stat")
+            if stat in STATISTICS and STATISTICS[stat].needs_text:  # α is measured on the shipped sample text
+                out["sample"] = file_digest(sample_path())
         return out
 
     @classmethod

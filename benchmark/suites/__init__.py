@@ -145,7 +145,8 @@ class Suite:
     table: Table = field(default_factory=Table)
     expected: list[Expected] = field(default_factory=list)  # the 2CR-style regression table
     # dataset or group → drop the hit whose id equals the query id (Pyserini's --remove-query);
-    # unlisted datasets: on for BEIR (ids beir/… and local BEIR folders), as 2CR scores BEIR
+    # unlisted datasets: on for the ir_datasets BEIR ids (beir/…), as 2CR runs every BEIR dataset;
+    # off for local folders, whose equal ids may be coincidences (numeric ids), unless listed here
     remove_query: dict[str, bool] = field(default_factory=dict)
     # stage kind → what one of its tasks asks of a cluster (--executor ray; see benchmark.resources)
     resources: dict[str, ResourceSpec] = field(default_factory=dict)
@@ -156,9 +157,7 @@ class Suite:
         for group, members in self.groups.items():
             if dataset in members and group in self.remove_query:
                 return self.remove_query[group]
-        from benchmark.data import DatasetRef
-
-        return dataset.startswith("beir/") or DatasetRef(dataset).local is not None
+        return dataset.startswith("beir/")
 
     def known_datasets(self) -> list[str]:
         """Every name --datasets accepts: the datasets, the optional ones, the groups and their members."""
