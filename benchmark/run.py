@@ -129,6 +129,12 @@ def _seeds(value: str | None) -> list[int] | None:
         seeds = [int(v) for v in items]
     except ValueError:
         raise BenchmarkError(f"--seeds {value!r} must be comma-separated integers, e.g. --seeds 42,43,44") from None
+    from benchmark.suites import seed_problem
+
+    for seed in seeds:
+        problem = seed_problem(seed, f"--seeds {value!r}")
+        if problem:
+            raise BenchmarkError(problem)
     if len(set(seeds)) != len(seeds):
         raise BenchmarkError(f"--seeds {value!r} repeats a seed; give each seed once")
     return seeds

@@ -388,6 +388,23 @@ VALIDATION_CASES = {
     "unwritable results dir": (lambda t, s: ["--suite", bm25_suite(t), "--results-dir", str(_file(t) / "results")],
                                re.compile(r"^results folder '.*/a-file/results' is not writable \(.*/a-file is a file\); "
                                           r"fix its permissions or pass --results-dir DIR \(or set BENCHMARK_RESULTS_DIR\)$")),
+    "results dir equal to the runs dir": (
+        lambda t, s: ["--suite", bm25_suite(t, name="search"), "--results-dir", str(t / "runs")],
+        re.compile(r"^--results-dir '.*/runs' is --runs-dir '.*/runs'; give them separate folders, "
+                   r"e\.g\. --runs-dir runs --results-dir results$")),
+    "runs dir inside the results dir": (
+        lambda t, s: ["--suite", bm25_suite(t), "--results-dir", str(t)],
+        re.compile(r"^--results-dir '.*' overlaps --runs-dir '.*/runs'; give them separate folders")),
+    # training seeds: what numpy's RandomState accepts, before training fails on them
+    "negative seed": (lambda t, s: ["--suite", "smoke", "--seeds=-1"],
+                      "--seeds '-1' has -1; a training seed is an integer from 0 to 4294967295 (2**32 - 1), e.g. 42"),
+    "seed past 2**32": (lambda t, s: ["--suite", "smoke", "--seeds", "42,100000000000000000000"],
+                        "--seeds '42,100000000000000000000' has 100000000000000000000; a training seed is an integer "
+                        "from 0 to 4294967295 (2**32 - 1), e.g. 42"),
+    "negative seed in a suite file": (
+        lambda t, s: ["--suite", suite_file(t, 'name = "sd"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\n'
+                                               'measures = ["nDCG@10"]\n[splade]\nbackbones = ["bert-tiny"]\nseeds = [-3]\n')],
+        re.compile(r"splade\.seeds has -3; a training seed is an integer from 0 to 4294967295")),
     # model folders: their own tokenizer, of a plausible size; complete weights
     "model folder without tokenizer files": (
         lambda t, s: ["--suite", splade_suite(t, str(_model_copy(t, "no-tokenizer", ("config.json", "model.safetensors"))))],
