@@ -247,4 +247,4 @@ def index_stats(index_dir: Path) -> dict[str, int]:
     except Exception as exc:  # jnius wraps Lucene's exceptions; the message is what matters
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BenchmarkError(f"{index_dir} is not a readable Lucene index ({first}); delete it or rerun with --force") from None
-    return {"documents": int(stats["documents"]), "unique_terms": int(stats["unique_terms"])}
+    return {"documents": int(stats["documents"]), "unique_terms": int(stats.get("unique_terms", 0))}  # absent when empty

@@ -546,3 +546,17 @@ def test_non_canonical_measure_spellings_get_their_values(tmp_path, scifact_slic
     assert abs(float(got["RR@10"]) - expected[ir_measures.RR @ 10]) < 1e-12
     table = (results / "spell" / "table.md").read_text(encoding="utf-8")
     assert "nDCG@10" in table and "RR@10" in table and "nDCG(cutoff=10)" not in table
+
+
+@pytest.mark.parametrize("factor", ["1e-7", "1e308"])  # every impact rounds to 0, or overflows to inf/NaN
+def test_all_empty_encodings_get_one_line_before_indexing(factor, tmp_path, capsys):
+    suite = suite_file(tmp_path, 'name = "e"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+                                 'max_docs = 40\nmax_queries = 5\n[splade]\nbackbones = ["bert-tiny"]\n'
+                                 '[encode]\nmax_doc_length = 32\nmax_query_length = 16\n')
+    runs = tmp_path / "runs"
+    line = run_error(capsys, "--suite", suite, "--variants", "rescaled", "--rescale-factor", factor,
+                     "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results"))
+    assert re.fullmatch(r"error: all \d+ documents encoded to empty vectors in .*/encode/encode-\w+ \(every impact "
+                        r"rounds to 0 at 100x\): the model is collapsed or its MLM head is scaled out of range.*", line), line
+    assert not list((runs / "index").glob("index-*")), "an empty index was published"
+    assert not (tmp_path / "results").exists()
