@@ -376,7 +376,11 @@ class Store:
         partial.mkdir(parents=True, exist_ok=True)
         self.log(f"[run] {stage.id}")
         start = time.perf_counter()
-        record = dict(fn(partial))
+        try:
+            record = dict(fn(partial))
+        except Exception:
+            claim.check()  # a successor that took the stage over removed this partial folder: say so, not what broke
+            raise
         seconds = time.perf_counter() - start
         from benchmark.environment import environment
 
