@@ -276,6 +276,20 @@ def _model_copy(t: Path, name: str, files: tuple[str, ...]) -> Path:
     return folder
 
 
+def _pickled(t: Path, extra: object = None) -> Path:
+    """bert-tiny with its weights as a pickle (pytorch_model.bin), plus ``extra`` beside the tensors."""
+    import torch
+    from _tiny_models import BERT_TINY
+    from safetensors.torch import load_file
+
+    folder = _model_copy(t, "pickled", ("config.json", "tokenizer.json", "tokenizer_config.json"))
+    weights = load_file(BERT_TINY / "model.safetensors")
+    if extra is not None:
+        weights["extra"] = extra
+    torch.save(weights, folder / "pytorch_model.bin")
+    return folder
+
+
 def _truncated(t: Path) -> Path:
     folder = _model_copy(t, "truncated", ("config.json", "tokenizer.json", "tokenizer_config.json"))
     from _tiny_models import BERT_TINY
@@ -419,6 +433,11 @@ VALIDATION_CASES = {
                               re.compile(r"^backbone '.*/truncated': folder .*/truncated: model\.safetensors is truncated or "
                                          r"corrupt \(9000000 bytes, but its header describes 17671552\); copy or save the "
                                          r"checkpoint again$")),
+    "pickled weights holding more than tensors": (
+        lambda t, s: ["--suite", splade_suite(t, str(_pickled(t, extra=Path("anything"))))],
+        re.compile(r"^backbone '.*/pickled': .*/pickled/pytorch_model\.bin is a pickle holding more than tensors "
+                   r"\(Unsupported global: GLOBAL pathlib\.\w*Path was not an allowed global by default\); it is not "
+                   r"unpickled, since that can run code\. If you trust it, .*save_pretrained\(FOLDER\) \(safetensors\)$")),
     "unknown hub id before any stage": (
         lambda t, s: ["--suite", splade_suite(t, "someone/no-such-mlm")],
         "backbone 'someone/no-such-mlm': someone/no-such-mlm is not in the local Hugging Face cache and the hub is off "
@@ -560,3 +579,9 @@ def test_all_empty_encodings_get_one_line_before_indexing(factor, tmp_path, caps
                         r"rounds to 0 at 100x\): the model is collapsed or its MLM head is scaled out of range.*", line), line
     assert not list((runs / "index").glob("index-*")), "an empty index was published"
     assert not (tmp_path / "results").exists()
+
+
+def test_pickled_weights_of_plain_tensors_pass_validation(tmp_path):
+    from benchmark.backbone import backbone_problems
+
+    assert backbone_problems(str(_pickled(tmp_path)), deep=True) == []  # what weights-only torch.load accepts
