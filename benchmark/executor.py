@@ -75,7 +75,20 @@ def inputs_of(stage: Stage, store: Store, metas: Mapping[str, Mapping[str, Any]]
 def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Compute (or reuse) one stage whose parents are finished; ``parents`` maps parent ids to their metas."""
     inputs = inputs_of(stage, store, parents)
-    return store.run(stage, lambda out: stage.kind.run(stage.config, inputs, out, ctx))
+
+    def compute(out: Path) -> dict[str, Any]:
+        from benchmark import disk
+
+        try:
+            return stage.kind.run(stage.config, inputs, out, ctx)
+        except OSError as exc:
+            if not disk.is_full(exc):
+                raise
+            from benchmark.errors import BenchmarkError
+
+            raise BenchmarkError(disk.disk_full_line(stage, out, stage.kind.space_needed(stage.config, inputs, out))) from None
+
+    return store.run(stage, compute)
 
 
 class LocalExecutor:

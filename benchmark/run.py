@@ -115,6 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk outside any stage (the tables, a stage's config.json)
+        from benchmark.disk import is_full
+
+        if not is_full(exc):
+            raise
+        print(f"error: no space left on the device of {exc.filename or 'an output folder'}; free space there, or "
+              "pass --runs-dir/--results-dir on a larger disk, and rerun the same command", file=sys.stderr)
+        return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         name = exc.args[0] if isinstance(exc, Interrupted) else "SIGINT"
         print(f"interrupted ({name}): finished stages are kept; rerun the same command to resume", file=sys.stderr)

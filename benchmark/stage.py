@@ -115,6 +115,11 @@ class StageKind:
     def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
         raise NotImplementedError
 
+    @classmethod
+    def space_needed(cls, config: Any, inputs: Inputs, out: Path) -> int | None:
+        """Bytes the finished output is expected to take, for the line a full disk gets; None: unknown."""
+        return None
+
     #: (record key, parent role, what the stage did): counts that must equal the parent's record's
     counted: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 

@@ -70,6 +70,15 @@ class Index(StageKind):
             raise BenchmarkError(f"the {config.type} index holds no documents; check the {inputs.path('source')} stage")
         return {"type": config.type, **stats}
 
+    @classmethod
+    def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:
+        """About the source collection's size: Lucene's postings without stored text or positions take
+        less than the JSON they come from."""
+        from benchmark.stage import disk_usage
+
+        _, collection = INDEX_TYPE_TO_SOURCE[config.type]
+        return disk_usage(collection(inputs.path("source")))
+
     @staticmethod
     def nothing_to_index(index_type: str, source: Mapping[str, Any], folder: Path) -> str | None:
         """One line, before the JVM starts, when every document of the source is empty: an impact
