@@ -39,6 +39,7 @@ def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
     """Every finished stage of the plan: the wall time it took when computed, its bytes on disk, and
     whether this run computed it or found it cached (``results/<suite>/stages.csv``)."""
     from benchmark.atomic import write_csv
+    from benchmark.report.build import STAGE_LOG
     from benchmark.stage import disk_usage
 
     def rows():
@@ -49,7 +50,7 @@ def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
                 yield {"stage": stage.kind.name, "id": stage.id, "seconds": f"{meta['seconds']:.2f}",
                        "bytes": disk_usage(store.path(stage)), "this_run": state}
 
-    write_csv(out_dir / "stages.csv", rows(), ["stage", "id", "seconds", "bytes", "this_run"])
+    write_csv(out_dir / STAGE_LOG, rows(), ["stage", "id", "seconds", "bytes", "this_run"])
 
 
 def dry_run(plan: Plan, store: Store) -> None:
@@ -232,12 +233,18 @@ def _main(args: argparse.Namespace) -> int:
     if args.keep == "indexed":
         drop_encoded(plan, store)
     from benchmark.report import write_suite_results
+    from benchmark.report.build import is_complete
 
-    out = write_suite_results(plan, store, Path(args.results_dir), folder=results_folder(plan))
-    write_stage_log(plan, store, out)
+    name = results_folder(plan)
+    kept = failed and is_complete(Path(args.results_dir) / name)
+    if kept:  # a failed run never replaces a complete folder: its partial tables go beside it, hidden
+        name = f".{name}.incomplete"
+    out = write_suite_results(plan, store, Path(args.results_dir), folder=name,
+                              extra=lambda folder: write_stage_log(plan, store, folder))
     if failed:
-        print(f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; tables of the finished "
-              f"conditions in {out}\n{failed}", file=sys.stderr)
+        where = (f"the complete tables in {out.with_name(name[1:-len('.incomplete')])} are kept; this run's, of the "
+                 f"finished conditions, are in {out}" if kept else f"tables of the finished conditions in {out}")
+        print(f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; {where}\n{failed}", file=sys.stderr)
         return 1
     print(f"suite {suite.name} finished in {time.perf_counter() - start:.1f}s; tables in {out}")
     if args.check:

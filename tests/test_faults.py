@@ -117,3 +117,42 @@ def test_disk_full_while_indexing_is_one_line_not_an_unreadable_index(small_disk
     assert "--force" not in line and "readable" not in line, line
     assert re.fullmatch(NO_SPACE.format(kind="index", size=SIZE, need=rf"about {SIZE} in all: free {SIZE} more there"), line), line
     assert not list((runs / "index").glob("index-*")), "a stage was published on a full disk"
+
+
+# --------------------------------------------------------------------------- the results folder, whole
+
+KILLED_WHILE_PUBLISHING = """
+import os, signal, sys
+from benchmark.report import latex
+def document(*args, **kwargs):  # the run dies after results.json, metrics.csv and table.md are written
+    os.kill(os.getpid(), signal.SIGKILL)
+latex.document = document
+from benchmark.run import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_kill_while_writing_the_tables_leaves_the_earlier_folder_whole(tmp_path):
+    """The suite's folder is built beside its place and swapped in: a kill halfway through leaves every
+    file of the earlier run, not a new results.json and table.md beside an old table.tex and page."""
+    from test_data import beir_folder
+
+    folder = beir_folder(tmp_path / "mini")
+    suite = tmp_path / "s.toml"
+    argv = ["--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
+            "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    suite.write_text(f'name = "s"\ndescription = "first"\ndatasets = ["{folder}"]\nmeasures = ["nDCG@10"]\n[bm25]\n')
+    first = subprocess.run([sys.executable, "-m", "benchmark.run", *argv], capture_output=True, text=True, timeout=300,
+                           env=env, cwd=ROOT)
+    assert first.returncode == 0, first.stderr
+    published = tmp_path / "results" / "s"
+    before = {p.relative_to(published): p.read_bytes() for p in published.rglob("*") if p.is_file()}
+    suite.write_text(suite.read_text().replace('"first"', '"second"'))  # new tables, same stages
+    killed = subprocess.run([sys.executable, "-c", KILLED_WHILE_PUBLISHING, *argv], capture_output=True, text=True,
+                            timeout=300, env=env, cwd=ROOT)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    after = {p.relative_to(published): p.read_bytes() for p in published.rglob("*") if p.is_file()}
+    assert after == before
+    # the killed run's staging folder stays, hidden (python -m benchmark.report skips it)
+    assert [p.name for p in (tmp_path / "results").iterdir() if not p.name.startswith(".")] == ["s"]
