@@ -98,16 +98,17 @@ class LocalExecutor:
         self.store, self.ctx = store, ctx
         self.done: dict[str, dict[str, Any] | None] = {}
 
-    def execute(self, stage: Stage) -> dict[str, Any] | None:
-        """Run ``stage`` after its parents; None when an ancestor training run stopped early."""
-        if stage.id in self.done:
+    def execute(self, stage: Stage, light: bool = False) -> dict[str, Any] | None:
+        """Run ``stage`` after its parents; None when an ancestor training run stopped early.
+        ``light``: the child reads no dropped intermediate of it (``StageKind.light_parents``)."""
+        if stage.id in self.done and (light or not (self.done[stage.id] or {}).get("dropped")):
             return self.done[stage.id]
-        if self.store.is_done(stage):  # a finished stage needs nothing from its parents (they may be dropped)
-            self.done[stage.id] = self.store.run(stage, lambda out: {})
+        if self.store.is_done(stage, light):  # a finished stage needs nothing from its parents (they may be dropped)
+            self.done[stage.id] = self.store.run(stage, lambda out: {}, light)
             return self.done[stage.id]
         metas: dict[str, dict[str, Any]] = {}
-        for parent in stage.parents.values():
-            meta = self.execute(parent)
+        for role, parent in stage.parents.items():
+            meta = self.execute(parent, role in stage.kind.light_parents)
             if meta is None or (parent.kind.name == "train" and stops_pipeline(meta)):
                 self.done[stage.id] = None
                 return None

@@ -267,17 +267,21 @@ class RayExecutor:
     def plan(self, targets: list[Stage]) -> tuple[list[Stage], Outcome]:
         """The stages to compute, parents first; finished ones are reused without a task (and, as in the
         local executor, a finished stage needs nothing from its parents)."""
-        outcome, order, seen = Outcome(), [], set()
+        outcome, order, seen, dropped = Outcome(), [], set(), set()
 
-        def visit(stage: Stage) -> None:
-            if stage.id in seen:
+        def visit(stage: Stage, light: bool = False) -> None:
+            if stage.id in seen and (light or stage.id not in dropped):
                 return
             seen.add(stage.id)
-            if self.store.is_done(stage):
-                outcome.done[stage.id] = self.store.run(stage, lambda out: {})
+            dropped.discard(stage.id)  # served to a light child so far; a full one needs it recomputed
+            outcome.done.pop(stage.id, None)
+            if self.store.is_done(stage, light):
+                outcome.done[stage.id] = self.store.run(stage, lambda out: {}, light)
+                if outcome.done[stage.id].get("dropped"):
+                    dropped.add(stage.id)
                 return
-            for parent in stage.parents.values():
-                visit(parent)
+            for role, parent in stage.parents.items():
+                visit(parent, role in stage.kind.light_parents)
             order.append(stage)
 
         for stage in targets:

@@ -98,6 +98,9 @@ class StageKind:
     Config: ClassVar[type]
     parents: ClassVar[tuple[str, ...]] = ()  # required parent roles
     optional_parents: ClassVar[tuple[str, ...]] = ()
+    #: parent roles read for their record and small files only: a parent whose large intermediates
+    #: were dropped (``--keep indexed``) still serves them, and is not recomputed for them
+    light_parents: ClassVar[tuple[str, ...]] = ()
     resumable: ClassVar[bool] = False  # picks up its own partial folder after a kill
     device: ClassVar[str] = "cpu"  # "gpu": runs faster on an accelerator (executors schedule by it)
     sources: ClassVar[tuple[str, ...]] = ()  # modules whose code decides the output
@@ -290,11 +293,12 @@ class Store:
         known = {role: m["record"] for role, m in parents.items() if m is not None}
         return stage.kind.consistent(meta.get("record", {}), known)
 
-    def lookup(self, stage: Stage) -> dict[str, Any] | None:
+    def lookup(self, stage: Stage, dropped_ok: bool = False) -> dict[str, Any] | None:
         """A finished, undamaged folder of ``stage`` (checked once per process), else None;
-        a damaged one is reported in one line and moved out of the way."""
+        a damaged one is reported in one line and moved out of the way. One whose intermediates were
+        dropped counts only with ``dropped_ok`` (for a child that reads none of them)."""
         meta = self.load(stage)
-        if meta is None or meta.get("dropped"):
+        if meta is None or (meta.get("dropped") and not dropped_ok):
             return None
         if stage.id in self._verified:
             return meta
@@ -330,20 +334,20 @@ class Store:
                 target.unlink()
         return freed
 
-    def is_done(self, stage: Stage) -> bool:
+    def is_done(self, stage: Stage, dropped_ok: bool = False) -> bool:
         """Finished and reusable (sizes checked; hashes with ``verify``), and not due to be forced."""
         if self.force and stage.id not in self._forced:
             return False
-        return self.lookup(stage) is not None
+        return self.lookup(stage, dropped_ok) is not None
 
-    def run(self, stage: Stage, fn: StageFn) -> dict[str, Any]:
+    def run(self, stage: Stage, fn: StageFn, dropped_ok: bool = False) -> dict[str, Any]:
         """Return the stage's config.json, computing and publishing it first if needed.
 
         Waits while another process computes the same stage, then reuses its result.
         """
         waited = False
         while True:
-            if self.is_done(stage):
+            if self.is_done(stage, dropped_ok):
                 meta = self.load(stage)
                 assert meta is not None
                 self.log(f"[cached] {stage.id}")
@@ -359,7 +363,7 @@ class Store:
             time.sleep(WAIT_POLL)
         try:
             if not (self.force and stage.id not in self._forced):
-                meta = self.lookup(stage)  # finished by the previous holder while we waited
+                meta = self.lookup(stage, dropped_ok)  # finished by the previous holder while we waited
                 if meta is not None:
                     self.log(f"[cached] {stage.id}")
                     self.timings.setdefault(stage.id, 0.0)

@@ -41,6 +41,7 @@ class Search(StageKind):
     VERSION = 1
     parents = ("index", "queries")
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
+    light_parents = ("docs",)  # its record and df.npy: shards dropped by --keep indexed are not needed
     counted = (("queries", "queries", "searched"),)
     sources = ("benchmark.lucene", "benchmark.stages.search")
 
