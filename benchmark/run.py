@@ -235,17 +235,19 @@ def _main(args: argparse.Namespace) -> int:
     from benchmark.report import write_suite_results
     from benchmark.report.build import is_complete
 
-    name = results_folder(plan)
-    kept = failed and is_complete(Path(args.results_dir) / name)
-    if kept:  # a failed run never replaces a complete folder: its partial tables go beside it, hidden
-        name = f".{name}.incomplete"
-    out = write_suite_results(plan, store, Path(args.results_dir), folder=name,
-                              extra=lambda folder: write_stage_log(plan, store, folder))
+    results_dir, folder = Path(args.results_dir), results_folder(plan)
+    aside = f".{folder}.incomplete"  # a failed run's tables beside a complete folder, hidden from rebuilds
+    kept = failed and is_complete(results_dir / folder)  # a failed run never replaces a complete folder
+    out = write_suite_results(plan, store, results_dir, folder=aside if kept else folder,
+                              extra=lambda staging: write_stage_log(plan, store, staging))
     if failed:
-        where = (f"the complete tables in {out.with_name(name[1:-len('.incomplete')])} are kept; this run's, of the "
-                 f"finished conditions, are in {out}" if kept else f"tables of the finished conditions in {out}")
+        where = (f"the complete tables in {results_dir / folder} are kept; this run's, of the finished conditions, "
+                 f"are in {out}" if kept else f"tables of the finished conditions in {out}")
         print(f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; {where}\n{failed}", file=sys.stderr)
         return 1
+    import shutil
+
+    shutil.rmtree(results_dir / aside, ignore_errors=True)  # superseded by the complete folder
     print(f"suite {suite.name} finished in {time.perf_counter() - start:.1f}s; tables in {out}")
     if args.check:
         from benchmark.check import check_suite
