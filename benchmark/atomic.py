@@ -2,13 +2,16 @@
 
 A reader, or a rerun after a kill, sees the old file or the whole new one, never half of one; an
 exception while writing removes the temporary file. Use it wherever a file is published outside a
-stage's ``.partial`` folder (the stage folder itself is published by one rename).
+stage's ``.partial`` folder (the stage folder itself is published by one rename). A folder of files
+that belong together (a suite's results) is built beside its place and swapped in whole
+(``replace_folder``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import os
@@ -53,6 +56,70 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+RENAME_EXCHANGE = 2  # linux/fs.h: swap two paths in one step
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths atomically (Linux renameat2); False where unsupported (NFS, other OSes)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd = -100
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EXDEV):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def swap_folder(new: Path | str, target: Path | str) -> Path | None:
+    """Put the folder ``new`` at ``target``; returns where the old ``target`` now is (for the caller
+    to delete), or None if there was none. One atomic exchange where the filesystem has it; else the
+    old folder is renamed aside first (a reader may then briefly find no folder, never a mixed one)."""
+    from benchmark import faults
+
+    new, target = Path(new), Path(target)
+    if not target.exists():
+        os.replace(new, target)
+        return None
+    if _exchange(new, target):
+        return new
+    aside = target.with_name(f".{target.name}.old-{os.getpid()}")
+    os.replace(target, aside)
+    faults.point("folder:swap")
+    os.replace(new, target)
+    return aside
+
+
+def replace_folder(target: Path | str, fill: Any) -> None:
+    """``fill(staging)`` writes every file of a folder into a sibling staging folder, which then
+    replaces ``target`` whole: a kill or an error before the swap leaves ``target`` as it was."""
+    import shutil
+
+    from benchmark import faults
+
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        fill(staging)
+        faults.point("folder:staged")
+        old = swap_folder(staging, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def write_lines(path: Path | str, lines: Iterable[str]) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,37 @@ def checkpoint_problems(name: str, folder: Path) -> list[str]:
     return problems
 
 
+def pickle_problem(name: str, path: Path, exc: Exception) -> str:
+    """One line for weights that torch.load's weights-only unpickler refused: the pickle holds objects
+    other than tensors, and unpickling those can run any code, so the harness never does."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    detail = next((line.strip() for line in text.splitlines() if "Unsupported global" in line), "")
+    detail = re.sub(r"\. Please use .*", "", detail.replace("WeightsUnpickler error: ", "")) or type(exc).__name__
+    return (f"backbone {name!r}: {path} is a pickle holding more than tensors ({detail}); it is not unpickled, since "
+            "that can run code. If you trust it, load it once with torch.load(..., weights_only=False) and save the model "
+            "with save_pretrained(FOLDER) (safetensors)")
+
+
+def _pickled_weights_problem(name: str, folder: Path) -> str | None:
+    """Pickled weights (``pytorch_model*.bin``, read only where no safetensors exist) opened as
+    transformers opens them, weights-only, on the meta device: refused objects are found before any
+    stage runs, not as a traceback in the backbone stage."""
+    if any(folder.glob("*.safetensors")) or (folder / "model.safetensors.index.json").is_file():
+        return None
+    import pickle
+
+    import torch
+
+    for path in sorted(folder.glob("pytorch_model*.bin")):
+        try:
+            torch.load(path, map_location="meta", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            return pickle_problem(name, path, exc)
+        except Exception as exc:  # not a torch file at all, truncated: one line too
+            return f"backbone {name!r}: {path} is not a loadable torch file ({type(exc).__name__}: {exc}); save the checkpoint again"
+    return None
+
+
 def tokenizer_problem(name: str, source: str, tokens: int, vocab_size: int) -> str | None:
     """The tokenizer must index into the MLM head: never past its rows, and covering most of them.
 
@@ -153,6 +185,9 @@ def backbone_problems(name: str, deep: bool = False) -> list[str]:
         problems = checkpoint_problems(name, Path(source))
         if problems or not deep:
             return problems
+        pickled = _pickled_weights_problem(name, Path(source))
+        if pickled:
+            return [pickled]
     elif not deep or not HUB_ID.match(source):
         return []  # nothing on disk yet and not a hub id (a folder built on first load): loading checks it
     else:
@@ -238,6 +273,8 @@ def load_backbone(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     Raises BenchmarkError when any MLM-head weight is missing from the checkpoint (it would be
     newly initialised), when the checkpoint has no MLM head, or when it cannot be found offline.
     """
+    import pickle
+
     import torch
     from safetensors import SafetensorError
     from transformers import AutoModelForMaskedLM, AutoTokenizer
@@ -256,6 +293,8 @@ def load_backbone(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
             tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError, SafetensorError) as exc:
         raise _load_error(name, source, exc) from None
+    except pickle.UnpicklingError as exc:  # weights-only torch.load refused a pickle (a hub checkpoint)
+        raise BenchmarkError(pickle_problem(name, Path(source), exc)) from None
     missing = _missing_head_keys(info, head_layout(config).prefixes)
     if missing:
         shown = ", ".join(missing[:4]) + (f" (+{len(missing) - 4} more)" if len(missing) > 4 else "")

@@ -111,8 +111,8 @@ class Claim:
         """Raise if this claim was superseded (its holder was taken for dead): do not publish."""
         newer = [g for g in _generations(self.base) if g > self.generation]
         if newer or not self.path.exists():
-            raise BenchmarkError(f"lost the claim on {self.base.name[1:]}: another process took it over after "
-                                 f"{self.ttl:g}s without a heartbeat; its result will be used")
+            raise BenchmarkError(f"lost the claim on {self.base.name[1:]}: another process took this stage over "
+                                 f"after {self.ttl:g}s without a heartbeat; rerun the same command to reuse its result")
 
     def release(self) -> None:
         self._stop.set()

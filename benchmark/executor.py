@@ -8,9 +8,11 @@ stages as Ray tasks over a cluster.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,25 @@ def install_signal_handlers() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Run a block whole: a SIGTERM or SIGINT arriving inside it is delivered when it ends. For library
+    code that is not safe against an exception at any bytecode: in matplotlib's drawing an interrupt
+    surfaced as an IndexError traceback, or was swallowed by a weakref callback and lost."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
+        yield
+        return
+    pending: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending:
+            signal.raise_signal(pending[0])  # now the usual handler runs: Interrupted, KeyboardInterrupt
+
+
 def stops_pipeline(meta: Mapping[str, Any] | None) -> bool:
     """A training run that stopped at a collapse trigger has no model worth encoding."""
     if meta is None:
@@ -54,7 +75,20 @@ def inputs_of(stage: Stage, store: Store, metas: Mapping[str, Mapping[str, Any]]
 def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Compute (or reuse) one stage whose parents are finished; ``parents`` maps parent ids to their metas."""
     inputs = inputs_of(stage, store, parents)
-    return store.run(stage, lambda out: stage.kind.run(stage.config, inputs, out, ctx))
+
+    def compute(out: Path) -> dict[str, Any]:
+        from benchmark import disk
+
+        try:
+            return stage.kind.run(stage.config, inputs, out, ctx)
+        except OSError as exc:
+            if not disk.is_full(exc):
+                raise
+            from benchmark.errors import BenchmarkError
+
+            raise BenchmarkError(disk.disk_full_line(stage, out, stage.kind.space_needed(stage.config, inputs, out))) from None
+
+    return store.run(stage, compute)
 
 
 def duration(seconds: float) -> str:
@@ -116,23 +150,26 @@ class LocalExecutor:
         self.done: dict[str, dict[str, Any] | None] = {}
         self.progress: Progress | None = None
 
-    def execute(self, stage: Stage, reading: bool = False) -> dict[str, Any] | None:
+    def execute(self, stage: Stage, reading: bool = False, light: bool = False) -> dict[str, Any] | None:
         """Run ``stage`` after its parents; None when an ancestor training run stopped early.
 
         ``reading``: a stage about to be computed reads this one, so its hashes are checked first (a
-        file changed in place at the same size is found before anything is built from it)."""
+        file changed in place at the same size is found before anything is built from it).
+        ``light``: the child reads no dropped intermediate of it (``StageKind.light_parents``)."""
         if stage.id in self.done:
-            if not reading or self.done[stage.id] is None or self.store.lookup(stage, hashes=True) is not None:
-                return self.done[stage.id]
-            del self.done[stage.id]  # damaged since it was reused: reported, recomputed below
+            done = self.done[stage.id]
+            if (light or not (done or {}).get("dropped")) and (
+                    not reading or done is None or self.store.lookup(stage, hashes=True, dropped_ok=light) is not None):
+                return done
+            del self.done[stage.id]  # damaged since it was reused, or dropped for a child that reads it: recomputed below
         for parent in self.store.reached(stage):  # --verify: damage below a finished stage is found too
             self.execute(parent)
-        if self.store.is_done(stage, hashes=reading):  # a finished stage needs nothing from its parents (they may be dropped)
-            self.done[stage.id] = self.store.run(stage, lambda out: {})
+        if self.store.is_done(stage, hashes=reading, dropped_ok=light):  # a finished stage needs nothing from its parents
+            self.done[stage.id] = self.store.run(stage, lambda out: {}, light)
             return self.done[stage.id]
         metas: dict[str, dict[str, Any]] = {}
-        for parent in stage.parents.values():
-            meta = self.execute(parent, reading=True)
+        for role, parent in stage.parents.items():
+            meta = self.execute(parent, reading=True, light=role in stage.kind.light_parents)
             if meta is None or (parent.kind.name == "train" and stops_pipeline(meta)):
                 self.done[stage.id] = None
                 return None

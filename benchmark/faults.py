@@ -5,6 +5,9 @@ dict lookup.
 With ``BENCHMARK_KILL_ONCE=DIR`` each kill happens once across every process that shares DIR (a
 cluster's workers): the first process to reach it creates ``DIR/<name>#<n>`` with ``O_EXCL`` and
 dies; the retried task passes the point alive.
+
+``BENCHMARK_FAIL_AT=name[,name…]`` raises ``InjectedFailure`` at every pass instead: a stage that
+fails with an error (not a dead worker), which no retry cures.
 """
 
 from __future__ import annotations
@@ -15,7 +18,14 @@ import signal
 _passes: dict[str, int] = {}
 
 
+class InjectedFailure(RuntimeError):
+    """Raised at a point named in ``BENCHMARK_FAIL_AT``."""
+
+
 def point(name: str) -> None:
+    failing = os.environ.get("BENCHMARK_FAIL_AT")
+    if failing and name in failing.split(","):
+        raise InjectedFailure(f"injected failure at {name} (BENCHMARK_FAIL_AT)")
     target = os.environ.get("BENCHMARK_KILL_AT")
     if not target:
         return

@@ -37,10 +37,22 @@ def output_dir_problem(path: Path | str, what: str, flag: str, env: str) -> str 
             f"(or set {env})")
 
 
+def overlap_problem(runs_dir: Path | str, results_dir: Path | str) -> str | None:
+    """The two folders must be apart: a suite named like a stage kind (``search``) would write its
+    tables among the stage folders, and ``python -m benchmark.report`` would take stage kinds for suites."""
+    runs, results = (Path(p).expanduser().resolve() for p in (runs_dir, results_dir))
+    if runs == results or runs in results.parents or results in runs.parents:
+        how = "is" if runs == results else "overlaps"
+        return (f"--results-dir {str(results_dir)!r} {how} --runs-dir {str(runs_dir)!r}; give them separate folders, "
+                "e.g. --runs-dir runs --results-dir results")
+    return None
+
+
 def check_output_dirs(runs_dir: Path | str, results_dir: Path | str) -> None:
     """Both output folders, up front: a run must not end, hours later, unable to write its tables."""
     problems = [p for p in (output_dir_problem(runs_dir, "runs", "--runs-dir", "BENCHMARK_RUNS_DIR"),
-                            output_dir_problem(results_dir, "results", "--results-dir", "BENCHMARK_RESULTS_DIR")) if p]
+                            output_dir_problem(results_dir, "results", "--results-dir", "BENCHMARK_RESULTS_DIR"),
+                            overlap_problem(runs_dir, results_dir)) if p]
     if problems:
         raise BenchmarkError(" | ".join(problems))
 

@@ -174,13 +174,23 @@ def _pyserini_index(args: list[str], log: Path) -> None:
 
     An interrupt (SIGINT, or SIGTERM raised as ``executor.Interrupted``) makes ``subprocess.run``
     kill the child before it propagates; a SIGKILLed parent takes the child with it (PDEATHSIG)."""
+    from benchmark import disk
+
     jdk = find_jdk()
     cmd = [sys.executable, "-c", _INDEX_BOOT.format(strip=not jdk.has_vector), *args]
-    with open(log, "w") as fh:
-        proc = subprocess.run(cmd, env=java_env(), stdout=fh, stderr=subprocess.STDOUT,
-                              preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    # the log goes through a pipe: on a full disk the indexer's own writes to it would fail unseen
+    proc = subprocess.run(cmd, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    text = proc.stdout.decode(errors="replace")
+    try:
+        log.write_text(text)
+    except OSError as exc:
+        if not disk.is_full(exc):
+            raise
+    if disk.NO_SPACE in text:  # Anserini logs the IOException and may still exit 0
+        raise disk.full_error(log.parent)
     if proc.returncode != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+        tail = text.strip().splitlines()[-3:]
         raise BenchmarkError(f"Lucene indexing failed (exit {proc.returncode}): {' | '.join(tail)}; see {log}")
 
 
@@ -311,4 +321,4 @@ def index_stats(index_dir: Path) -> dict[str, int]:
     except Exception as exc:  # jnius wraps Lucene's exceptions; the message is what matters
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BenchmarkError(f"{index_dir} is not a readable Lucene index ({first}); delete it or rerun with --force") from None
-    return {"documents": int(stats["documents"]), "unique_terms": int(stats["unique_terms"])}
+    return {"documents": int(stats["documents"]), "unique_terms": int(stats.get("unique_terms", 0))}  # absent when empty

@@ -267,23 +267,29 @@ class RayExecutor:
     def plan(self, targets: list[Stage]) -> tuple[list[Stage], Outcome]:
         """The stages to compute, parents first; finished ones are reused without a task (and, as in the
         local executor, a finished stage needs nothing from its parents)."""
-        outcome, order, seen = Outcome(), [], set()
+        outcome, order, seen, dropped = Outcome(), [], set(), set()
 
-        def visit(stage: Stage, reading: bool = False) -> None:
+        def visit(stage: Stage, reading: bool = False, light: bool = False) -> None:
             if stage.id in seen:
-                if reading and stage.id in outcome.done and self.store.lookup(stage, hashes=True) is None:
-                    del outcome.done[stage.id]  # damaged (reported); recomputed before the stage that reads it
-                    seen.discard(stage.id)
+                if not light and stage.id in dropped:
+                    pass  # served to a light child so far; a full one needs it recomputed
+                elif reading and stage.id in outcome.done and \
+                        self.store.lookup(stage, hashes=True, dropped_ok=light) is None:
+                    pass  # damaged (reported); recomputed before the stage that reads it
                 else:
                     return
             seen.add(stage.id)
+            dropped.discard(stage.id)
+            outcome.done.pop(stage.id, None)
             for parent in self.store.reached(stage):  # --verify: damage below a finished stage is found too
                 visit(parent)
-            if self.store.is_done(stage, hashes=reading):  # a reader's parents: hashes checked first
-                outcome.done[stage.id] = self.store.run(stage, lambda out: {})
+            if self.store.is_done(stage, hashes=reading, dropped_ok=light):  # a reader's parents: hashes checked first
+                outcome.done[stage.id] = self.store.run(stage, lambda out: {}, light)
+                if outcome.done[stage.id].get("dropped"):
+                    dropped.add(stage.id)
                 return
-            for parent in stage.parents.values():
-                visit(parent, reading=True)
+            for role, parent in stage.parents.items():
+                visit(parent, reading=True, light=role in stage.kind.light_parents)
             order.append(stage)
 
         for stage in targets:

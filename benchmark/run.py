@@ -40,6 +40,7 @@ def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
     """Every finished stage of the plan: the wall time it took when computed, its bytes on disk, and
     whether this run computed it or found it cached (``results/<suite>/stages.csv``)."""
     from benchmark.atomic import write_csv
+    from benchmark.report.build import STAGE_LOG
     from benchmark.stage import disk_usage
 
     def rows():
@@ -50,7 +51,7 @@ def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
                 yield {"stage": stage.kind.name, "id": stage.id, "seconds": f"{meta['seconds']:.2f}",
                        "bytes": disk_usage(store.path(stage)), "this_run": state}
 
-    write_csv(out_dir / "stages.csv", rows(), ["stage", "id", "seconds", "bytes", "this_run"])
+    write_csv(out_dir / STAGE_LOG, rows(), ["stage", "id", "seconds", "bytes", "this_run"])
 
 
 def dry_run(plan: Plan, store: Store) -> None:
@@ -145,6 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk outside any stage (the tables, a stage's config.json)
+        from benchmark.disk import is_full
+
+        if not is_full(exc):
+            raise
+        print(f"error: no space left on the device of {exc.filename or 'an output folder'}; free space there, or "
+              "pass --runs-dir/--results-dir on a larger disk, and rerun the same command", file=sys.stderr)
+        return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         name = exc.args[0] if isinstance(exc, Interrupted) else "SIGINT"
         print(f"interrupted ({name}): finished stages are kept; rerun the same command to resume", file=sys.stderr)
@@ -162,6 +171,12 @@ def _seeds(value: str | list[str] | None) -> list[int] | None:
         seeds = [int(v) for v in items]
     except ValueError:
         raise BenchmarkError(f"--seeds {given!r} must be comma-separated integers, e.g. --seeds 42,43,44") from None
+    from benchmark.suites import seed_problem
+
+    for seed in seeds:
+        problem = seed_problem(seed, f"--seeds {given!r}")
+        if problem:
+            raise BenchmarkError(problem)
     if len(set(seeds)) != len(seeds):
         raise BenchmarkError(f"--seeds {given!r} repeats a seed; give each seed once")
     return seeds
@@ -283,13 +298,21 @@ def _main(args: argparse.Namespace) -> int:
     if args.keep == "indexed":
         drop_encoded(plan, store)
     from benchmark.report import write_suite_results
+    from benchmark.report.build import is_complete
 
-    out = write_suite_results(plan, store, Path(args.results_dir), folder=results_folder(plan))
-    write_stage_log(plan, store, out)
+    results_dir, folder = Path(args.results_dir), results_folder(plan)
+    aside = f".{folder}.incomplete"  # a failed run's tables beside a complete folder, hidden from rebuilds
+    kept = failed and is_complete(results_dir / folder)  # a failed run never replaces a complete folder
+    out = write_suite_results(plan, store, results_dir, folder=aside if kept else folder,
+                              extra=lambda staging: write_stage_log(plan, store, staging))
     if failed:
-        print(f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; tables of the finished "
-              f"conditions in {out}\n{failed}", file=sys.stderr)
+        where = (f"the complete tables in {results_dir / folder} are kept; this run's, of the finished conditions, "
+                 f"are in {out}" if kept else f"tables of the finished conditions in {out}")
+        print(f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; {where}\n{failed}", file=sys.stderr)
         return 1
+    import shutil
+
+    shutil.rmtree(results_dir / aside, ignore_errors=True)  # superseded by the complete folder
     table = headline(out)
     if table:
         print("\n" + table + "\n")

@@ -103,6 +103,9 @@ class StageKind:
     Config: ClassVar[type]
     parents: ClassVar[tuple[str, ...]] = ()  # required parent roles
     optional_parents: ClassVar[tuple[str, ...]] = ()
+    #: parent roles read for their record and small files only: a parent whose large intermediates
+    #: were dropped (``--keep indexed``) still serves them, and is not recomputed for them
+    light_parents: ClassVar[tuple[str, ...]] = ()
     resumable: ClassVar[bool] = False  # picks up its own partial folder after a kill
     device: ClassVar[str] = "cpu"  # "gpu": runs faster on an accelerator (executors schedule by it)
     sources: ClassVar[tuple[str, ...]] = ()  # modules whose code decides the output
@@ -119,6 +122,11 @@ class StageKind:
     @classmethod
     def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
         raise NotImplementedError
+
+    @classmethod
+    def space_needed(cls, config: Any, inputs: Inputs, out: Path) -> int | None:
+        """Bytes the finished output is expected to take, for the line a full disk gets; None: unknown."""
+        return None
 
     #: (record key, parent role, what the stage did): counts that must equal the parent's record's
     counted: ClassVar[tuple[tuple[str, str, str], ...]] = ()
@@ -306,11 +314,12 @@ class Store:
         known = {role: m["record"] for role, m in parents.items() if m is not None}
         return stage.kind.consistent(meta.get("record", {}), known)
 
-    def lookup(self, stage: Stage, hashes: bool = False) -> dict[str, Any] | None:
+    def lookup(self, stage: Stage, hashes: bool = False, dropped_ok: bool = False) -> dict[str, Any] | None:
         """A finished, undamaged folder of ``stage`` (checked once per process; its hashes too with
-        ``hashes`` or ``verify``), else None; a damaged one is reported in one line and moved out of the way."""
+        ``hashes`` or ``verify``), else None; a damaged one is reported in one line and moved out of the way.
+        One whose intermediates were dropped counts only with ``dropped_ok`` (for a child that reads none of them)."""
         meta = self.load(stage)
-        if meta is None or meta.get("dropped"):
+        if meta is None or (meta.get("dropped") and not dropped_ok):
             return None
         hashes = hashes or self.verify
         if stage.id in (self._hashed if hashes else self._verified):
@@ -349,11 +358,11 @@ class Store:
                 target.unlink()
         return freed
 
-    def is_done(self, stage: Stage, hashes: bool = False) -> bool:
+    def is_done(self, stage: Stage, hashes: bool = False, dropped_ok: bool = False) -> bool:
         """Finished and reusable (sizes checked; hashes with ``hashes`` or ``verify``), and not due to be forced."""
         if self.force and stage.id not in self._forced:
             return False
-        return self.lookup(stage, hashes) is not None
+        return self.lookup(stage, hashes, dropped_ok) is not None
 
     def reached(self, stage: Stage) -> list[Stage]:
         """The parents of a finished ``stage`` that ``verify`` must check too: every one still complete
@@ -362,14 +371,14 @@ class Store:
             return []
         return [p for p in stage.parents.values() if (m := self.load(p)) is not None and not m.get("dropped")]
 
-    def run(self, stage: Stage, fn: StageFn) -> dict[str, Any]:
+    def run(self, stage: Stage, fn: StageFn, dropped_ok: bool = False) -> dict[str, Any]:
         """Return the stage's config.json, computing and publishing it first if needed.
 
         Waits while another process computes the same stage, then reuses its result.
         """
         waited = False
         while True:
-            if self.is_done(stage):
+            if self.is_done(stage, dropped_ok=dropped_ok):
                 meta = self.load(stage)
                 assert meta is not None
                 self.log(f"[cached] {stage.id}")
@@ -385,7 +394,7 @@ class Store:
             time.sleep(WAIT_POLL)
         try:
             if not (self.force and stage.id not in self._forced):
-                meta = self.lookup(stage)  # finished by the previous holder while we waited
+                meta = self.lookup(stage, dropped_ok=dropped_ok)  # finished by the previous holder while we waited
                 if meta is not None:
                     self.log(f"[cached] {stage.id}")
                     self.timings.setdefault(stage.id, 0.0)
@@ -408,7 +417,11 @@ class Store:
         inputs = {role: content_digest(m) for role, p in sorted(stage.parents.items()) if (m := self.load(p)) is not None}
         self.log(f"[run] {stage.id}")
         start = time.perf_counter()
-        record = dict(fn(partial))
+        try:
+            record = dict(fn(partial))
+        except Exception:
+            claim.check()  # a successor that took the stage over removed this partial folder: say so, not what broke
+            raise
         seconds = time.perf_counter() - start
         from benchmark.environment import environment
 

@@ -280,6 +280,20 @@ def _model_copy(t: Path, name: str, files: tuple[str, ...]) -> Path:
     return folder
 
 
+def _pickled(t: Path, extra: object = None) -> Path:
+    """bert-tiny with its weights as a pickle (pytorch_model.bin), plus ``extra`` beside the tensors."""
+    import torch
+    from helpers.tiny_models import BERT_TINY
+    from safetensors.torch import load_file
+
+    folder = _model_copy(t, "pickled", ("config.json", "tokenizer.json", "tokenizer_config.json"))
+    weights = load_file(BERT_TINY / "model.safetensors")
+    if extra is not None:
+        weights["extra"] = extra
+    torch.save(weights, folder / "pytorch_model.bin")
+    return folder
+
+
 def _truncated(t: Path) -> Path:
     folder = _model_copy(t, "truncated", ("config.json", "tokenizer.json", "tokenizer_config.json"))
     from helpers.tiny_models import BERT_TINY
@@ -397,6 +411,23 @@ VALIDATION_CASES = {
     "unwritable results dir": (lambda t, s: ["--suite", bm25_suite(t), "--results-dir", str(_file(t) / "results")],
                                re.compile(r"^results folder '.*/a-file/results' is not writable \(.*/a-file is a file\); "
                                           r"fix its permissions or pass --results-dir DIR \(or set BENCHMARK_RESULTS_DIR\)$")),
+    "results dir equal to the runs dir": (
+        lambda t, s: ["--suite", bm25_suite(t, name="search"), "--results-dir", str(t / "runs")],
+        re.compile(r"^--results-dir '.*/runs' is --runs-dir '.*/runs'; give them separate folders, "
+                   r"e\.g\. --runs-dir runs --results-dir results$")),
+    "runs dir inside the results dir": (
+        lambda t, s: ["--suite", bm25_suite(t), "--results-dir", str(t)],
+        re.compile(r"^--results-dir '.*' overlaps --runs-dir '.*/runs'; give them separate folders")),
+    # training seeds: what numpy's RandomState accepts, before training fails on them
+    "negative seed": (lambda t, s: ["--suite", "smoke", "--seeds=-1"],
+                      "--seeds '-1' has -1; a training seed is an integer from 0 to 4294967295 (2**32 - 1), e.g. 42"),
+    "seed past 2**32": (lambda t, s: ["--suite", "smoke", "--seeds", "42,100000000000000000000"],
+                        "--seeds '42,100000000000000000000' has 100000000000000000000; a training seed is an integer "
+                        "from 0 to 4294967295 (2**32 - 1), e.g. 42"),
+    "negative seed in a suite file": (
+        lambda t, s: ["--suite", suite_file(t, 'name = "sd"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\n'
+                                               'measures = ["nDCG@10"]\n[splade]\nbackbones = ["bert-tiny"]\nseeds = [-3]\n')],
+        re.compile(r"splade\.seeds has -3; a training seed is an integer from 0 to 4294967295")),
     # model folders: their own tokenizer, of a plausible size; complete weights
     "model folder without tokenizer files": (
         lambda t, s: ["--suite", splade_suite(t, str(_model_copy(t, "no-tokenizer", ("config.json", "model.safetensors"))))],
@@ -411,6 +442,11 @@ VALIDATION_CASES = {
                               re.compile(r"^backbone '.*/truncated': folder .*/truncated: model\.safetensors is truncated or "
                                          r"corrupt \(9000000 bytes, but its header describes 17671552\); copy or save the "
                                          r"checkpoint again$")),
+    "pickled weights holding more than tensors": (
+        lambda t, s: ["--suite", splade_suite(t, str(_pickled(t, extra=Path("anything"))))],
+        re.compile(r"^backbone '.*/pickled': .*/pickled/pytorch_model\.bin is a pickle holding more than tensors "
+                   r"\(Unsupported global: GLOBAL pathlib\.\w*Path was not an allowed global by default\); it is not "
+                   r"unpickled, since that can run code\. If you trust it, .*save_pretrained\(FOLDER\) \(safetensors\)$")),
     "unknown hub id before any stage": (
         lambda t, s: ["--suite", splade_suite(t, "someone/no-such-mlm")],
         "backbone 'someone/no-such-mlm': someone/no-such-mlm is not in the local Hugging Face cache and the hub is off "
@@ -620,3 +656,21 @@ def test_no_machine_path_and_no_raw_html_in_the_results(tmp_path, bert_tiny):
     assert {c["backbone"] for c in results["conditions"]} == {"my-tiny"}
     assert results["description"] == "ends with </script> on purpose"
     assert "&lt;img src=x onerror=alert(1)>" in texts["table.md"] and "<img" not in texts["table.md"]
+@pytest.mark.parametrize("factor", ["1e-7", "1e308"])  # every impact rounds to 0, or overflows to inf/NaN
+def test_all_empty_encodings_get_one_line_before_indexing(factor, tmp_path, capsys):
+    suite = suite_file(tmp_path, 'name = "e"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+                                 'max_docs = 40\nmax_queries = 5\n[splade]\nbackbones = ["bert-tiny"]\n'
+                                 '[encode]\nmax_doc_length = 32\nmax_query_length = 16\n')
+    runs = tmp_path / "runs"
+    line = run_error(capsys, "--suite", suite, "--variants", "rescaled", "--rescale-factor", factor,
+                     "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results"))
+    assert re.fullmatch(r"error: all \d+ documents encoded to empty vectors in .*/encode/encode-\w+ \(every impact "
+                        r"rounds to 0 when quantised\): the model is collapsed or its MLM head is scaled out of range.*", line), line
+    assert not list((runs / "index").glob("index-*")), "an empty index was published"
+    assert not (tmp_path / "results").exists()
+
+
+def test_pickled_weights_of_plain_tensors_pass_validation(tmp_path):
+    from benchmark.backbone import backbone_problems
+
+    assert backbone_problems(str(_pickled(tmp_path)), deep=True) == []  # what weights-only torch.load accepts

@@ -41,3 +41,37 @@ def test_two_runs_share_one_runs_folder(tmp_path):
             values = {r["measure"]: r["value"] for r in csv.DictReader(fh)}
         assert round(float(values["nDCG@10"]), 4) == 0.7805  # the smoke suite's expected BM25 score on this slice
     assert not [p for p in (tmp_path / "runs").rglob(".*") if ".partial" in p.name or ".claim." in p.name]
+
+
+def test_a_claim_lost_while_indexing_says_so(tmp_path, capsys, monkeypatch):
+    """A holder taken for dead (its heartbeat silent past the TTL, e.g. a paused process on another
+    host) finds, when it resumes, that its successor removed the partial folder under the JVM. The
+    line must say that the stage was taken over, not that the index is unreadable."""
+    import json
+    import shutil
+
+    from benchmark import lucene
+    from benchmark.run import main
+    from test_data import beir_folder
+
+    real = lucene.build_bm25_index
+
+    def paused_then_superseded(collection, target, threads):
+        real(collection, target, threads)
+        partial = Path(target).parent  # runs/index/.<id>.partial
+        stage_id = partial.name[1:-len(".partial")]
+        (partial.parent / f".{stage_id}.claim.1").write_text(json.dumps({"host": "elsewhere", "pid": 1, "beat": 0}))
+        shutil.rmtree(partial)  # what the successor's "[clean]" of a non-resumable stage does
+
+    monkeypatch.setattr(lucene, "build_bm25_index", paused_then_superseded)
+    folder = beir_folder(tmp_path / "mini")
+    suite = tmp_path / "s.toml"
+    suite.write_text(f'name = "s"\ndescription = "d"\ndatasets = ["{folder}"]\nmeasures = ["nDCG@10"]\n[bm25]\n')
+    code = main(["--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert re.fullmatch(r"error: lost the claim on index-\w+: another process took this stage over after \d+s without "
+                        r"a heartbeat; rerun the same command to reuse its result", lines[0]), lines[0]

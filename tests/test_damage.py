@@ -285,3 +285,26 @@ def test_same_size_damage_below_a_cached_stage(world, capsys):
     assert evaluate and evaluate[0].endswith(f"its run stage {search.name} has other content than when it was computed "
                                              "from it; recomputing it")
     assert metrics == first
+def test_keep_indexed_then_a_new_depth_searches_the_cached_index_without_encoding(tmp_path, capsys):
+    """--keep indexed drops the encoded shards once the impact index exists; a new ranking depth k
+    needs a new search stage, which reads the encode stage's record and df.npy (for FLOPS), not its
+    shards: it must search the cached index, not encode the corpus again."""
+    suite = tmp_path / "k.toml"
+    body = ('name = "k"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+            'max_docs = 40\nmax_queries = 5\n{k}[splade]\nbackbones = ["bert-tiny"]\n'
+            '[encode]\nmax_doc_length = 32\nmax_query_length = 16\n')
+    argv = ["--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
+            "--keep", "indexed"]
+    suite.write_text(body.format(k=""))
+    assert run_cli(*argv) == 0
+    first = capsys.readouterr().out
+    assert "--keep indexed: freed" in first and "[run] encode-" in first
+    before = (tmp_path / "results" / "k" / "metrics.csv").read_text()
+    suite.write_text(body.format(k="k = 100\n"))
+    assert run_cli(*argv) == 0
+    second = capsys.readouterr().out
+    ran = [line.split()[1].split("-")[0] for line in second.splitlines() if line.startswith("[run] ")]
+    assert ran == ["search", "evaluate"], second  # the index, the queries and the encode stage are cached
+    scores = [[(r["measure"], r["value"], r["FLOPS"]) for r in csv.DictReader(f.read_text().splitlines())]
+              for f in (tmp_path / "results" / "k" / "metrics.csv",)]
+    assert scores == [[(r["measure"], r["value"], r["FLOPS"]) for r in csv.DictReader(before.splitlines())]]

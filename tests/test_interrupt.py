@@ -81,3 +81,41 @@ def test_interrupt_during_indexing_leaves_no_child_and_resumes(tmp_path, signum)
     assert [p for p in family if _alive(p)] == []  # the JVM indexer died with the run
     assert subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600).returncode == 0
     assert (tmp_path / "results" / "term" / "metrics.csv").read_text().count("0.6789") == 1
+
+
+PLOT_UNDER_SIGTERM = """
+import os, signal, sys
+from pathlib import Path
+import matplotlib.axes
+from benchmark.executor import Interrupted, install_signal_handlers
+from benchmark.training.telemetry import plot_png
+
+install_signal_handlers()
+real = matplotlib.axes.Axes.plot
+def plot(self, *args, **kwargs):  # the signal lands while the first panel is drawn
+    if not getattr(plot, "sent", False):
+        plot.sent = True
+        os.kill(os.getpid(), signal.SIGTERM)
+    return real(self, *args, **kwargs)
+matplotlib.axes.Axes.plot = plot
+rows = [{"step": s, "loss": 1.0 / s, "nnz_q": 3 * s, "nnz_d": 9 * s, "head_norm": 2.5} for s in range(1, 9)]
+try:
+    plot_png(rows, Path(sys.argv[1]), "interrupted")
+except Interrupted as exc:
+    print("raised", exc, "after the plot:", Path(sys.argv[1]).stat().st_size > 0)
+    sys.exit(143)
+print("not interrupted")
+"""
+
+
+def test_sigterm_while_the_telemetry_plot_is_drawn_is_raised_after_it(tmp_path):
+    """matplotlib is not safe against an exception at any bytecode (an interrupt inside its drawing
+    surfaced as an IndexError traceback, or was swallowed by a weakref callback and lost): the plot is
+    drawn whole and the SIGTERM raised right after, as Interrupted, which the run reports in one line."""
+    png = tmp_path / "telemetry.png"
+    proc = subprocess.run([sys.executable, "-c", PLOT_UNDER_SIGTERM, str(png)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 143, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == "raised SIGTERM after the plot: True", proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not list(tmp_path.glob(".tmp-*"))

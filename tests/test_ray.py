@@ -54,6 +54,10 @@ def cluster_run(untrained_splade, tmp_path_factory) -> dict:
              str(work / "runs"), "--results-dir", str(work / "results"), "--no-progress", "--executor", "ray",
              "--ray-address", ADDRESS]
     checks = str(TESTS / "ray_checks.py")
+    # the same suite with one measure more: its evaluate stages run again, and fail
+    more = work / "mini.toml"
+    more.write_text(untrained_splade["suite"].read_text().replace('"R@100"]', '"R@100", "nDCG@5"]'))
+    failing = [*suite[:4], str(more), *suite[5:]]
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
     spec = {
         "nodes": [1, 1], "temp": temp, "out": str(work / "report.json"),
@@ -63,6 +67,7 @@ def cluster_run(untrained_splade, tmp_path_factory) -> dict:
             {"name": "suite", "argv": suite, "timeout": 600,
              "env": {**env, "BENCHMARK_KILL_AT": "encode:encoded,shards:collected,search:written",
                      "BENCHMARK_KILL_ONCE": str(work / "kills")}},
+            {"name": "failing", "argv": failing, "timeout": 300, "env": {**env, "BENCHMARK_FAIL_AT": "evaluate:written"}},
             {"name": "train", "argv": [sys.executable, checks, "train", str(init), str(work / "two"), ADDRESS],
              "env": env, "timeout": 600},
         ],
@@ -117,6 +122,21 @@ def test_a_failed_stage_stops_only_its_dependants(cluster_run):
     assert outcome["blocked"] == {"blocked": "b", "below": "b"}
     assert outcome["done"] == {"a": {"value": 1}, "c": {"value": 3}, "fine": {"value": 4}}
     assert "leaf 2 cannot be computed" in outcome["summary"] and "not run:" in outcome["summary"]
+
+
+def test_a_failed_run_never_replaces_a_complete_results_folder(cluster_run, untrained_splade):
+    """After the complete suite, a run of it whose evaluate stages fail exits 1, keeps the complete
+    folder as it was (the local executor's metrics) and puts its partial tables beside it, hidden."""
+    command = cluster_run["by_name"]["failing"]
+    assert command["rc"] == 1, command["stderr"][-3000:]
+    results = cluster_run["work"] / "results"
+    assert re.search(rf"the complete tables in {re.escape(str(results / 'mini'))} are kept; this run's, of the finished "
+                     rf"conditions, are in {re.escape(str(results / '.mini.incomplete'))}", command["stderr"]), command["stderr"]
+    assert "injected failure at evaluate:written" in command["stderr"]
+    assert (results / "mini" / "metrics.csv").read_text() == (untrained_splade["results"] / "metrics.csv").read_text()
+    assert "nDCG@5" not in (results / "mini" / "table.md").read_text()
+    assert (results / ".mini.incomplete" / "results.json").is_file()
+    assert sorted(p.name for p in results.iterdir() if not p.name.startswith(".")) == ["mini"]
 
 
 def test_two_ray_train_workers_match_one_process(cluster_run):

@@ -3,13 +3,15 @@ all suite folders under ``results/`` from their files alone (one broken folder i
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmark.atomic import write_csv, write_text
+from benchmark.atomic import replace_folder, write_csv, write_text
 from benchmark.errors import BenchmarkError
+from benchmark.outcomes import MISSING
 from benchmark.report import html, latex, markdown, tidy
 from benchmark.report.exports import write_mteb
 from benchmark.report.judgements import JUDGEMENT_COLUMNS, judgement_rows
@@ -22,11 +24,14 @@ TABLES = ("table.md", "table.csv", "table.tex")
 PAGE = "index.html"
 METRICS = "metrics.csv"
 JUDGEMENTS = "judgements.csv"
+STAGE_LOG = "stages.csv"  # written by the run (benchmark.run.write_stage_log), kept by a refresh
 
 
-def render(results: SuiteResults, folder: Path) -> list[str]:
-    """Every derived file of ``folder`` from ``results``: metrics.csv, the tables, the plots, index.html."""
+def render(results: SuiteResults, folder: Path, name: str | None = None) -> list[str]:
+    """Every derived file of ``folder`` from ``results``: metrics.csv, the tables, the plots, index.html
+    (``name``: the folder's name once published, when ``folder`` is its staging copy)."""
     folder = Path(folder)
+    published = name or folder.name
     tables = suite_tables(results)
     labels = results.settings().labels
     write_csv(folder / METRICS, tidy.metric_rows(results), tidy.METRIC_COLUMNS)
@@ -47,22 +52,57 @@ def render(results: SuiteResults, folder: Path) -> list[str]:
     exports = write_mteb(results, folder)
     files = [METRICS, JUDGEMENTS, *TABLES, RESULTS] + ([PERQUERY] if (folder / PERQUERY).exists() else [])
     runs = [c.run_file for c in results.conditions if c.run_file and (folder / c.run_file).is_file()]
-    write_text(folder / PAGE, html.page(results, tables, plots, files, folder.name, exports=[*runs, *exports],
+    write_text(folder / PAGE, html.page(results, tables, plots, files, published, exports=[*runs, *exports],
                                         legends=made))
     return [METRICS, JUDGEMENTS, *TABLES, *plots, PAGE] + ([f"{len(exports)} MTEB JSON"] if exports else [])
 
 
-def publish(results: SuiteResults, folder: Path) -> Path:
-    """Write the results, then render from what was written: a rebuild gives the same files."""
+def publish(results: SuiteResults, folder: Path, extra: Callable[[Path], None] | None = None) -> Path:
+    """Write the results, then render from what was written (a rebuild gives the same files), all in a
+    staging folder that replaces ``folder`` whole: a kill while writing leaves the earlier folder as it
+    was, never new tables beside old ones. ``extra(staging)`` adds files (the run's stage log)."""
     folder = Path(folder)
-    write_results(results, folder)
-    render(read_results(folder), folder)
+
+    def fill(staging: Path) -> None:
+        write_results(results, staging)
+        render(read_results(staging), staging, name=folder.name)
+        if extra is not None:
+            extra(staging)
+
+    replace_folder(folder, fill)
     return folder
 
 
-def write_suite_results(plan: Any, store: Any, results_dir: Path, folder: str | None = None) -> Path:
+def is_complete(folder: Path) -> bool:
+    """A readable results folder in which every condition ran (scored, or stopped at its collapse)."""
+    try:
+        results = read_results(Path(folder))
+    except BenchmarkError:
+        return False
+    return all(c.state != MISSING for c in results.conditions)
+
+
+def write_suite_results(plan: Any, store: Any, results_dir: Path, folder: str | None = None,
+                        extra: Callable[[Path], None] | None = None) -> Path:
     """``results/<folder>/`` (default: the suite's name) from a finished or partly finished plan."""
-    return publish(collect(plan, store), Path(results_dir) / (folder or plan.suite.name))
+    return publish(collect(plan, store), Path(results_dir) / (folder or plan.suite.name), extra)
+
+
+def _keep(folder: Path, staging: Path, name: str) -> None:
+    if (folder / name).is_file():
+        shutil.copy2(folder / name, staging / name)
+
+
+def _rerender(folder: Path) -> list[str]:
+    """Render a folder again from its own results, in a staging copy that replaces it whole."""
+    written: list[str] = []
+
+    def fill(staging: Path) -> None:
+        shutil.copytree(folder, staging, dirs_exist_ok=True)
+        written.extend(render(read_results(staging), staging, name=folder.name))
+
+    replace_folder(folder, fill)
+    return written
 
 
 def rebuild(results_dir: Path, suites: Iterable[str] | None = None, out: Callable[[str], None] = print,
@@ -85,7 +125,7 @@ def rebuild(results_dir: Path, suites: Iterable[str] | None = None, out: Callabl
     for folder in folders:
         if (folder / RESULTS).is_file():
             try:
-                written = render(read_results(folder), folder)
+                written = _rerender(folder)
             except BenchmarkError as exc:
                 err(f"failed {folder}: {exc}")
                 failed += 1
@@ -112,7 +152,7 @@ def refresh_suites(results_dir: Path, suites: Iterable[str], runs_dir: Path, out
                 raise BenchmarkError(f"runs folder {str(runs_dir)!r} does not exist; pass --runs-dir DIR")
             if not (folder / RESULTS).is_file():
                 raise BenchmarkError(f"no {RESULTS} in {folder}; run the suite first (python -m benchmark.run --suite {name})")
-            publish(refresh(folder, runs_dir), folder)
+            publish(refresh(folder, runs_dir), folder, extra=lambda staging: _keep(folder, staging, STAGE_LOG))
         except BenchmarkError as exc:
             err(f"failed {folder}: {exc}")
             failed += 1

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark import faults
+from benchmark import faults, samples
 from benchmark.backbone import backbone_fingerprint, backbone_key, load_backbone, resolve_backbone
 from benchmark.checkpoints import quiet_transformers
 from benchmark.errors import BenchmarkError
 from benchmark.fingerprint import file_digest
 from benchmark.rescale import STATISTICS, Rescale, apply_rescale
-from benchmark.samples import sample_path
 from benchmark.stage import Inputs, StageKind, label_field
 
 
@@ -84,7 +83,7 @@ class Backbone(StageKind):
         if config.rescale.get("mode") == "match":
             stat = config.rescale.get("match_stat")
             if stat in STATISTICS and STATISTICS[stat].needs_text:  # α is measured on the shipped sample text
-                out["sample"] = file_digest(sample_path())
+                out["sample"] = file_digest(samples.sample_path())
         return out
 
     @classmethod

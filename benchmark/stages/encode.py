@@ -49,6 +49,21 @@ class Encode(StageKind):
                                  precision=config.precision, attn_implementation=config.attn_implementation,
                                  compile=config.compile, progress=ctx.progress, cluster=getattr(ctx, "cluster", None))
 
+    @classmethod
+    def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:
+        """The finished shards (vectors and their stats), extrapolated to every shard of the corpus,
+        plus ``df.npy`` (one stats file's size)."""
+        import math
+
+        folder, documents = cls.shards(out), inputs.record("corpus").get("documents")
+        pairs = [(p.stat().st_size, p.with_suffix(".stats.npz").stat().st_size)
+                 for p in (folder.glob("part-*.jsonl") if folder.is_dir() else ())
+                 if p.with_suffix(".stats.npz").is_file()]
+        if not pairs or not documents:
+            return None
+        per_shard = sum(a + b for a, b in pairs) / len(pairs)
+        return int(per_shard * math.ceil(documents / config.shard_size) + max(b for _, b in pairs))
+
     # readers for later stages
     @staticmethod
     def shards(folder: Path) -> Path:

@@ -57,6 +57,9 @@ class Index(StageKind):
         from benchmark.errors import BenchmarkError
 
         _, collection = INDEX_TYPE_TO_SOURCE[config.type]
+        problem = cls.nothing_to_index(config.type, inputs.record("source"), inputs.path("source"))
+        if problem:
+            raise BenchmarkError(problem)
         target = out / "index"
         if target.exists():  # a half-built Lucene index is never reused
             shutil.rmtree(target)
@@ -66,6 +69,29 @@ class Index(StageKind):
         if stats["documents"] == 0:
             raise BenchmarkError(f"the {config.type} index holds no documents; check the {inputs.path('source')} stage")
         return {"type": config.type, **stats}
+
+    @classmethod
+    def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:
+        """About the source collection's size: Lucene's postings without stored text or positions take
+        less than the JSON they come from."""
+        from benchmark.stage import disk_usage
+
+        _, collection = INDEX_TYPE_TO_SOURCE[config.type]
+        return disk_usage(collection(inputs.path("source")))
+
+    @staticmethod
+    def nothing_to_index(index_type: str, source: Mapping[str, Any], folder: Path) -> str | None:
+        """One line, before the JVM starts, when every document of the source is empty: an impact
+        index of a model whose impacts all round to 0 (a collapsed model, or a head scaled so far that
+        the weights vanish or overflow) would hold no document and rank nothing."""
+        documents, empty = source.get("documents", 0), source.get("empty_documents", 0)
+        if not documents or empty < documents:
+            return None
+        if index_type == "impact":
+            return (f"all {documents} documents encoded to empty vectors in {folder} (every impact rounds to 0 when "
+                    "quantised): the model is collapsed or its MLM head is scaled out of range (a "
+                    "--rescale-factor far from 1); use a factor nearer 1, or train it with a recipe that does not collapse")
+        return f"all {documents} documents of {folder} have no text; the corpus has nothing to index"
 
     @classmethod
     def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:

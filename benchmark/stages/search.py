@@ -43,6 +43,7 @@ class Search(StageKind):
     VERSION = 2
     parents = ("index", "queries")
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
+    light_parents = ("docs",)  # its record and df.npy: shards dropped by --keep indexed are not needed
     counted = (("queries", "queries", "searched"),)
     sources = ("benchmark.flops", "benchmark.lucene", "benchmark.stages.search")
 

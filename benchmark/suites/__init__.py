@@ -22,6 +22,18 @@ MAX_K = 2**31 - 1
 PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}$")
 
 
+
+#: training seeds go to numpy's RandomState (transformers.set_seed), which takes 0 ≤ seed < 2**32
+MAX_SEED = 2**32 - 1
+
+
+def seed_problem(seed: int, where: str) -> str | None:
+    """One line when ``seed`` is outside what numpy, torch and random all accept, else None."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        return f"{where} has {seed!r}; a training seed is an integer from 0 to {MAX_SEED} (2**32 - 1), e.g. 42"
+    return None
+
+
 @dataclass(frozen=True)
 class Bm25:
     k1: float = bounded(0.9, ge=0, hint="BM25 term-frequency saturation, e.g. 0.9")
@@ -202,6 +214,7 @@ class Suite:
             if self.k > MAX_EXACT_K:
                 out.append(f"k = {self.k} is above {MAX_EXACT_K}, the deepest impact search whose scores stay the exact "
                            f"integer dot products (Anserini's tie offsets); set k <= {MAX_EXACT_K}, e.g. k = 1000")
+            out.extend(p for s in self.splade.seeds if (p := seed_problem(s, "splade.seeds")))
             for f in self.splade.sweep:
                 if not (math.isfinite(f) and f > 0):
                     out.append(f"splade.sweep has {f!r}; sweep factors are positive finite numbers, e.g. sweep = [0.5, 2.0]")

@@ -80,6 +80,14 @@ def plot_png(rows: Sequence[dict[str, Any]], path: Path, title: str = "", outcom
              outcome_label: str = "", armed_step: int | None = None) -> None:
     """One panel per quantity against the step; a red line marks the outcome's step (labelled with
     its reason), a grey one the first step the triggers were armed (λ final)."""
+    from benchmark.executor import uninterrupted
+
+    with uninterrupted():  # a signal inside matplotlib's drawing is raised after it, not inside it
+        _draw(rows, path, title, outcome_step, outcome_label, armed_step)
+
+
+def _draw(rows: Sequence[dict[str, Any]], path: Path, title: str, outcome_step: int | None, outcome_label: str,
+          armed_step: int | None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
