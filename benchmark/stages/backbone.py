@@ -15,7 +15,7 @@ from benchmark.stage import Inputs, StageKind
 
 class Backbone(StageKind):
     name = "backbone"
-    VERSION = 2  # 2: rescaling methods (head-norm by default) and match statistics
+    VERSION = 3  # 2: rescaling methods and match statistics; 3: the paper's method projection (the default), its α in the record
     sources = ("benchmark.backbone", "benchmark.rescale", "benchmark.heads", "benchmark.stages.backbone")
 
     @dataclass(frozen=True)
