@@ -241,13 +241,17 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
 
 
 def rescale_tag(method: str, factor: str) -> str:
-    """'projection ×0.0625 = 1/16', 'head-norm match:bert-base-uncased' (method and factor as planned)."""
+    """'projection ×0.0625 = 1/16', 'head-norm match:bert-base-uncased, extension' (method and factor as
+    planned; a method other than the paper's, or a matched factor, is this harness's extension)."""
+    from benchmark.rescale import METHODS
+
+    paper = method in METHODS and METHODS[method].paper
     try:
         value = float(factor)
     except ValueError:
-        return f"{method} {factor}"
+        return f"{method} {factor}, extension"
     k = 1.0 / value if value > 0 else 0.0
-    return f"{method} ×{factor}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "")
+    return f"{method} ×{factor}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + ("" if paper else ", extension")
 
 
 def _factor_label(spec: Any) -> str:

@@ -465,6 +465,25 @@ class Rescale:
         return asdict(self)
 
 
+def record_tag(record: dict[str, Any]) -> str:
+    """How a backbone stage rescaled the head, for table rows and results.json, from its record.
+
+    'projection ×0.0625 = 1/16' (the paper's method); 'head-norm, logit-std 0.1523 → 2.66 (×17.5),
+    extension' (matched: the statistic and its value before → after); '' for an untouched head.
+    """
+    method = record.get("method")
+    if record.get("mode") in (None, "none") or not method or record.get("factor") in (None, 1.0):
+        return ""
+    factor = float(record["factor"])
+    paper = method in METHODS and METHODS[method].paper and record.get("mode") == "factor"
+    extension = "" if paper else ", extension"
+    if record.get("mode") == "match":
+        return (f"{method}, {record.get('match_stat')} {record.get('stat_before'):.4g} → {record.get('stat_after'):.4g}"
+                f" (×{factor:.4g}){extension}")
+    k = 1.0 / factor
+    return f"{method} ×{factor:g}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + extension
+
+
 # --- applying it --------------------------------------------------------------------------------
 
 
@@ -495,6 +514,10 @@ def resolve_factor(
 def count_parameters(model: nn.Module) -> int:
     """Distinct parameter elements: a tied matrix counts once (as ``num_parameters`` counts)."""
     return sum(p.numel() for p in model.parameters())
+
+
+#: head_snapshot keys a method can move (Method.changes), as plots and tables name them.
+SNAPSHOT_LABELS = {"projection_norm": "‖αW‖_F", "head_gain": "rms(γ)", "head_norm": "‖W‖_F"}
 
 
 def head_snapshot(model: nn.Module) -> dict[str, Any]:

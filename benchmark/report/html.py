@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmark.outcomes import COLLAPSED, DEGRADED, OK
 from benchmark.report.markdown import header, sparsity_header
-from benchmark.report.plots import AVERAGES, NORMS, SWEEP, head_norms
+from benchmark.report.plots import AVERAGES, NORMS, SWEEP, changed_statistic, head_norms
 from benchmark.report.results import ConditionResult, SuiteResults
 from benchmark.report.table import (DAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Table, describe_outcome, row_id,
                                     scope, short_name, system_label)
@@ -179,14 +179,19 @@ def norms_html(results: SuiteResults) -> str:
         return ""
     body = []
     for key, c in rows:
+        moved, before, after = changed_statistic(c)
         body.append(
             f'<tr data-row="{escape(row_id(key))}"><th scope="row" class="label">{escape(system_label(*key))}</th>'
-            f"<td>{escape(c.method or c.factor or '')}</td>"
+            f"<td>{escape(c.rescale or c.method or c.factor or '')}</td>"
             f'<td class="num"><span data-field="scale">{scale(c.scale)}</span></td>'
             f'<td class="num"><span data-field="head_norm_before">{num(c.head_norm_before, NORM_DIGITS)}</span></td>'  # type: ignore[arg-type]
-            f'<td class="num"><span data-field="head_norm_after">{num(c.head_norm_after, NORM_DIGITS)}</span></td></tr>')  # type: ignore[arg-type]
+            f'<td class="num"><span data-field="head_norm_after">{num(c.head_norm_after, NORM_DIGITS)}</span></td>'  # type: ignore[arg-type]
+            f"<td>{escape(moved)}</td>"
+            f'<td class="num"><span data-field="changed_before">{num(before, NORM_DIGITS)}</span></td>'  # type: ignore[arg-type]
+            f'<td class="num"><span data-field="changed_after">{num(after, NORM_DIGITS)}</span></td></tr>')  # type: ignore[arg-type]
     return ('<div class="wrap"><table class="norms"><thead><tr><th>System</th><th>rescale</th><th>factor</th>'
-            "<th>‖W‖<sub>F</sub> before</th><th>‖W‖<sub>F</sub> after</th></tr></thead><tbody>"
+            "<th>‖W‖<sub>F</sub> before</th><th>‖W‖<sub>F</sub> after</th><th>what the method moves</th><th>before</th>"
+            "<th>after</th></tr></thead><tbody>"
             + "".join(body) + "</tbody></table></div>")
 
 

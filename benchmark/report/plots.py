@@ -9,7 +9,7 @@ from typing import Any
 
 from benchmark.atomic import save_figure
 from benchmark.outcomes import COLLAPSED, OK
-from benchmark.report.results import SuiteResults
+from benchmark.report.results import ConditionResult, SuiteResults
 from benchmark.report.table import Table, is_baseline, short_name
 
 SWEEP, AVERAGES, NORMS = "sweep.png", "averages.png", "norms.png"
@@ -143,21 +143,32 @@ def head_norms(results: SuiteResults) -> list[tuple[tuple[str, str, str, bool], 
     return list(seen.items())
 
 
+def changed_statistic(c: ConditionResult) -> tuple[str, float | None, float | None]:
+    """(the statistic c's rescale method moves, before, after); ‖W‖_F for records that do not say."""
+    from benchmark.rescale import SNAPSHOT_LABELS
+
+    if c.changed and c.changed_before is not None:
+        return SNAPSHOT_LABELS.get(c.changed, c.changed), c.changed_before, c.changed_after
+    return SNAPSHOT_LABELS["head_norm"], c.head_norm_before, c.head_norm_after
+
+
 def norms_plot(results: SuiteResults, path: Path) -> bool:
-    """The MLM head's Frobenius norm before and after rescaling, per backbone and variant (log axis)."""
+    """Per backbone and variant, the head statistic its rescale method moves (‖αW‖_F for projection,
+    rms(γ) for head-norm, ‖W‖_F for tied/untie) before and after rescaling (log axis)."""
     rows = [(r, c) for r, c in head_norms(results) if r[3]] or head_norms(results)
     if not any(c.scale not in (None, 1.0) for _, c in rows):  # nothing was rescaled: the table says it all
         return False
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(6.4, 0.5 * len(rows)), 3.6))
     xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [c.head_norm_before for _, c in rows], 0.4, label="before (pretrained)", color="C7")
-    ax.bar([x + 0.2 for x in xs], [c.head_norm_after for _, c in rows], 0.4, label="after rescaling", color="C0")
+    stats = [changed_statistic(c) for _, c in rows]
+    ax.bar([x - 0.2 for x in xs], [s[1] for s in stats], 0.4, label="before (pretrained)", color="C7")
+    ax.bar([x + 0.2 for x in xs], [s[2] for s in stats], 0.4, label="after rescaling", color="C0")
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([f"{r[1]} {r[2]}" for r, _ in rows], rotation=30, ha="right", fontsize=8)
+    ax.set_xticklabels([f"{r[1]} {r[2]}: {s[0]}" for (r, _), s in zip(rows, stats)], rotation=30, ha="right", fontsize=8)
     ax.set_yscale("log")
-    ax.set_ylabel(r"MLM-head $\|W\|_F$")
-    ax.set_title(f"{results.suite}: MLM-head norm before/after rescaling")
+    ax.set_ylabel("the statistic the method moves")
+    ax.set_title(f"{results.suite}: MLM-head scale before/after rescaling")
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()

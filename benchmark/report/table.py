@@ -154,7 +154,9 @@ def build_rows(results: SuiteResults) -> dict[RowKey, Row]:
     for key, runs in rows.items():
         counts = outcome_counts(runs) if key[3] else {}
         seeds = list(dict.fromkeys(c.seed for c in runs))
-        out[key] = Row(key, system_label(*key), seeds, counts, outcome_mark(counts), runs)
+        tag = next((c.rescale for c in runs if c.rescale), "")  # how the head was rescaled: one per row
+        label = system_label(*key) + (f" [{tag}]" if tag else "")
+        out[key] = Row(key, label, seeds, counts, outcome_mark(counts), runs)
     return out
 
 
