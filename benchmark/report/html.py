@@ -225,7 +225,7 @@ def page(results: SuiteResults, tables: list[Table], plots: list[str], files: li
     sections = [("tables", "Tables")]
     plot_captions = {SWEEP: "Score, FLOPS and non-zeros against the MLM-head rescale factor (seed means ± sd).",
                      AVERAGES: "Baseline vs. rescaled per backbone, for each average column.",
-                     NORMS: "The MLM head's Frobenius norm before and after rescaling (backbone stage records)."}
+                     NORMS: "The head statistic each arm's rescale method moves (‖αW‖_F for projection, rms(γ) for head-norm), before and after rescaling (backbone stage records)."}
     body = [f"<h1>{escape(title)}</h1>"]
     if results.description:
         body.append(f'<p class="lead">{escape(results.description)}</p>')

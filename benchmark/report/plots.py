@@ -4,6 +4,7 @@ averages (baseline vs. rescaled per backbone) and the MLM-head norms before/afte
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,10 @@ def sweep_plot(table: Table, results: SuiteResults, path: Path) -> bool:
     """Score vs. rescale factor (log2 axis) for the sweep variants ``x<factor>``, seed means ± sd; a run
     stopped at its collapse as a red ✗, a scored collapsed one ringed in red; FLOPS and non-zeros below."""
     factor_of = {c.row: factor_value(c.factor) for c in results.conditions}
-    sweep_rows = [r for r in table.rows if r[0] == "splade" and r[2].startswith("x") and factor_of.get(r) is not None]
+    method_of = {c.row: c.method for c in results.conditions}
+    # the sweep's own arms x<factor>: named arms (x0.25-flops, x4-head-norm) are rows of the table only
+    sweep_rows = [r for r in table.rows if r[0] == "splade" and re.fullmatch(r"x[0-9.e+-]+", r[2])
+                  and factor_of.get(r) is not None]
     if len(sweep_rows) < 2:
         return False
     plt = _pyplot()
@@ -56,7 +60,9 @@ def sweep_plot(table: Table, results: SuiteResults, path: Path) -> bool:
         for col in data_cols:
             cells = [(factor_of[r], table.cells[(r, col.name)], table.info[r]) for r in rows]
             shown = [(x, c) for x, c, _ in cells if c.status == OK]
-            label = f"{backbone}{'' if trained else ' (untrained)'}" + (f" · {short_name(col.name)}" if len(data_cols) > 1 else "")
+            methods = sorted({method_of.get(r) or "" for r in rows} - {""})
+            label = (f"{backbone}{'' if trained else ' (untrained)'}" + (f" [{', '.join(methods)}]" if methods else "")
+                     + (f" · {short_name(col.name)}" if len(data_cols) > 1 else ""))
             line = ax.errorbar([x for x, _ in shown], [c.value for _, c in shown],
                                yerr=[c.sd or 0.0 for _, c in shown], marker="o", capsize=3, label=label)
             color = line[0].get_color()
@@ -144,7 +150,8 @@ def head_norms(results: SuiteResults) -> list[tuple[tuple[str, str, str, bool], 
 
 
 def changed_statistic(c: ConditionResult) -> tuple[str, float | None, float | None]:
-    """(the statistic c's rescale method moves, before, after); ‖W‖_F for records that do not say."""
+    """(the statistic c's rescale method moves, before, after); ‖W‖_F for records that do not say
+    (those the norms plot leaves out: under head-norm ‖W‖_F does not move)."""
     from benchmark.rescale import SNAPSHOT_LABELS
 
     if c.changed and c.changed_before is not None:
@@ -156,6 +163,7 @@ def norms_plot(results: SuiteResults, path: Path) -> bool:
     """Per backbone and variant, the head statistic its rescale method moves (‖αW‖_F for projection,
     rms(γ) for head-norm, ‖W‖_F for tied/untie) before and after rescaling (log axis)."""
     rows = [(r, c) for r, c in head_norms(results) if r[3]] or head_norms(results)
+    rows = [(r, c) for r, c in rows if c.changed]  # results written before the record named what moved: no plot
     if not any(c.scale not in (None, 1.0) for _, c in rows):  # nothing was rescaled: the table says it all
         return False
     plt = _pyplot()
