@@ -148,3 +148,17 @@ def test_match_statistics_see_the_projection_scale(models):
     record = apply_rescale(model, Rescale("match", match=frob / 8, match_stat="frobenius"), tokenizer)
     assert record["factor"] == pytest.approx(1 / 8, rel=1e-15)
     assert record["stat_after"] == pytest.approx(frob / 8, rel=1e-15)
+
+
+def test_record_tag_names_method_factor_and_matched_statistic(models):
+    from benchmark.rescale import record_tag
+
+    model, tokenizer = load_backbone(models["bert-tiny"])
+    assert record_tag(apply_rescale(model, Rescale(), tokenizer)) == ""
+    assert record_tag(apply_rescale(model, Rescale("factor", factor=1 / 16), tokenizer)) == "projection ×0.0625 = 1/16"
+    model, tokenizer = load_backbone(models["bert-tiny"])
+    assert record_tag(apply_rescale(model, Rescale("factor", factor=4, method="head-norm"))) == "head-norm ×4, extension"
+    model, tokenizer = load_backbone(models["bert-tiny"])
+    frob = measure("frobenius", model)
+    record = apply_rescale(model, Rescale("match", match=frob / 8, match_stat="frobenius"), tokenizer)
+    assert record_tag(record) == f"projection, frobenius {frob:.4g} → {frob / 8:.4g} (×0.125), extension"
