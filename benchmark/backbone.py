@@ -305,4 +305,7 @@ def load_backbone(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     problem = tokenizer_problem(name, source, len(tokenizer), config.vocab_size)
     if problem:
         raise BenchmarkError(problem)
+    from benchmark.rescale import attach_projection_scale
+
+    attach_projection_scale(model)  # a harness checkpoint's projection α (method 'projection') is never lost
     return model.float().eval(), tokenizer

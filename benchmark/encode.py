@@ -173,6 +173,9 @@ def load_model(model_dir: Path, attn_implementation: str = "sdpa", compile: str 
                                                      attn_implementation=attn_implementation)
     if attn_implementation == varlen.NAME:
         varlen.check(model, str(model_dir))
+    from benchmark.rescale import attach_projection_scale
+
+    attach_projection_scale(model)  # the projection α of method 'projection', from config.json
     model.eval()
     if torch.cuda.is_available():
         model.to("cuda")

@@ -6,7 +6,7 @@ shipped SciFact sample, the three match statistics before and after rescaling, w
 did to the model (parameters, tie, how far the encoder's hidden states and the logits moved), and
 SPLADE's activity at initialisation.
 
-    python -m benchmark.norms --backbones bert-tiny modernbert-base --rescale 0.25 --method head-norm tied untie
+    python -m benchmark.norms --backbones bert-tiny modernbert-base --rescale 0.25 --method projection head-norm tied untie
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ FIRST_TOKENS = 256
 
 
 def head_stats(model: PreTrainedModel) -> dict[str, Any]:
-    """Weights of the MLM head: parameters, tie, ‖W‖_F, row RMS, rms(γ) of the head LayerNorm, bias and embedding norms."""
+    """Weights of the MLM head: parameters, tie, ‖αW‖_F, row RMS, rms(γ) of the head LayerNorm, bias and embedding norms."""
     from benchmark.rescale import STATISTICS, head_snapshot
 
     snap = head_snapshot(model)
     return {
         "tied": snap["tied"],
         "params": snap["params"],
-        "frobenius": snap["head_norm"],
+        "frobenius": snap["projection_norm"],  # ‖αW‖_F: the projection as the logits see it (α of 'projection')
         "row_rms": STATISTICS["row-rms"].measure(model, None),
         "head_gain": snap["head_gain"],
         "bias_norm": snap["bias_norm"],
@@ -259,8 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="rescale so the match statistic equals a "
                        "reference backbone's or a number (default: no rescaling, unless --rescale-factor)")
     parser.add_argument("--rescale-method", "--method", nargs="+", default=None, metavar="METHOD", dest="method",
-                        help="rescaling method(s), comma-separated or as several words: head-norm, tied, untie; one "
-                        "row per backbone and method (default: head-norm)")
+                        help="rescaling method(s), comma-separated or as several words: projection (the paper's), "
+                        "head-norm, tied, untie (this harness's extensions); one row per backbone and method (default: projection)")
     parser.add_argument("--match-stat", default=None, metavar="STAT", help="statistic for --match-norm: logit-std, "
                         "row-rms, frobenius (default: logit-std)")
     parser.add_argument("--keep-bias", action="store_true", help="do not scale the decoder bias")

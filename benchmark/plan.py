@@ -99,6 +99,11 @@ class Condition:
     def is_baseline(self) -> bool:
         return self.system == "splade" and BASELINE in self.variants
 
+    @property
+    def arm(self) -> str:
+        """The row label with how its head was rescaled: 'rescaled [projection ×0.0625 = 1/16]'."""
+        return f"{self.variant} [{rescale_tag(self.method, self.factor)}]" if self.method else self.variant
+
     def row(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "system": self.system, "backbone": self.backbone, "variant": self.variant,
                 "variants": list(self.variants), "factor": self.factor, "method": self.method,
@@ -152,6 +157,12 @@ class Plan:
             for name, others in self.same_backbones.items():
                 lines.append(f"  {' and '.join(map(repr, others))}: the checkpoint of {name!r} (same content), one row")
             lines.append("variants: " + "; ".join(f"{n} ({_describe_variant(*v)})" for n, v in self.variants.items()))
+            arms: dict[str, list[str]] = {}
+            for c in self.conditions:
+                if c.system == "splade" and c.arm not in arms.setdefault(c.backbone, []):
+                    arms[c.backbone].append(c.arm)
+            for backbone, labels in arms.items():
+                lines.append(f"  {backbone}: " + "; ".join(labels))
             if self.recipe is not None:
                 r = self.recipe
                 lines.append(f"training: recipe {r.get('name')} — {r.get('description', '')}"
@@ -209,7 +220,7 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
 
     assert suite.splade is not None
     rs = suite.splade.rescale
-    factor = opts.rescale_factor if opts.rescale_factor is not None else rs.factor
+    factor = opts.rescale_factor if opts.rescale_factor is not None else rs.alpha
     mode, match = rs.mode, rs.match
     if opts.rescale_factor is not None:
         mode, match = "factor", None
@@ -219,20 +230,47 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
     stat = opts.match_stat or rs.match_stat
     table: dict[str, Any] = {
         BASELINE: (Rescale(mode="none"), {}),
-        "rescaled": (Rescale(mode=mode, factor=factor, match=match if mode == "match" else None,
-                             match_stat=stat, **common), {}),
+        "rescaled": (Rescale(mode=mode, factor=factor if mode == "factor" else None,
+                             match=match if mode == "match" else None, match_stat=stat, **common), {}),
     }
+    for k in suite.splade.k_grid:
+        table[f"k{_fmt_factor(k)}"] = (Rescale(mode="factor", factor=1.0 / k, **common), {})
     for f in suite.splade.sweep:
         table[f"x{_fmt_factor(f)}"] = (Rescale(mode="factor", factor=f, **common), {})
     for v in suite.splade.extra_variants:
-        spec = Rescale(mode="factor", factor=v.factor, **common) if v.factor is not None else Rescale()
+        method = {**common, "method": v.method} if v.method is not None else common
+        spec = Rescale(mode="factor", factor=v.factor, **method) if v.factor is not None else Rescale()
         table[v.name] = (spec, dict(v.overrides))
+    reference = opts.match_norm or rs.match
+    if reference is not None:
+        # This harness's extensions, run only when named in --variants: the head matched to the reference
+        # backbone's statistic (the paper uses one fixed k), via head-norm or via the projection.
+        table.setdefault("head-norm", (Rescale(mode="match", match=reference, match_stat=stat, scale_bias=rs.scale_bias,
+                                               method="head-norm"), {}))
+        from benchmark.rescale import STATISTICS
+
+        for name in STATISTICS:
+            table.setdefault(f"match-{name}", (Rescale(mode="match", match=reference, match_stat=name, **common), {}))
     if all_variants:
         return table
     bad = [n for n in names if n not in table]
     if bad:
         raise BenchmarkError(f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, comma-separated")
     return {n: table[n] for n in names}
+
+
+def rescale_tag(method: str, factor: str) -> str:
+    """'projection ×0.0625 = 1/16', 'head-norm match:bert-base-uncased, extension' (method and factor as
+    planned; a method other than the paper's, or a matched factor, is this harness's extension)."""
+    from benchmark.rescale import METHODS
+
+    paper = method in METHODS and METHODS[method].paper
+    try:
+        value = float(factor)
+    except ValueError:
+        return f"{method} {factor}, extension"
+    k = 1.0 / value if value > 0 else 0.0
+    return f"{method} ×{factor}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + ("" if paper else ", extension")
 
 
 def _factor_label(spec: Any) -> str:

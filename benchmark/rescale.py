@@ -1,23 +1,37 @@
 """Rescaling the MLM head once, at initialisation, before SPLADE training.
 
 Backbones whose MLM head produces large logits (ModernBERT, Ettin) start SPLADE with
-``log(1+relu(·))`` switched on across most of the vocabulary, and training collapses. The fix
-multiplies the logits by a constant α before training. Only weights change, so there is no runtime
-cost, and the saved checkpoint is an ordinary ``*ForMaskedLM``.
+``log(1+relu(·))`` switched on across most of the vocabulary, and training collapses. The paper's fix
+multiplies the MLM-head projection (decoder weight and bias) by a constant α = 1/k before training,
+the same k for every backbone (k = 16 headline). That is the method ``projection`` (the default).
 
 Three things vary, each in one table:
 
 - the spec (:class:`Rescale`): how α is chosen. ``none``, a ``factor``, or ``match`` (α = target /
   statistic, the target being a reference backbone's statistic or a number);
-- the method (``METHODS``): which weights carry α. ``head-norm`` (default) scales the head
-  LayerNorm's γ, β and the decoder bias: the logits become exactly α × the original, no parameter is
-  added, ties are kept and the encoder is untouched. ``tied`` scales the decoder matrix in place;
-  when it is tied, the input embeddings scale with it. ``untie`` gives the head its own scaled copy,
-  which adds vocab × hidden parameters to the rescaled arm only (an ablation);
-- the match statistic (``STATISTICS``): ``frobenius`` ‖W‖_F (the paper's), ``row-rms``
-  (‖W‖_F/√V, the typical row norm) or ``logit-std`` (the spread of the MLM logits over the
-  vocabulary on a fixed SciFact sample). The weight statistics read the decoder matrix only; they
-  do not see the head's LayerNorm gain, the hidden size, or a ``head-norm`` rescaling.
+- the method (``METHODS``): which weights carry α. ``projection`` (the paper's, the default):
+  logits = α·(W h) + α·b. Every backbone of the paper ties W to the input embeddings, so W itself
+  cannot be divided without dividing the embeddings; instead α is a constant (not trainable)
+  multiplier on the projection's input, α(W h) = W(α h) (same forward, same gradients as a constant
+  α on the projection), stored in the checkpoint's config as ``mlm_projection_scale`` and applied
+  by :func:`attach_projection_scale`, which every loader of a harness checkpoint calls; the bias
+  (the head's own parameter, aliases included) is multiplied in place. No parameter is added and
+  the input embeddings stay bit-identical. For a power-of-two α (every k of the paper's grid) the
+  logits are exactly α × the original. Training dynamics: the gradient reaching W through the head
+  is α × the unscaled one (a constant multiplier, not a new parameter), so under Adam the
+  projection's logit-space step is α × the baseline's, unlike an untied copy of αW trained as its
+  own parameter (``untie``), whose steps are the baseline's.
+  This harness's extensions, kept for comparison and never the paper's method: ``head-norm``
+  scales the head LayerNorm's γ, β and the decoder bias (same logits at initialisation, but γ·α and
+  β·α are the parameters Adam then moves, so it trains differently); ``tied`` scales the decoder
+  matrix in place (tied: the input embeddings too); ``untie`` gives the head its own scaled copy,
+  adding vocab × hidden parameters to the rescaled arm only;
+- the match statistic (``STATISTICS``, mode ``match``, this harness's extension: the paper uses a
+  fixed k): ``frobenius`` ‖αW‖_F (the MLM-head L2 norm the paper reports), ``row-rms``
+  (‖αW‖_F/√V, the typical row norm) or ``logit-std`` (the spread of the MLM logits over the
+  vocabulary on a fixed SciFact sample). The weight statistics read the effective projection
+  (α of ``projection`` included); they do not see the head's LayerNorm gain, the hidden size, or a
+  ``head-norm`` rescaling.
 
 Bias: with ``scale_bias=True`` (the default) the decoder bias is multiplied by α too, so which
 vocabulary entries are positive (the support of relu, hence of the SPLADE vector) is unchanged and only
@@ -46,7 +60,12 @@ if TYPE_CHECKING:
     from benchmark.heads import MLMHead
 
 RESCALE_MODES = ("none", "factor", "match")
-DEFAULT_METHOD = "head-norm"
+DEFAULT_METHOD = "projection"
+#: The paper's headline k (α = 1/k) and its range of factors.
+PAPER_K = 16
+PAPER_K_GRID = (1, 2, 4, 8, 16, 32)
+#: Config attribute holding the projection's constant multiplier α (transformers keeps it in config.json).
+PROJECTION_SCALE = "mlm_projection_scale"
 DEFAULT_MATCH_STAT = "logit-std"
 # logit-std reads the first SAMPLE_MAX_LENGTH tokens of each sample text (special tokens included).
 SAMPLE_MAX_LENGTH = 128
@@ -62,6 +81,12 @@ class Method:
     apply: Callable[[MLMHead, float, bool], None]
     adds_parameters: bool
     summary: str
+    paper: bool = False  # the paper's method; every other one is this harness's extension
+    changes: str = "head_norm"  # the head_snapshot statistic this method moves (what the norms plot shows)
+
+    @property
+    def origin(self) -> str:
+        return "the paper's method" if self.paper else "this harness's extension"
 
 
 def _scale_biases(head: MLMHead, factor: float) -> None:
@@ -107,9 +132,82 @@ def _untie(head: MLMHead, factor: float, scale_bias: bool) -> None:
         head.set_param(path, nn.Parameter(param.detach().clone() * bias_factor))
 
 
+def projection_scale(model_or_config: Any) -> float:
+    """α of method ``projection`` recorded in a model's config (1.0 when absent)."""
+    config = getattr(model_or_config, "config", model_or_config)
+    value = getattr(config, PROJECTION_SCALE, None)
+    if value is None:
+        return 1.0
+    return _positive_number(value, f"config.{PROJECTION_SCALE}")
+
+
+class _ScaleInput:
+    """Decoder forward pre-hook: the projection's input × α (a picklable callable, not a lambda)."""
+
+    def __init__(self, factor: float) -> None:
+        self.factor = factor
+
+    def __call__(self, module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (args[0] * self.factor, *args[1:])
+
+
+def applied_projection_scale(model: nn.Module) -> float:
+    """The α the decoder of ``model`` applies now (1.0 without the hook)."""
+    decoder = model.get_output_embeddings()
+    installed = getattr(decoder, "_benchmark_projection_scale", None)
+    return installed[0] if installed is not None else 1.0
+
+
+def attach_projection_scale(model: nn.Module) -> float:
+    """Make ``model``'s forward apply its config's ``mlm_projection_scale`` α; returns α.
+
+    The one function every loader of a harness checkpoint calls (backbone, training, encoding,
+    norms). The decoder gets a pre-hook that multiplies its input by α, prepended so that hooks
+    registered later (the encoder's capture of the decoder input) see α·h. Idempotent.
+    """
+    factor = projection_scale(model)
+    decoder = model.get_output_embeddings()
+    installed = getattr(decoder, "_benchmark_projection_scale", None)
+    if installed is not None:
+        if installed[0] == factor:
+            return factor
+        installed[1].remove()
+        del decoder._benchmark_projection_scale
+    if factor != 1.0:
+        handle = decoder.register_forward_pre_hook(_ScaleInput(factor), prepend=True)
+        decoder._benchmark_projection_scale = (factor, handle)
+    return factor
+
+
+def check_projection_scale(model: nn.Module, where: str = "model") -> float:
+    """α of ``model``, refusing a model whose config says α but whose forward does not apply it."""
+    factor, applied = projection_scale(model), applied_projection_scale(model)
+    if factor != applied:
+        raise BenchmarkError(
+            f"{where}: config.{PROJECTION_SCALE} = {factor:g} but the loaded MLM head applies {applied:g}; load "
+            "harness checkpoints with benchmark.encode.load_model or benchmark.backbone.load_backbone "
+            "(or call benchmark.rescale.attach_projection_scale(model) after from_pretrained)")
+    return factor
+
+
+def _projection(head: MLMHead, factor: float, scale_bias: bool) -> None:
+    # logits = α·(W h) + α·b = W(α h) + (α b): α on the input keeps W (tied: the input embeddings) as is
+    config = head.model.config
+    setattr(config, PROJECTION_SCALE, projection_scale(config) * factor)
+    if scale_bias:
+        _scale_biases(head, factor)
+    attach_projection_scale(head.model)
+
+
 METHODS: Registry[Method] = Registry("rescale method", fix="Set method in [splade.rescale] or pass one of these")
 METHODS.register(
-    "head-norm", Method(_head_norm, False, "head LayerNorm γ, β and decoder bias × α; no parameter added, ties kept")
+    "projection",
+    Method(_projection, False, "constant α on W·h (config mlm_projection_scale), decoder bias × α; no parameter added, "
+           "input embeddings unchanged", paper=True, changes="projection_norm"),
+)
+METHODS.register(
+    "head-norm", Method(_head_norm, False, "head LayerNorm γ, β and decoder bias × α; no parameter added, ties kept",
+                        changes="head_gain")
 )
 METHODS.register("tied", Method(_tied, False, "vocabulary matrix × α in place (tied: the input embeddings too)"))
 METHODS.register("untie", Method(_untie, True, "an untied copy of the vocabulary matrix × α; adds vocab × hidden parameters"))
@@ -137,14 +235,14 @@ def frobenius(tensor: torch.Tensor) -> float:
 def _frobenius(model: nn.Module, tokenizer: Any = None) -> float:
     from benchmark.heads import mlm_head
 
-    return frobenius(mlm_head(model).weight)
+    return frobenius(mlm_head(model).weight) * projection_scale(model)
 
 
 def _row_rms(model: nn.Module, tokenizer: Any = None) -> float:
     from benchmark.heads import mlm_head
 
     weight = mlm_head(model).weight
-    return frobenius(weight) / math.sqrt(weight.shape[0])
+    return frobenius(weight) * projection_scale(model) / math.sqrt(weight.shape[0])
 
 
 def sample_logits(
@@ -203,8 +301,8 @@ def _logit_std(model: nn.Module, tokenizer: Any = None) -> float:
 
 
 STATISTICS: Registry[Statistic] = Registry("rescale match statistic", fix="Set match_stat in [splade.rescale] or pass one of these")
-STATISTICS.register("frobenius", Statistic(_frobenius, False, "Frobenius norm of the decoder matrix ‖W‖_F"))
-STATISTICS.register("row-rms", Statistic(_row_rms, False, "RMS of the decoder's row norms, ‖W‖_F/√vocab"))
+STATISTICS.register("frobenius", Statistic(_frobenius, False, "Frobenius norm of the projection ‖αW‖_F"))
+STATISTICS.register("row-rms", Statistic(_row_rms, False, "RMS of the projection's row norms, ‖αW‖_F/√vocab"))
 STATISTICS.register(
     "logit-std", Statistic(_logit_std, True, "std of the MLM logits over the vocabulary, mean over a SciFact sample's tokens")
 )
@@ -318,13 +416,23 @@ class Rescale:
         return f"{text}{'' if self.scale_bias else '-nobias'}@{self.method}{extra}"
 
     @property
+    def k(self) -> float | None:
+        """1/α for a factor spec (the paper's k: α = 1/k), else None."""
+        return 1.0 / self.factor if self.mode == "factor" and self.factor else None
+
+    @property
     def description(self) -> str:
-        """One line for plans and reports: the amount, the method and whether it adds parameters."""
+        """One line for plans and reports: the amount, the method, whose method it is, and whether it adds parameters."""
         if self.mode == "none":
             return "MLM head as pretrained"
-        what = f"logits × {self.factor:g}" if self.mode == "factor" else f"{self.match_stat} matched to {self.match}"
+        if self.mode == "factor":
+            k = self.k
+            what = f"logits × {self.factor:g}" + (f" (k = {k:g}, α = 1/k)" if k is not None and k > 1 and k == round(k) else "")
+        else:
+            what = f"{self.match_stat} matched to {self.match}"
         bias = "" if self.scale_bias else ", decoder bias kept"
-        return f"{what} via {self.method} ({METHODS[self.method].summary}){bias}"
+        method = METHODS[self.method]
+        return f"{what} via {self.method} ({method.origin}: {method.summary}){bias}"
 
     def is_identity_for(self, backbone: str) -> bool:
         """True when applying this spec to ``backbone`` leaves it bit-for-bit as loaded.
@@ -353,6 +461,25 @@ class Rescale:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def record_tag(record: dict[str, Any]) -> str:
+    """How a backbone stage rescaled the head, for table rows and results.json, from its record.
+
+    'projection ×0.0625 = 1/16' (the paper's method); 'head-norm, logit-std 0.1523 → 2.66 (×17.5),
+    extension' (matched: the statistic and its value before → after); '' for an untouched head.
+    """
+    method = record.get("method")
+    if record.get("mode") in (None, "none") or not method or record.get("factor") in (None, 1.0):
+        return ""
+    factor = float(record["factor"])
+    paper = method in METHODS and METHODS[method].paper and record.get("mode") == "factor"
+    extension = "" if paper else ", extension"
+    if record.get("mode") == "match":
+        return (f"{method}, {record.get('match_stat')} {record.get('stat_before'):.4g} → {record.get('stat_after'):.4g}"
+                f" (×{factor:.4g}){extension}")
+    k = 1.0 / factor
+    return f"{method} ×{factor:g}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + extension
 
 
 # --- applying it --------------------------------------------------------------------------------
@@ -385,16 +512,24 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+#: head_snapshot keys a method can move (Method.changes), as plots and tables name them.
+SNAPSHOT_LABELS = {"projection_norm": "‖αW‖_F", "head_gain": "rms(γ)", "head_norm": "‖W‖_F"}
+
+
 def head_snapshot(model: nn.Module) -> dict[str, Any]:
-    """What a method may change: parameter count, tie, decoder/bias/embedding norms, head gain rms(γ)."""
+    """What a method may change: parameter count, tie, decoder/bias/embedding norms, head gain rms(γ),
+    and the projection's constant α with the effective projection norm ‖αW‖_F."""
     from benchmark.heads import mlm_head
 
     head = mlm_head(model)
     gamma = head.norm.weight
+    scale = projection_scale(model)
     return {
         "params": count_parameters(model),
         "tied": head.tied,
         "head_norm": frobenius(head.weight),
+        "projection_scale": scale,
+        "projection_norm": frobenius(head.weight) * scale,
         "bias_norm": frobenius(head.bias) if head.bias is not None else 0.0,
         "head_gain": frobenius(gamma) / math.sqrt(gamma.numel()) if gamma is not None else 1.0,
         "embedding_norm": frobenius(model.get_input_embeddings().weight),
@@ -408,7 +543,7 @@ def apply_rescale(
 
     A factor of exactly 1 leaves the model untouched whatever the method (``untie`` does not untie).
     In match mode the statistic is measured again afterwards (``stat_after``): equal to the target up
-    to rounding for ``head-norm`` and ``untie``; for ``tied`` the encoder's input moved too.
+    to rounding for ``projection``, ``head-norm`` and ``untie``; for ``tied`` the encoder's input moved too.
     """
     import torch
 
@@ -423,6 +558,8 @@ def apply_rescale(
     return {
         "mode": spec.mode,
         "method": spec.method,
+        "origin": METHODS[spec.method].origin,
+        "changes": METHODS[spec.method].changes,
         "match_stat": spec.match_stat if spec.mode == "match" else None,
         "label": spec.label,
         "factor": factor,

@@ -82,14 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "PATH[@split], or without --suite any ir_datasets ids (default: the suite's)")
     p.add_argument("--backbones", nargs="+", metavar="BACKBONE",
                    help="backbone keys, HF ids or local paths (default: the suite's)")
-    p.add_argument("--variants", nargs="+", metavar="VARIANT", help="baseline, rescaled, and the suite's sweep variants "
-                   "(default: the suite's)")
+    p.add_argument("--variants", nargs="+", metavar="VARIANT", help="baseline, rescaled, the suite's k<k>/x<f> arms, and "
+                   "the extensions head-norm, match-<stat> (default: the suite's)")
     p.add_argument("--rescale-factor", "--rescale", type=float, metavar="FACTOR",
                    help="the 'rescaled' variant multiplies the MLM head by this (default: the suite's [splade.rescale])")
     p.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="the 'rescaled' variant matches this backbone's "
                    "(or number's) head statistic (default: the suite's [splade.rescale] match)")
     p.add_argument("--rescale-method", "--method", metavar="METHOD",
-                   help="how 'rescaled' scales the head: head-norm, tied or untie (default: the suite's, else head-norm)")
+                   help="how 'rescaled' scales the head: projection (the paper's), or this harness's extensions head-norm, "
+                   "tied, untie (default: the suite's, else projection)")
     p.add_argument("--match-stat", metavar="STAT", help="what --match-norm matches: logit-std, frobenius or row-rms "
                    "(default: the suite's, else logit-std)")
     p.add_argument("--recipe", help="training recipe name or .toml path (default: the suite's; its slice_recipe "

@@ -972,6 +972,9 @@ def encode(
     order = np.argsort(-lengths, kind="stable")  # longest first: peak memory shows up at once
 
     decoder = _decoder(model)
+    from benchmark.rescale import check_projection_scale
+
+    check_projection_scale(model)  # the captured head input must carry the projection's α
     dtype = getattr(torch, autocast) if autocast else None
     terms = weight = bias = None
     record: dict[str, Any] = {"measured": False, "timings": {}, "rejected": {}}

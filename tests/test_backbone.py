@@ -217,7 +217,7 @@ def test_prepare_backbone_round_trip(tmp_path, models, family, method):
 
 def test_prepare_real_bert_tiny_head_norm(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCHMARK_MODEL_DIR", MODEL_DIR)
-    record = prepare_backbone("bert-tiny", Rescale("factor", factor=0.25), tmp_path / "bb")
+    record = prepare_backbone("bert-tiny", Rescale("factor", factor=0.25, method="head-norm"), tmp_path / "bb")
     saved = load_file(tmp_path / "bb" / "model.safetensors")
     source = load_file(BERT_TINY / "model.safetensors")
     norm = "cls.predictions.transform.LayerNorm"

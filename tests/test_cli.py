@@ -234,15 +234,16 @@ def test_console_scripts_license_and_metadata():
     assert project["urls"]
 
 
-def test_rescaled_names_its_missing_reference_backbone(tmp_path, capsys):
+def test_a_matched_arm_names_its_missing_reference_backbone(tmp_path, capsys):
     from benchmark.backbone import backbone_problems
 
     if not backbone_problems("bert-base-uncased", deep=True):
         pytest.skip("bert-base-uncased loads here: the error cannot happen")
-    assert run_cli("--suite", "smoke", "--variants", "rescaled", "--max-docs", "50", "--max-queries", "2",
+    # the paper's 'rescaled' arm is a fixed k and needs no reference; the matched extension arms do
+    assert run_cli("--suite", "smoke", "--variants", "match-logit-std", "--max-docs", "50", "--max-queries", "2",
                    "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results")) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: variant 'rescaled' scales each backbone's MLM head so that its logit-std on the "
+    assert err.startswith("error: variant 'match-logit-std' scales each backbone's MLM head so that its logit-std on the "
                           "shipped sample equals reference backbone 'bert-base-uncased''s")
     assert "so the reference must load, and it cannot: backbone 'bert-base-uncased':" in err
     assert err.rstrip().endswith("Or give the factor itself: --rescale-factor F (or --match-norm NUMBER)")

@@ -228,7 +228,7 @@ def test_numeric_ids_keep_their_coincidental_hits(tmp_path):
     import ir_measures
 
     from benchmark.lucene import start_jvm
-    from conftest import run_cli
+    from helpers.pipeline import run_cli
 
     start_jvm()  # a JDK >= 21 for pyserini (what the harness finds too)
     from pyserini.search.lucene import LuceneSearcher
@@ -267,7 +267,7 @@ def test_folders_of_one_name_in_two_places_stay_apart(tmp_path):
     import csv
 
     from benchmark.data import DatasetRef
-    from conftest import run_cli
+    from helpers.pipeline import run_cli
 
     a = beir_folder(tmp_path / "a" / "slice", qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\n")
     b = beir_folder(tmp_path / "b" / "slice", qrels="query-id\tcorpus-id\tscore\nq1\td2\t1\n")

@@ -315,7 +315,7 @@ def scifact_train() -> list[dict[str, str]]:
 @pytest.mark.slow  # it trains
 @pytest.mark.parametrize("factor", [16.0, 1.0])
 def test_rescaled_head_x16_is_flagged_and_x1_stays_ok(tmp_path: Path, scifact_train: list[dict], factor: float) -> None:
-    """The real bert-tiny, its MLM head (weight and bias) × 16 or × 1, trained by the smoke recipe as
+    """The real bert-tiny, its MLM head × 16 by head-norm (γ, β, bias) or × 1, trained by the smoke recipe as
     published (26 steps of 32 after 64 queries are held out; λ final from step 10).
 
     ×16 degenerates: its query vectors fall to about 3 indexed terms and, from step 14 on, over 10 %
@@ -330,7 +330,7 @@ def test_rescaled_head_x16_is_flagged_and_x1_stays_ok(tmp_path: Path, scifact_tr
     from benchmark.rescale import Rescale
     from benchmark.stages.backbone import prepare_backbone
 
-    prepare_backbone("bert-tiny", Rescale("factor", factor=factor) if factor != 1 else Rescale(), tmp_path / "model")
+    prepare_backbone("bert-tiny", Rescale("factor", factor=factor, method="head-norm") if factor != 1 else Rescale(), tmp_path / "model")
     record = train_splade(tmp_path / "model", scifact_train, load_recipe("smoke"), tmp_path / "run", progress=False,
                           overrides={"stop_on_collapse": True})
     rows = _csv(tmp_path / "run" / "telemetry.csv")[1:]

@@ -20,18 +20,24 @@ def test_paper_mini_slice_runs_every_stage_on_modernbert(tmp_path):
     folder = results / "paper-mini@datasets=nfcorpus,backbones=tiny-modernbert,bert-tiny,max-docs=150,max-queries=5"
     data = json.loads((folder / "results.json").read_text())
     rows = {(c["backbone"], c["variant"]) for c in data["conditions"] if c["system"] == "splade"}
-    # bert-tiny matched to its own head is its baseline: one model, one row
-    assert rows == {("tiny-modernbert", "baseline"), ("tiny-modernbert", "rescaled"), ("bert-tiny", "baseline = rescaled")}
+    # the paper's method: the projection × 1/16 for every backbone, bert-tiny included
+    assert rows == {(b, v) for b in ("tiny-modernbert", "bert-tiny") for v in ("baseline", "rescaled")}
     trained = [c for c in data["conditions"] if c["system"] == "splade"]
     assert all(c["outcome"] in TRAINING_OUTCOMES for c in trained)
     assert all(c["metrics"] or c["stopped_early"] for c in trained)  # scored unless stopped at a collapse
     backbones = [json.loads((p / "config.json").read_text())["record"] for p in (runs / "backbone").iterdir()
                  if not p.name.startswith(".")]
     rescaled = next(r for r in backbones if r["backbone"] == "tiny-modernbert" and r["factor"] != 1.0)
-    assert (rescaled["model_type"], rescaled["method"], rescaled["match_stat"]) == ("modernbert", "head-norm", "logit-std")
+    assert (rescaled["model_type"], rescaled["method"], rescaled["factor"]) == ("modernbert", "projection", 1 / 16)
     assert rescaled["params_before"] == rescaled["params_after"] and rescaled["tied_after"]
+    assert rescaled["embedding_norm_before"] == rescaled["embedding_norm_after"]
+    assert rescaled["projection_scale_after"] == 1 / 16
+    # α travels into the trained checkpoints of the two rescaled arms, and only into theirs
+    scales = [json.loads((p / "model" / "config.json").read_text()).get("mlm_projection_scale")
+              for p in (runs / "train").iterdir() if not p.name.startswith(".")]
+    assert sorted(scales, key=str) == [0.0625, 0.0625, None, None]
     table = (folder / "table.md").read_text()
-    assert "SPLADE tiny-modernbert rescaled" in table and "max-docs=150" in table
+    assert "SPLADE tiny-modernbert rescaled [projection ×0.0625 = 1/16]" in table and "max-docs=150" in table
     assert (folder / "index.html").is_file()
 
 

@@ -74,7 +74,7 @@ def test_bad_mode_method_statistic_are_one_line():
     with pytest.raises(BenchmarkError) as err:
         Rescale("factor", factor=2.0, method="headnorm")
     assert str(err.value) == (
-        "unknown rescale method 'headnorm' (did you mean 'head-norm'?); valid: head-norm, tied, untie. "
+        "unknown rescale method 'headnorm' (did you mean 'head-norm'?); valid: head-norm, projection, tied, untie. "
         "Set method in [splade.rescale] or pass one of these"
     )
     with pytest.raises(BenchmarkError) as err:
@@ -92,20 +92,21 @@ def test_bad_mode_method_statistic_are_one_line():
 
 
 def test_registries():
-    assert list(METHODS) == ["head-norm", "tied", "untie"]
+    assert list(METHODS) == ["projection", "head-norm", "tied", "untie"]
     assert [m for m in METHODS if METHODS[m].adds_parameters] == ["untie"]
     assert list(STATISTICS) == ["frobenius", "row-rms", "logit-std"]
-    assert Rescale().method == "head-norm" and Rescale().match_stat == "logit-std"
+    assert Rescale().method == "projection" and Rescale().match_stat == "logit-std"
 
 
 def test_labels_name_the_method():
     assert Rescale().label == "none"
-    assert Rescale.from_options(factor=0.25).label == "x0.25@head-norm"
+    assert Rescale.from_options(factor=0.25).label == "x0.25@projection"
+    assert Rescale.from_options(factor=0.25, method="head-norm").label == "x0.25@head-norm"
     assert Rescale.from_options(factor=2, scale_bias=False, method="tied").label == "x2-nobias@tied"
     assert Rescale.from_options(factor=0.25, method="untie").label == "x0.25@untie+params"
     assert Rescale.from_options(match="12.5") == Rescale("match", match=12.5)
-    assert Rescale.from_options(match="12.5", match_stat="frobenius").label == "match:12.5/frobenius@head-norm"
-    assert Rescale.from_options(match="bert-base-uncased").label == "match:bert-base-uncased/logit-std@head-norm"
+    assert Rescale.from_options(match="12.5", match_stat="frobenius").label == "match:12.5/frobenius@projection"
+    assert Rescale.from_options(match="bert-base-uncased", method="head-norm").label == "match:bert-base-uncased/logit-std@head-norm"
     assert Rescale("factor", factor=3).factor == 3.0 and isinstance(Rescale("factor", factor=3).factor, float)
     assert "adds vocab × hidden parameters" in Rescale("factor", factor=0.5, method="untie").description
     assert "no parameter added" in Rescale("factor", factor=0.5).description
@@ -141,7 +142,7 @@ def test_head_norm_power_of_two_is_bit_exact(models, family, dtype, alpha):
     model.to(dtype)
     pretrained_like_head_norm(model)
     before_state, before = state(model), logits(model, tokenizer)
-    record = apply_rescale(model, Rescale("factor", factor=alpha))
+    record = apply_rescale(model, Rescale("factor", factor=alpha, method="head-norm"))
     # Multiplying γ, β and the bias by a power of two scales every rounded intermediate exactly.
     assert torch.equal(logits(model, tokenizer), before * alpha)
     head = mlm_head(model)
@@ -191,7 +192,7 @@ def test_head_norm_any_factor_within_float64_rounding(models, family):
     alpha = 0.3
     before = logits(model, tokenizer)
     magnitude = _decoder_magnitude(model, tokenizer)
-    apply_rescale(model, Rescale("factor", factor=alpha))
+    apply_rescale(model, Rescale("factor", factor=alpha, method="head-norm"))
     hidden = model.config.hidden_size
     # Bound, u = 2^-53 and θ_n = n·u/(1 − n·u): the encoder, μ and rstd are bit-identical in both
     # runs (the encoder is untouched). The rescaled run uses fl(αγ), fl(αβ), fl(αb), each within u
@@ -215,7 +216,7 @@ def test_scale_bias_false_keeps_decoder_bias(models, family):
     bias = mlm_head(model).bias.detach().clone()
     before = logits(model, tokenizer)
     magnitude = _decoder_magnitude(model, tokenizer)
-    record = apply_rescale(model, Rescale("factor", factor=0.5, scale_bias=False))
+    record = apply_rescale(model, Rescale("factor", factor=0.5, scale_bias=False, method="head-norm"))
     assert torch.equal(mlm_head(model).bias, bias)
     assert record["bias_norm_after"] == record["bias_norm_before"]
     # 0.5 is a power of two, so W·(αy) is exactly α·W·y; each run then rounds the (H+1)-term sum
@@ -406,7 +407,7 @@ def test_match_logit_std_of_a_reference_backbone(tmp_path, models):
     target = logit_std(ref_model, ref_tok)
     model, tokenizer = load_backbone(str(models["modernbert"]))
     model.double()
-    record = apply_rescale(model, Rescale("match", match=str(reference)), tokenizer)
+    record = apply_rescale(model, Rescale("match", match=str(reference), method="head-norm"), tokenizer)
     assert record["target"] == target and record["factor"] == target / record["stat_before"]
     # float64 logits are α× the original within 1.01·(2H + 11)·u·α·M (the head-norm bound above),
     # and a std moves by at most the largest move of its inputs. For Gaussian-like rows

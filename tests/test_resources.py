@@ -76,7 +76,7 @@ def test_the_paper_plan_estimate_on_1_8_64_gpus():
     plan = build_plan(load_suite("paper"), Options())
     trains = [s for s in plan.stages() if s.kind.name == "train"]
     backbones = [s.parents["init"].config.backbone for s in trains]
-    assert len(trains) == 17  # 9 backbones × 2 variants; bert-base rescaled to its own norm is its baseline
+    assert len(trains) == 18  # 9 backbones × 2 variants: the projection × 1/16 for every backbone, bert-base included
     # GPU work: the README's per-step times over 150k steps, plus each model's encode time over its corpora
     for end in (0, 1):
         expected = sum(150_000 * FIGURES[b].train_step_s[end] / 3600 for b in backbones)

@@ -54,12 +54,14 @@ def test_suite_contents():
 def test_paper_plan_is_the_full_matrix():
     plan = build_plan(load_suite("paper"), Options())
     kinds = Counter(c.system for c in plan.conditions)
-    # bert-base-uncased matched to its own head norm is its baseline: one model, one row "baseline = rescaled"
-    models = 9 * 2 - 1
+    # the paper's method: the projection × 1/16 for every backbone, bert-base-uncased included
+    models = 9 * 2
     assert kinds == {"splade": models * 16, "bm25": 16}
     systems = {c.system_key for c in plan.conditions if c.system == "splade"}
-    assert systems == {("splade", b, v, True) for b in PAPER_BACKBONES for v in ("baseline", "rescaled")
-                       if b != "bert-base-uncased"} | {("splade", "bert-base-uncased", "baseline = rescaled", True)}
+    assert systems == {("splade", b, v, True) for b in PAPER_BACKBONES for v in ("baseline", "rescaled")}
+    rescaled = {c.backbone_stage.config.rescale["method"] for c in plan.conditions if c.variant == "rescaled"}
+    assert rescaled == {"projection"}
+    assert {c.backbone_stage.config.rescale["factor"] for c in plan.conditions if c.variant == "rescaled"} == {1 / 16}
     stages = Counter(s.kind.name for s in plan.stages())
     # MS MARCO dev, DL19 and DL20 share one passage corpus: 14 corpora to encode per model, 16 query sets.
     assert stages["train"] == models and stages["backbone"] == models and stages["encode"] == models * 14
@@ -73,22 +75,40 @@ def test_paper_plan_is_the_full_matrix():
 def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
     assert run_cli("--suite", "paper", "--dry-run", "--runs-dir", str(tmp_path / "runs")) == 0
     out = capsys.readouterr().out
-    assert "matrix: 9 backbone(s) × 2 variant(s) (trained) = 17 SPLADE system(s) + BM25; " \
-           "18 system(s) × 16 dataset(s) = 288 conditions" in out
+    assert "matrix: 9 backbone(s) × 2 variant(s) (trained) = 18 SPLADE system(s) + BM25; " \
+           "19 system(s) × 16 dataset(s) = 304 conditions" in out
     assert "backbones: " + ", ".join(PAPER_BACKBONES) in out
-    assert ("variants: baseline (MLM head as pretrained); rescaled (logit-std matched to bert-base-uncased via head-norm "
-            "(head LayerNorm γ, β and decoder bias × α; no parameter added, ties kept))") in out
+    assert ("variants: baseline (MLM head as pretrained); rescaled (logits × 0.0625 (k = 16, α = 1/k) via projection "
+            "(the paper's method: constant α on W·h (config mlm_projection_scale), decoder bias × α; no parameter added, "
+            "input embeddings unchanged))") in out
+    for backbone in PAPER_BACKBONES:  # per backbone: baseline and the fixed-k arm, with method and k
+        assert f"\n  {backbone}: baseline; rescaled [projection ×0.0625 = 1/16]\n" in out
+    assert "head-norm" not in out and "match" not in out  # the extension arms only when asked for
     assert "training: recipe msmarco-infonce" in out
     assert "datasets (16): " + ", ".join(MSMARCO + BEIR13) in out
     assert "measures: nDCG@10, R@100, R@1000, RR@10, R(rel=2)@1000" in out
-    assert re.search(r"stages: .*train 17, encode 238, queries 272 \(\d+ in all\)", out)
+    assert re.search(r"stages: .*train 18, encode 252, queries 288 \(\d+ in all\)", out)
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
 
 
+def test_paper_k_grid_and_extension_arms_when_asked(tmp_path, capsys):
+    variants = "baseline,rescaled,k1,k2,k4,k8,k16,k32,head-norm,match-logit-std,match-frobenius,match-row-rms"
+    assert run_cli("--suite", "paper", "--dry-run", "--backbones", "modernbert-base", "--variants", variants,
+                   "--runs-dir", str(tmp_path / "runs")) == 0
+    out = capsys.readouterr().out
+    assert ("\n  modernbert-base: baseline = k1; rescaled = k16 [projection ×0.0625 = 1/16]; k2 [projection ×0.5 = 1/2]; "
+            "k4 [projection ×0.25 = 1/4]; k8 [projection ×0.125 = 1/8]; k32 [projection ×0.03125 = 1/32]; "
+            "head-norm [head-norm match:bert-base-uncased, extension]; "
+            "match-logit-std [projection match:bert-base-uncased, extension]; "
+            "match-frobenius [projection match:bert-base-uncased, extension]; "
+            "match-row-rms [projection match:bert-base-uncased, extension]\n") in out
+    assert "head-norm (logit-std matched to bert-base-uncased via head-norm (this harness's extension: " in out
+    plan = build_plan(load_suite("paper"), Options(backbones=["ettin-17m"], variants=["rescaled"], rescale_method="head-norm"))
+    assert {c.backbone_stage.config.rescale["method"] for c in plan.conditions if c.system == "splade"} == {"head-norm"}
+
 def test_beir_dry_run_and_cqadupstack_group(tmp_path, capsys):
     assert run_cli("--suite", "beir", "--dry-run", "--runs-dir", str(tmp_path)) == 0
-    # bert-base-uncased's 'rescaled' matches its own norm: it is the baseline (one row, 'baseline = rescaled')
-    assert "4 system(s) × 13 dataset(s) = 52 conditions" in capsys.readouterr().out
+    assert "5 system(s) × 13 dataset(s) = 65 conditions" in capsys.readouterr().out
     plan = build_plan(load_suite("beir"), Options(datasets=["beir/scifact/test", "beir/cqadupstack"], backbones=["bert-tiny"]))
     assert plan.columns == ["beir/scifact/test", "beir/cqadupstack"]
     assert len(plan.datasets) == 13 and plan.groups["beir/cqadupstack"][0] == "beir/cqadupstack/android"
@@ -109,11 +129,14 @@ def test_dry_run_loads_no_model_and_is_quick():
 
 def test_scale_sweep_variants():
     plan = build_plan(load_suite("scale-sweep"), Options())
-    cells = [(c.variant, c.factor, c.seed) for c in plan.conditions if c.system == "splade"]
-    # x1 is the baseline's model: trained once per seed, shown once with both labels
-    arms = [("baseline = x1", "1"), ("x0.25", "0.25"), ("x0.5", "0.5"), ("x2", "2"), ("x4", "4"),
-            ("x8", "8"), ("x16", "16"), ("x0.25-flops", "0.25"), ("x4-flops", "4")]
-    assert cells == [(v, f, seed) for v, f in arms for seed in (42, 43, 44)]
+    cells = [(c.variant, c.factor, c.method, c.seed) for c in plan.conditions if c.system == "splade"]
+    # x1 is the baseline's model: trained once per seed, shown once with both labels; the paper's method
+    # for the sweep, head-norm (this harness's extension) for its own arms and the FLOPS-matched ones
+    p, h = "projection", "head-norm"
+    arms = [("baseline = x1", "1", ""), ("x0.25", "0.25", p), ("x0.5", "0.5", p), ("x2", "2", p), ("x4", "4", p),
+            ("x8", "8", p), ("x16", "16", p), ("x0.25-head-norm", "0.25", h), ("x4-head-norm", "4", h),
+            ("x0.25-flops", "0.25", h), ("x4-flops", "4", h)]
+    assert cells == [(v, f, m, seed) for v, f, m in arms for seed in (42, 43, 44)]
     assert all(c.trained for c in plan.conditions if c.system == "splade")
     assert plan.recipe["name"] == "smoke"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmark.outcomes import COLLAPSED, DEGRADED, OK
 from benchmark.report.markdown import header, once, sparsity_header
-from benchmark.report.plots import AVERAGES, NORMS, SWEEP, head_norms
+from benchmark.report.plots import AVERAGES, NORMS, SWEEP, changed_statistic, head_norms
 from benchmark.report.results import ConditionResult, SuiteResults
 from benchmark.report.table import (DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Table, describe_outcome,
                                     row_id, scope, short_name, slots, system_label)
@@ -228,14 +228,19 @@ def norms_html(results: SuiteResults) -> str:
         return ""
     body = []
     for key, c in rows:
+        moved, before, after = changed_statistic(c)
         body.append(
             f'<tr data-row="{escape(row_id(key))}"><th scope="row" class="label">{escape(system_label(*key))}</th>'
-            f"<td>{escape(c.method or c.factor or '')}</td>"
+            f"<td>{escape(c.rescale or c.method or c.factor or '')}</td>"
             f'<td class="num"><span data-field="scale">{scale(c.scale)}</span></td>'
             f'<td class="num"><span data-field="head_norm_before">{num(c.head_norm_before, NORM_DIGITS)}</span></td>'  # type: ignore[arg-type]
-            f'<td class="num"><span data-field="head_norm_after">{num(c.head_norm_after, NORM_DIGITS)}</span></td></tr>')  # type: ignore[arg-type]
+            f'<td class="num"><span data-field="head_norm_after">{num(c.head_norm_after, NORM_DIGITS)}</span></td>'  # type: ignore[arg-type]
+            f"<td>{escape(moved)}</td>"
+            f'<td class="num"><span data-field="changed_before">{num(before, NORM_DIGITS)}</span></td>'  # type: ignore[arg-type]
+            f'<td class="num"><span data-field="changed_after">{num(after, NORM_DIGITS)}</span></td></tr>')  # type: ignore[arg-type]
     return ('<div class="wrap"><table class="norms"><thead><tr><th>System</th><th>rescale</th><th>factor</th>'
-            "<th>‖W‖<sub>F</sub> before</th><th>‖W‖<sub>F</sub> after</th></tr></thead><tbody>"
+            "<th>‖W‖<sub>F</sub> before</th><th>‖W‖<sub>F</sub> after</th><th>what the method moves</th><th>before</th>"
+            "<th>after</th></tr></thead><tbody>"
             + "".join(body) + "</tbody></table></div>")
 
 
@@ -318,7 +323,7 @@ def page(results: SuiteResults, tables: list[Table], plots: list[str], files: li
     sections = [("tables", "Tables")]
     plot_captions = {SWEEP: "Score, FLOPS and non-zeros against the MLM-head rescale factor (seed means ± sd).",
                      AVERAGES: "Baseline vs. rescaled per backbone, for each average column.",
-                     NORMS: "The MLM head's Frobenius norm before and after rescaling (backbone stage records)."}
+                     NORMS: "The head statistic each arm's rescale method moves (‖αW‖_F for projection, rms(γ) for head-norm), before and after rescaling (backbone stage records)."}
     body = [f"<h1>{escape(title)}</h1>"]
     if results.description:
         body.append(f'<p class="lead">{escape(describe_suite(results))}</p>')

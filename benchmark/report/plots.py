@@ -36,7 +36,7 @@ def factor_value(value: str) -> float | None:
 
 
 #: a sweep arm's variant suffix → how the legend names it
-ARM_LABELS = {"flops": "FLOPS-matched λ"}
+ARM_LABELS = {"flops": "FLOPS-matched λ", "head-norm": "head-norm (extension)"}
 SWEEP_VARIANT = re.compile(r"x(?P<factor>[0-9.]+)(?:-(?P<arm>.+))?")
 
 
@@ -55,6 +55,7 @@ def sweep_plot(table: Table, results: SuiteResults, path: Path) -> list[str]:
     a run stopped at its collapse as a red ✗, a scored collapsed one ringed in red; FLOPS and non-zeros
     below. Returns the legend's entries (empty: no plot)."""
     factor_of = {c.row: factor_value(c.factor) for c in results.conditions}
+    method_of = {c.row: c.method for c in results.conditions}
     sweep_rows = [r for r in table.rows if r[0] == "splade" and factor_of.get(r) is not None
                   and sweep_arm(r[2]) is not None]
     if sum(1 for r in sweep_rows if r[2].startswith("x") and sweep_arm(r[2]) == "") < 2:
@@ -76,7 +77,9 @@ def sweep_plot(table: Table, results: SuiteResults, path: Path) -> list[str]:
         for col in data_cols:
             cells = [(factor_of[r], table.cells[(r, col.name)], table.info[r]) for r in rows]
             shown = [(x, c) for x, c, _ in cells if c.status == OK]
-            label = f"{backbone}{'' if trained else ' (untrained)'}" + (f" · {short_name(col.name)}" if len(data_cols) > 1 else "")
+            methods = sorted({method_of.get(r) or "" for r in rows if not is_baseline(r[2])} - {""})
+            label = (f"{backbone}{'' if trained else ' (untrained)'}" + (f" [{', '.join(methods)}]" if methods else "")
+                     + (f" · {short_name(col.name)}" if len(data_cols) > 1 else ""))
             if arm:  # another arm (FLOPS-matched λ): its points in the line's colour, not joined to it
                 ax.errorbar([x for x, _ in shown], [c.value for _, c in shown], yerr=[c.sd or 0.0 for _, c in shown],
                             marker="D", markerfacecolor="none", linestyle="none", capsize=3,
@@ -184,21 +187,34 @@ def head_norms(results: SuiteResults) -> list[tuple[tuple[str, str, str, bool], 
     return list(seen.items())
 
 
+def changed_statistic(c: ConditionResult) -> tuple[str, float | None, float | None]:
+    """(the statistic c's rescale method moves, before, after); ‖W‖_F for records that do not say
+    (those the norms plot leaves out: under head-norm ‖W‖_F does not move)."""
+    from benchmark.rescale import SNAPSHOT_LABELS
+
+    if c.changed and c.changed_before is not None:
+        return SNAPSHOT_LABELS.get(c.changed, c.changed), c.changed_before, c.changed_after
+    return SNAPSHOT_LABELS["head_norm"], c.head_norm_before, c.head_norm_after
+
+
 def norms_plot(results: SuiteResults, path: Path) -> list[str]:
-    """The MLM head's Frobenius norm before and after rescaling, per backbone and variant (log axis)."""
+    """Per backbone and variant, the head statistic its rescale method moves (‖αW‖_F for projection,
+    rms(γ) for head-norm, ‖W‖_F for tied/untie) before and after rescaling (log axis)."""
     rows = [(r, c) for r, c in head_norms(results) if r[3]] or head_norms(results)
+    rows = [(r, c) for r, c in rows if c.changed]  # results written before the record named what moved: no plot
     if not any(c.scale not in (None, 1.0) for _, c in rows):  # nothing was rescaled: the table says it all
         return []
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(6.4, 0.5 * len(rows)), 3.6))
     xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [c.head_norm_before for _, c in rows], 0.4, label="before (pretrained)", color="C7")
-    ax.bar([x + 0.2 for x in xs], [c.head_norm_after for _, c in rows], 0.4, label="after rescaling", color="C0")
+    stats = [changed_statistic(c) for _, c in rows]
+    ax.bar([x - 0.2 for x in xs], [s[1] for s in stats], 0.4, label="before (pretrained)", color="C7")
+    ax.bar([x + 0.2 for x in xs], [s[2] for s in stats], 0.4, label="after rescaling", color="C0")
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([f"{r[1]} {r[2]}" for r, _ in rows], rotation=30, ha="right", fontsize=8)
+    ax.set_xticklabels([f"{r[1]} {r[2]}: {s[0]}" for (r, _), s in zip(rows, stats)], rotation=30, ha="right", fontsize=8)
     ax.set_yscale("log")
-    ax.set_ylabel(r"MLM-head $\|W\|_F$")
-    ax.set_title(f"{results.suite}: MLM-head norm before/after rescaling")
+    ax.set_ylabel("the statistic the method moves")
+    ax.set_title(f"{results.suite}: MLM-head scale before/after rescaling")
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()

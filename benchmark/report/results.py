@@ -24,6 +24,7 @@ from typing import Any
 from benchmark.atomic import atomic_write, write_json
 from benchmark.errors import BenchmarkError
 from benchmark.outcomes import COLLAPSED, DEGRADED, MISSING, OK, TRAINING_OUTCOMES
+from benchmark.rescale import record_tag
 
 FORMAT = 1
 RESULTS = "results.json"
@@ -62,8 +63,12 @@ class ConditionResult:
     query_nnz: float | None = None
     precision: str = ""  # the SPLADE encodings' arithmetic (float32: the exact path; bfloat16 is not)
     scale: float | None = None  # the factor the backbone stage applied (resolved for match)
+    rescale: str = ""  # method and factor as applied, and for a matched arm its statistic before → after
     head_norm_before: float | None = None
     head_norm_after: float | None = None
+    changed: str = ""  # the head statistic the rescale method moves (benchmark.rescale.SNAPSHOT_LABELS)
+    changed_before: float | None = None
+    changed_after: float | None = None
     command: str = ""
     evaluate_id: str = ""
     search_id: str = ""
@@ -283,6 +288,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             removed.append(portable(cond.dataset))
         docs_record = (load(_parent(search, "docs")) or {}).get("record", {})
         backbone_record = (load(backbone) or {}).get("record", {})
+        changed = str(backbone_record.get("changes") or "head_norm") if backbone_record else ""
         train_record = train_meta["record"] if train_meta is not None else None
         outcome = TrainOutcome.from_record(train_record) if train is not None else TrainOutcome(OK)
         seed = getattr(cond, "seed", None)
@@ -304,8 +310,12 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             query_nnz=_float(search_record.get("query_nnz")),
             precision=str(docs_record.get("precision") or ""),
             scale=_float(backbone_record.get("factor")),
+            rescale=record_tag(backbone_record),
             head_norm_before=_float(backbone_record.get("head_norm_before")),
             head_norm_after=_float(backbone_record.get("head_norm_after")),
+            changed=changed,
+            changed_before=_float(backbone_record.get(f"{changed}_before")),
+            changed_after=_float(backbone_record.get(f"{changed}_after")),
         )
         if eval_meta is not None:
             _note_unranked(unranked, portable(cond.dataset), (load(_parent(evaluate, "corpus")) or {}).get("record", {}),

@@ -178,6 +178,15 @@ def outcome_mark(counts: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
+def _rescale_tag(c: ConditionResult) -> str:
+    """The backbone stage's own account, else (results written before it) the planned method and factor."""
+    if c.rescale or not c.method or c.system != "splade":
+        return c.rescale
+    from benchmark.plan import rescale_tag
+
+    return rescale_tag(c.method, c.factor)
+
+
 def build_rows(results: SuiteResults) -> dict[RowKey, Row]:
     rows: dict[RowKey, list[ConditionResult]] = {}
     for c in results.conditions:
@@ -186,7 +195,9 @@ def build_rows(results: SuiteResults) -> dict[RowKey, Row]:
     for key, runs in rows.items():
         counts = outcome_counts(runs) if key[3] else {}
         seeds = list(dict.fromkeys(c.seed for c in runs))
-        out[key] = Row(key, system_label(*key), seeds, counts, outcome_mark(counts), runs)
+        tag = next((_rescale_tag(c) for c in runs if _rescale_tag(c)), "")  # how the head was rescaled: one per row
+        label = system_label(*key) + (f" [{tag}]" if tag else "")
+        out[key] = Row(key, label, seeds, counts, outcome_mark(counts), runs)
     from benchmark.report.judgements import judge, marks
 
     for key, judged in judge(results, out).items():

@@ -65,7 +65,7 @@ def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
 
 class Backbone(StageKind):
     name = "backbone"
-    VERSION = 2  # 2: rescaling methods (head-norm by default) and match statistics
+    VERSION = 3  # 2: rescaling methods and match statistics; 3: the paper's method projection (the default), its α in the record
     sources = ("benchmark.backbone", "benchmark.checkpoints", "benchmark.rescale", "benchmark.heads",
                "benchmark.samples", "benchmark.stages.backbone")
 

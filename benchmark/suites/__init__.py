@@ -53,14 +53,26 @@ class Encode:
 
 @dataclass(frozen=True)
 class RescaleSettings:
-    """What the variant ``rescaled`` means in this suite (see benchmark.rescale)."""
+    """What the variant ``rescaled`` means in this suite (see benchmark.rescale).
 
-    mode: str = "match"  # factor | match
-    factor: float | None = None  # mode factor: α
+    The default is the paper's: the MLM-head projection × 1/k with k = 16, the same for every backbone.
+    ``match`` also names the reference of the extension arms ``head-norm`` and ``match-<statistic>``.
+    """
+
+    mode: str = "factor"  # factor | match
+    factor: float | None = None  # mode factor: α (default 1/k)
+    k: float | None = 16  # mode factor without a factor: α = 1/k (the paper's k)
     match: str | None = "bert-base-uncased"  # mode match: the reference backbone (or a number)
     scale_bias: bool = True
-    method: str = "head-norm"  # head-norm | tied | untie (benchmark.rescale.METHODS)
+    method: str = "projection"  # projection (the paper's) | head-norm | tied | untie (benchmark.rescale.METHODS)
     match_stat: str = "logit-std"  # frobenius | row-rms | logit-std (benchmark.rescale.STATISTICS)
+
+    @property
+    def alpha(self) -> float | None:
+        """α of mode factor: the factor, else 1/k."""
+        if self.factor is not None:
+            return self.factor
+        return 1.0 / self.k if self.k else None
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,7 @@ class Variant:
     factor: float | None = None  # None: the head as pretrained
     overrides: dict[str, Any] = field(default_factory=dict)  # recipe keys for this arm (lambda_q, lambda_d)
     note: str = ""  # why this arm exists, shown in --dry-run
+    method: str | None = None  # None: the suite's [splade.rescale] method
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,7 @@ class Splade:
     recipe: str | None = None  # None: the untrained backbone only
     untrained: bool = False  # with a recipe, also evaluate the untrained backbone
     sweep: list[float] = field(default_factory=list)  # extra variants x<factor>
+    k_grid: list[float] = field(default_factory=list)  # extra variants k<k>: the projection × 1/k (the paper's range)
     extra_variants: list[Variant] = field(default_factory=list)
     rescale: RescaleSettings = field(default_factory=RescaleSettings)
     seeds: list[int] = field(default_factory=lambda: [42])  # one training run per seed
@@ -218,6 +232,19 @@ class Suite:
             for f in self.splade.sweep:
                 if not (math.isfinite(f) and f > 0):
                     out.append(f"splade.sweep has {f!r}; sweep factors are positive finite numbers, e.g. sweep = [0.5, 2.0]")
+            for k in self.splade.k_grid:
+                if not (math.isfinite(k) and k > 0):
+                    out.append(f"splade.k_grid has {k!r}; k is a positive finite number (α = 1/k), e.g. k_grid = [1, 2, 4, 8, 16, 32]")
+            rs = self.splade.rescale
+            if rs.k is not None and not (math.isfinite(rs.k) and rs.k > 0):
+                out.append(f"splade.rescale.k = {rs.k!r}; k is a positive finite number (α = 1/k), e.g. k = 16")
+            if rs.mode == "factor" and rs.factor is None and rs.k is None:
+                out.append("splade.rescale: mode 'factor' needs k (α = 1/k, e.g. k = 16) or factor")
+            from benchmark.rescale import METHODS
+
+            for v in self.splade.extra_variants:
+                if v.method is not None and v.method not in METHODS:
+                    out.append(f"splade.extra_variants[{v.name!r}].method = {v.method!r}; valid: {', '.join(METHODS)}")
             for v in self.splade.extra_variants:
                 if v.factor is not None and not (math.isfinite(v.factor) and v.factor > 0):
                     out.append(f"splade.extra_variants[{v.name!r}].factor = {v.factor!r} must be a positive finite number "

@@ -25,6 +25,8 @@ import torch
 from sentence_transformers.base.modules.transformer import Transformer
 from torch import nn
 
+from benchmark.rescale import projection_scale
+
 
 class _SpladeMaxPool(torch.autograd.Function):
     """``log1p(relu(max_t mask_t · (hidden_t @ weight.T + bias)))`` without a [B, L, V] tensor."""
@@ -115,6 +117,11 @@ class SpladeMLM(Transformer):
         kwargs.setdefault("unpad_inputs", False)  # the pooling needs the padded [B, L] layout
         super().__init__(model_name_or_path, **kwargs)
         self.chunk_size = chunk_size
+        from benchmark.rescale import attach_projection_scale
+
+        # α of method 'projection' (config.mlm_projection_scale): the model's own forward applies it
+        # through the decoder; forward below, which bypasses the decoder, applies it to the head input
+        attach_projection_scale(self.auto_model)
 
     @property
     def decoder(self) -> nn.Linear:
@@ -132,6 +139,9 @@ class SpladeMLM(Transformer):
         finally:
             setattr(parent, attr, decoder)
         hidden = features.pop("token_embeddings")
+        scale = projection_scale(self.auto_model)
+        if scale != 1.0:  # α(W h) = W(α h): the projection's constant multiplier, exactly as the decoder hook applies it
+            hidden = hidden * scale
         features["sentence_embedding"] = splade_max_pool(
             hidden, features["attention_mask"], decoder.weight, decoder.bias, self.chunk_size
         )
