@@ -28,10 +28,28 @@ CARD = "README.md"
 
 
 def fold_for_export(model: Any) -> Any:
-    """The model with every constant its harness loader applies folded into ordinary weights, so that
-    any loader gives the harness's logits. A checkpoint that carries a projection scale α on the MLM
-    decoder (applied at load time) must fold it here: head LayerNorm γ and β and the decoder bias
-    times α give the same logits. The harness's checkpoints carry no such constant today: identity."""
+    """The model with the projection scale α its harness loader applies (method ``projection``:
+    ``config.mlm_projection_scale``, a constant on the decoder's input) folded into ordinary weights, so
+    that any loader gives the harness's logits: W(α h) with h = γ⊙n + β is W((αγ)⊙n + αβ), so the head
+    LayerNorm's γ and β take α (the decoder bias already holds it) and the config's α becomes 1."""
+    import torch
+
+    from benchmark.heads import mlm_head
+    from benchmark.rescale import PROJECTION_SCALE, attach_projection_scale, projection_scale
+
+    factor = projection_scale(model)
+    if factor == 1.0:
+        return model
+    norm = mlm_head(model).norm
+    if norm.weight is None:
+        raise BenchmarkError(f"cannot export {type(model).__name__} with projection scale {factor:g}: its head "
+                             "LayerNorm has no gain γ to carry it")
+    with torch.no_grad():
+        norm.weight.mul_(factor)
+        if norm.bias is not None:
+            norm.bias.mul_(factor)
+    setattr(model.config, PROJECTION_SCALE, 1.0)
+    attach_projection_scale(model)  # removes a hook a harness loader installed: α now lives in γ, β
     return model
 
 

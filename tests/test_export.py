@@ -118,8 +118,30 @@ def test_export_errors_name_the_missing_runs(tmp_path, exported):
     assert export.main(["--suite", "nope", "--results-dir", str(folder)]) == 2
 
 
-def test_fold_for_export_is_identity_for_the_harness_checkpoints(bert_tiny):
+def test_fold_for_export_is_identity_without_a_projection_scale(bert_tiny):
     model, _ = load_model(bert_tiny, "sdpa")
     before = {k: v.clone() for k, v in model.state_dict().items()}
     folded = export.fold_for_export(model)
     assert folded is model and all(torch.equal(before[k], v) for k, v in folded.state_dict().items())
+
+
+def test_fold_for_export_carries_the_projection_scale_into_plain_weights(bert_tiny, tmp_path):
+    """The paper's method keeps α = 1/16 as a constant the harness's loader applies; the exported model
+    holds it in the head LayerNorm's γ, β, so a plain from_pretrained gives the harness's logits. α is a
+    power of two, so every product is exact and the logits are bit-identical."""
+    from transformers import AutoModelForMaskedLM
+
+    from benchmark.rescale import PROJECTION_SCALE, Rescale, apply_rescale, projection_scale
+
+    model, tokenizer = load_model(bert_tiny, "sdpa")
+    apply_rescale(model, Rescale(mode="factor", factor=1 / 16, method="projection"))
+    batch = tokenizer(["a scientific claim about cells", "sparse retrieval"], padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        harness = model(**batch).logits
+    export.fold_for_export(model)
+    assert projection_scale(model) == 1.0 and getattr(model.config, PROJECTION_SCALE) == 1.0
+    model.save_pretrained(tmp_path / "folded")
+    plain = AutoModelForMaskedLM.from_pretrained(tmp_path / "folded").eval()  # no harness hook
+    with torch.inference_mode():
+        assert torch.equal(model(**batch).logits, harness)
+        assert torch.equal(plain(**batch).logits, harness)

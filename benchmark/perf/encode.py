@@ -24,9 +24,11 @@ LARGE_VOCAB = 50368
 def _load_ours(spec: dict[str, Any], info: dict[str, Any]):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+    from benchmark.rescale import attach_projection_scale
     from benchmark.splade import encode
 
     model = AutoModelForMaskedLM.from_pretrained(spec["model"]).eval().to(spec.get("device", "cpu"))
+    attach_projection_scale(model)  # a checkpoint rescaled by the paper's method carries α in its config
     tokenizer = AutoTokenizer.from_pretrained(spec["model"])
 
     def run(texts: list[str]):
