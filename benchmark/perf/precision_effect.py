@@ -6,27 +6,23 @@ suite that differ only in ``[encode] precision`` (same trained model, same data)
 measure, float32, bf16, Δ and a paired t-test over queries; and, from the runs folder, how many
 quantised impacts differ and by how much.
 
-    python scripts/precision_effect.py --runs-dir RUNS --float32 RESULTS/a --bfloat16 RESULTS/b --out results/precision
+    python -m benchmark.perf precision-effect --runs-dir RUNS --float32 RESULTS/a --bfloat16 RESULTS/b --out results/precision
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmark.atomic import write_csv, write_text  # noqa: E402
-from benchmark.encode import read_query_vectors  # noqa: E402
-from benchmark.perf.cli import machine_class  # noqa: E402
-from benchmark.report import read_results  # noqa: E402
-from benchmark.report.table import short_name  # noqa: E402
-from benchmark.significance import paired_ttest  # noqa: E402
-from benchmark.stages.encode import Encode  # noqa: E402
+from benchmark.atomic import write_csv, write_text
+from benchmark.encode import read_query_vectors
+from benchmark.perf.cli import machine_class
+from benchmark.report import read_results
+from benchmark.report.table import short_name
+from benchmark.significance import paired_ttest
+from benchmark.stages.encode import Encode
 
 
 def _parents(runs: Path, search_id: str) -> dict[str, str]:
@@ -60,11 +56,11 @@ def compare_impacts(a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmark.perf precision-effect", description=__doc__.split("\n\n")[0])
     p.add_argument("--runs-dir", type=Path, required=True)
     p.add_argument("--float32", type=Path, required=True, help="results folder of the float32 run")
     p.add_argument("--bfloat16", type=Path, required=True, help="results folder of the bfloat16 run")
-    p.add_argument("--out", type=Path, default=ROOT / "results" / "precision")
+    p.add_argument("--out", type=Path, default=Path("results/precision"))
     args = p.parse_args(argv)
     exact, bf16 = read_results(args.float32), read_results(args.bfloat16)
     pairs = {}
@@ -103,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         "so GPU impacts differ from these in detail).",
         "",
         "Reproduce: `python -m benchmark.run --suite results/precision/precision-float32.toml --runs-dir R "
-        "--results-dir X`, the same with `precision-bfloat16.toml`, then `python scripts/precision_effect.py "
+        "--results-dir X`, the same with `precision-bfloat16.toml`, then `python -m benchmark.perf precision-effect "
         "--runs-dir R --float32 X/precision-float32 --bfloat16 X/precision-bfloat16`.",
         "",
         "| dataset | quantity | float32 | bf16 | Δ | p |",
