@@ -229,6 +229,10 @@ class Oracle:
         record = json.loads((folder / "results.json").read_text(encoding="utf-8"))
         self.groups = record["groups"]
         self.averages = {a["name"]: a["datasets"] for a in record["table"].get("averages", [])}
+        self.judged: list[dict[str, str]] = []  # judgements against other runs, as judgements.csv records them
+        if (folder / "judgements.csv").is_file():
+            with open(folder / "judgements.csv", encoding="utf-8") as fh:
+                self.judged = list(csv.DictReader(fh))
 
     def runs(self, row: str, datasets: list[str] | None = None) -> list[dict[str, str]]:
         return [r for r in self.rows if rid(r) == row and (datasets is None or r["dataset"] in datasets)]
@@ -271,6 +275,13 @@ class Oracle:
             k = sum(1 for o in worst.values() if o == outcome)
             if k:
                 parts.append(outcome if n == 1 else f"{k}/{n} {outcome}")
+        system, backbone, variant, trained = row.split("|")
+        label = f"SPLADE {backbone} {variant}" + ("" if trained == "trained" else " (untrained)")
+        mine = [j for j in self.judged if j["row"] == label]
+        for name in dict.fromkeys(f"{j['kind']} vs {j['against']}" for j in mine):  # a run judged on any dataset counts once
+            hit = {j["seed"] for j in mine if f"{j['kind']} vs {j['against']}" == name and j["verdict"] == "True"}
+            if hit:
+                parts.append(name if n == 1 else f"{len(hit)}/{n} {name}")
         return ", ".join(parts)
 
     def sparse(self, row: str, dataset: str, name: str) -> float | None:
