@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from benchmark.checkpoints import HUB_ID, MODEL_DIR_ENV, checkpoint_fingerprint, quiet_transformers, registered_key, \
     resolve_checkpoint
 from benchmark.errors import BenchmarkError
-from benchmark.heads import head_layout
+from benchmark.heads import attach_projection_scale, head_layout
 from benchmark.synthetic import SYNTHETIC, ensure, folder
 
 if TYPE_CHECKING:
@@ -305,7 +305,6 @@ def load_backbone(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     problem = tokenizer_problem(name, source, len(tokenizer), config.vocab_size)
     if problem:
         raise BenchmarkError(problem)
-    from benchmark.rescale import attach_projection_scale
 
     attach_projection_scale(model)  # a harness checkpoint's projection α (method 'projection') is never lost
     return model.float().eval(), tokenizer

@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 from benchmark.backbone import load_backbone
 from benchmark.checkpoints import registered_key
 from benchmark.errors import BenchmarkError, unknown
+from benchmark.heads import (PROJECTION_SCALE, applied_projection_scale, attach_projection_scale, check_projection_scale,
+                             projection_scale)
 from benchmark.registry import Registry
 
 if TYPE_CHECKING:
@@ -64,8 +66,6 @@ DEFAULT_METHOD = "projection"
 #: The paper's headline k (α = 1/k) and its range of factors.
 PAPER_K = 16
 PAPER_K_GRID = (1, 2, 4, 8, 16, 32)
-#: Config attribute holding the projection's constant multiplier α (transformers keeps it in config.json).
-PROJECTION_SCALE = "mlm_projection_scale"
 DEFAULT_MATCH_STAT = "logit-std"
 # logit-std reads the first SAMPLE_MAX_LENGTH tokens of each sample text (special tokens included).
 SAMPLE_MAX_LENGTH = 128
@@ -130,64 +130,6 @@ def _untie(head: MLMHead, factor: float, scale_bias: bool) -> None:
     bias_factor = factor if scale_bias else 1.0
     for path, param in head.bias_params():
         head.set_param(path, nn.Parameter(param.detach().clone() * bias_factor))
-
-
-def projection_scale(model_or_config: Any) -> float:
-    """α of method ``projection`` recorded in a model's config (1.0 when absent)."""
-    config = getattr(model_or_config, "config", model_or_config)
-    value = getattr(config, PROJECTION_SCALE, None)
-    if value is None:
-        return 1.0
-    return _positive_number(value, f"config.{PROJECTION_SCALE}")
-
-
-class _ScaleInput:
-    """Decoder forward pre-hook: the projection's input × α (a picklable callable, not a lambda)."""
-
-    def __init__(self, factor: float) -> None:
-        self.factor = factor
-
-    def __call__(self, module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (args[0] * self.factor, *args[1:])
-
-
-def applied_projection_scale(model: nn.Module) -> float:
-    """The α the decoder of ``model`` applies now (1.0 without the hook)."""
-    decoder = model.get_output_embeddings()
-    installed = getattr(decoder, "_benchmark_projection_scale", None)
-    return installed[0] if installed is not None else 1.0
-
-
-def attach_projection_scale(model: nn.Module) -> float:
-    """Make ``model``'s forward apply its config's ``mlm_projection_scale`` α; returns α.
-
-    The one function every loader of a harness checkpoint calls (backbone, training, encoding,
-    norms). The decoder gets a pre-hook that multiplies its input by α, prepended so that hooks
-    registered later (the encoder's capture of the decoder input) see α·h. Idempotent.
-    """
-    factor = projection_scale(model)
-    decoder = model.get_output_embeddings()
-    installed = getattr(decoder, "_benchmark_projection_scale", None)
-    if installed is not None:
-        if installed[0] == factor:
-            return factor
-        installed[1].remove()
-        del decoder._benchmark_projection_scale
-    if factor != 1.0:
-        handle = decoder.register_forward_pre_hook(_ScaleInput(factor), prepend=True)
-        decoder._benchmark_projection_scale = (factor, handle)
-    return factor
-
-
-def check_projection_scale(model: nn.Module, where: str = "model") -> float:
-    """α of ``model``, refusing a model whose config says α but whose forward does not apply it."""
-    factor, applied = projection_scale(model), applied_projection_scale(model)
-    if factor != applied:
-        raise BenchmarkError(
-            f"{where}: config.{PROJECTION_SCALE} = {factor:g} but the loaded MLM head applies {applied:g}; load "
-            "harness checkpoints with benchmark.encode.load_model or benchmark.backbone.load_backbone "
-            "(or call benchmark.rescale.attach_projection_scale(model) after from_pretrained)")
-    return factor
 
 
 def _projection(head: MLMHead, factor: float, scale_bias: bool) -> None:

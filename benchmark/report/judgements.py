@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmark.outcomes import DEGRADED
+from benchmark.report.labels import baseline_of, is_baseline, system_label
 from benchmark.report.results import DEV_MEASURE, ConditionResult, RowKey, SuiteResults
 
 DENSE = "dense"
@@ -63,8 +64,6 @@ class Judgement:
 def reference_row(results: SuiteResults, rows: Mapping[RowKey, Any]) -> RowKey | None:
     """The BERT reference: the trained baseline arm of the table's ``reference`` backbone, else of
     the first backbone named ``bert…``."""
-    from benchmark.report.table import is_baseline
-
     wanted = results.settings().reference
     backbones = list(dict.fromkeys(k[1] for k in rows if k[0] == "splade" and k[3]))
     name = wanted or next((b for b in backbones if b.lower().startswith(REFERENCE_PREFIX)), None)
@@ -137,8 +136,6 @@ def dense(row: RowKey, seed: Any, run: ConditionResult, ref: ConditionResult | N
 
 def judge(results: SuiteResults, rows: Mapping[RowKey, Any]) -> dict[RowKey, list[Judgement]]:
     """Every trained SPLADE row's judgements, per seed (and per dataset for ``dense``)."""
-    from benchmark.report.table import baseline_of, system_label
-
     alpha = results.settings().alpha
     ref = reference_row(results, rows)
     out: dict[RowKey, list[Judgement]] = {}
@@ -183,8 +180,6 @@ JUDGEMENT_COLUMNS = ["row", "seed", "dataset", "kind", "against", "reference", "
 
 def judgement_rows(judged: Mapping[RowKey, list[Judgement]]) -> list[dict[str, Any]]:
     """``judgements.csv``: every judgement, its rule, reference, statistic and p-value."""
-    from benchmark.report.table import system_label
-
     return [{"row": system_label(*j.row), "seed": "" if j.seed is None else j.seed, "dataset": j.dataset, "kind": j.kind,
              "against": j.against, "reference": j.reference, "verdict": "" if j.verdict is None else j.verdict,
              "statistic": "" if j.statistic is None else f"{j.statistic:.6g}",

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.outcomes import COLLAPSED, DEGRADED, MISSING, OK
+from benchmark.report.judgements import judge, marks
+from benchmark.report.labels import BASELINE, baseline_of, bm25_of, is_baseline, row_id, system_label
 from benchmark.report.results import ConditionResult, RowKey, SuiteResults, outcome_counts
 
-BASELINE = "baseline"
 SUBSET_MEAN = "mean over shown"
 DAGGER = "†"  # significant against the same backbone's baseline
 DDAGGER = "‡"  # significant against BM25
@@ -130,43 +131,6 @@ def short_name(dataset: str, labels: dict[str, str] | None = None) -> str:
     return dataset
 
 
-def system_label(system: str, backbone: str, variant: str, trained: bool) -> str:
-    if system == "bm25":
-        return "BM25"
-    if system == "run":  # a --run file: its name
-        return f"{variant} (run file)"
-    label = f"SPLADE {backbone} {variant}"
-    return label if trained else f"{label} (untrained)"
-
-
-def row_id(key: RowKey) -> str:
-    """A row as text (HTML attributes, CSV): system|backbone|variant|trained."""
-    return "|".join([key[0], key[1], key[2], "trained" if key[3] else "untrained"])
-
-
-def is_baseline(variant: str) -> bool:
-    """``baseline``, or a shared label that includes it (``baseline = x1``)."""
-    return BASELINE in (part.strip() for part in variant.split("="))
-
-
-def baseline_of(key: RowKey, rows: dict[RowKey, Any]) -> RowKey | None:
-    """The row a SPLADE row's Δ is taken against: the same backbone and training, unrescaled."""
-    system, backbone, variant, trained = key
-    if system != "splade" or is_baseline(variant):
-        return None
-    for other in rows:
-        if other[0] == system and other[1] == backbone and other[3] == trained and is_baseline(other[2]):
-            return other
-    return None
-
-
-def bm25_of(key: RowKey, rows: dict[RowKey, Any]) -> RowKey | None:
-    """The BM25 row a SPLADE row is also tested against (same queries, no training)."""
-    if key[0] == "bm25":
-        return None
-    return next((other for other in rows if other[0] == "bm25"), None)
-
-
 def outcome_mark(counts: dict[str, int]) -> str:
     """"collapsed" for a single run; "1/3 collapsed, 1/3 degraded" over seeds; "" when all are ok."""
     n = sum(counts.values())
@@ -198,8 +162,6 @@ def build_rows(results: SuiteResults) -> dict[RowKey, Row]:
         tag = next((_rescale_tag(c) for c in runs if _rescale_tag(c)), "")  # how the head was rescaled: one per row
         label = system_label(*key) + (f" [{tag}]" if tag else "")
         out[key] = Row(key, label, seeds, counts, outcome_mark(counts), runs)
-    from benchmark.report.judgements import judge, marks
-
     for key, judged in judge(results, out).items():
         row = out[key]
         row.judgements = judged
