@@ -19,8 +19,8 @@ import time
 import numpy as np
 import torch
 
-from benchmark.errors import BenchmarkError, unknown
-from benchmark.perf.cli import positive_ints
+from benchmark.errors import BenchmarkError
+from benchmark.perf.cli import positive_ints, subset
 from benchmark.splade import encode
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to try the script out
@@ -130,10 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         lengths, doc_lengths = positive_ints(args.lengths, "lengths"), positive_ints(args.doc_lengths, "doc-lengths")
-        names = [n.strip() for n in args.backbones.split(",") if n.strip()]
-        for name in names:
-            if name not in CONFIGS:
-                raise unknown("backbone", name, CONFIGS, "Pass --backbones with a comma-separated subset")
+        names = subset(args.backbones, CONFIGS, "backbone", "backbones")
         if args.steps < 1 or args.batch < 1:
             raise BenchmarkError(f"--steps and --batch must be positive integers, got {args.steps} and {args.batch}")
     except BenchmarkError as exc:

@@ -9,6 +9,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from benchmark.errors import BenchmarkError, unknown
 from benchmark.registry import Registry
@@ -30,6 +31,15 @@ COMMANDS.register("matmul-shapes", "benchmark.perf.matmul_shapes:main")  # resul
 COMMANDS.register("skip-bounds", "benchmark.perf.skip_bounds:main")  # results/perf/skip_bounds.json
 COMMANDS.register("rescale-study", "benchmark.perf.rescale_study:main")  # results/rescale-study/*.md
 COMMANDS.register("precision-effect", "benchmark.perf.precision_effect:main")  # results/precision/bf16-vs-float32.md
+
+
+def subset(text: str, valid: Any, what: str, flag: str) -> list[str]:
+    """The comma-separated names given to ``--flag``, each one of ``valid``; one line naming the first that is not."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name not in valid:
+            raise unknown(what, name, valid, f"Pass --{flag} with a comma-separated subset")
+    return names
 
 
 def positive_ints(text: str, flag: str) -> list[int]:

@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from benchmark.atomic import write_json
-from benchmark.errors import BenchmarkError, unknown
+from benchmark.errors import BenchmarkError
+from benchmark.perf.cli import subset
 from benchmark.splade import BLOCK_ELEMENTS
 
 DTYPES = ("float32", "bfloat16", "float16", "int8")
@@ -96,10 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     try:
-        dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
-        for dtype in dtypes:
-            if dtype not in DTYPES:
-                raise unknown("dtype", dtype, DTYPES, "Pass --dtypes with a comma-separated subset")
+        dtypes = subset(args.dtypes, DTYPES, "dtype", "dtypes")
         if args.threads < 1 or args.rounds < 1:
             raise BenchmarkError(f"--threads and --rounds must be positive integers, got {args.threads} and {args.rounds}")
     except BenchmarkError as exc:
