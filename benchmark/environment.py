@@ -61,6 +61,28 @@ def _versions() -> dict[str, Any]:
     }
 
 
+#: /proc/cpuinfo vendor_id → the machine class the perf tables are kept per (results/perf/perf.<class>.md)
+VENDOR_TO_CLASS = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}
+#: CPU flags that decide which screens of the vocabulary head can be fast, named in the tables' header
+DECIDING_FLAGS = ("avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "avx512_vnni", "avx_vnni")
+
+
+def machine_class() -> tuple[str, str]:
+    """(class, description): the CPU class and what it is, from /proc/cpuinfo (``other`` elsewhere)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return "other", "CPU model unknown"
+    fields: dict[str, str] = {}
+    for line in info.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    have = [f for f in DECIDING_FLAGS if f in flags]
+    cls = VENDOR_TO_CLASS.get(fields.get("vendor_id", ""), "other")
+    return cls, f"{fields.get('model name', 'CPU model unknown')} ({', '.join(have) or 'none of ' + ', '.join(DECIDING_FLAGS)})"
+
+
 def numerics() -> dict[str, Any] | None:
     """The CPU (model and deciding flags), the kernels torch dispatches to (its CPU capability) and its
     intra-op thread count, or None where torch was never imported (the stage ran no model).
@@ -73,8 +95,6 @@ def numerics() -> dict[str, Any] | None:
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    from benchmark.perf.cli import machine_class
-
     return {"cpu": machine_class()[1], "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "intra_op_threads": torch.get_num_threads(),
             "cuda": torch.version.cuda if torch.cuda.is_available() else None}

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmark.environment import machine_class
 from benchmark.errors import BenchmarkError, unknown
 from benchmark.registry import Registry
 
@@ -101,28 +102,6 @@ def _check(args: argparse.Namespace) -> list[str]:
     if not (args.model / "config.json").exists():
         raise BenchmarkError(f"--model {args.model} is not a model folder (no config.json); pass a *ForMaskedLM folder")
     return [p for p in PARTS if p in parts]
-
-
-#: /proc/cpuinfo vendor_id → the machine class the perf tables are kept per (results/perf/perf.<class>.md)
-VENDOR_TO_CLASS = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}
-#: CPU flags that decide which screens of the vocabulary head can be fast, named in the tables' header
-DECIDING_FLAGS = ("avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "avx512_vnni", "avx_vnni")
-
-
-def machine_class() -> tuple[str, str]:
-    """(class, description): the CPU class and what it is, from /proc/cpuinfo (``other`` elsewhere)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return "other", "CPU model unknown"
-    fields: dict[str, str] = {}
-    for line in info.splitlines():
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-    flags = set(fields.get("flags", "").split())
-    have = [f for f in DECIDING_FLAGS if f in flags]
-    cls = VENDOR_TO_CLASS.get(fields.get("vendor_id", ""), "other")
-    return cls, f"{fields.get('model name', 'CPU model unknown')} ({', '.join(have) or 'none of ' + ', '.join(DECIDING_FLAGS)})"
 
 
 def _header(args: argparse.Namespace) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from benchmark.atomic import write_csv, write_text
 from benchmark.encode import read_query_vectors
-from benchmark.perf.cli import machine_class
+from benchmark.environment import machine_class
 from benchmark.report import read_results
 from benchmark.report.table import short_name
 from benchmark.significance import paired_ttest
