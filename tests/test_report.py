@@ -16,7 +16,8 @@ import pytest
 from benchmark.plan import Condition
 from benchmark.report import main as report_main
 from benchmark.report import publish
-from benchmark.report.results import ConditionResult, SuiteResults, collect, read_results
+from benchmark.report.collect import collect
+from benchmark.report.results import ConditionResult, SuiteResults, read_results
 from benchmark.significance import holm, paired_ttest
 from benchmark.stage import Stage, StageKind, Store
 

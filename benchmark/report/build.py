@@ -17,7 +17,8 @@ from benchmark.report.exports import write_mteb
 from benchmark.report.judgements import JUDGEMENT_COLUMNS, judgement_rows
 from benchmark.report.plots import (AVERAGES, NORMS, PLOTS, SWEEP, averages_plot, norms_plot, sweep_plot,
                                     telemetry_plots)
-from benchmark.report.results import PERQUERY, RESULTS, SuiteResults, collect, read_results, refresh, write_results
+from benchmark.report.collect import collect, refresh
+from benchmark.report.results import PERQUERY, RESULTS, SuiteResults, read_results, write_results
 from benchmark.report.table import suite_tables
 
 TABLES = ("table.md", "table.csv", "table.tex")

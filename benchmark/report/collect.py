@@ -1,0 +1,312 @@
+"""The one reader of a plan and its runs folder: ``collect`` turns finished stages into a suite's
+results, and ``refresh`` re-reads a results folder's conditions by the stage ids it records. Nothing
+here computes; everything after it reads ``results.json``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmark.errors import BenchmarkError
+from benchmark.evaluate import read_perquery
+from benchmark.outcomes import MISSING, OK
+from benchmark.report.portable import dataset_labels, is_machine_path, portable_dataset, scrub
+from benchmark.report.results import (DEV_MEASURE, RUNS_DIR, TELEMETRY_DIR, ConditionResult, SuiteResults, TrainOutcome, _float,
+                                      _int, read_results, run_tag)
+from benchmark.rescale import record_tag
+from benchmark.stage import Store
+
+def collect(plan: Any, store: Any) -> SuiteResults:
+    """The suite's results from a plan and its runs folder; nothing is computed.
+
+    Reads ``plan.suite`` (``.name``, ``.description``, ``.table``), ``plan.measures``,
+    ``plan.dataset_measures``, ``plan.columns``, ``plan.groups``, ``plan.max_docs``,
+    ``plan.max_queries``, ``plan.seeds``, ``plan.subset`` and ``plan.conditions`` (dataset, system,
+    backbone, variant, factor, method, trained, seed, evaluate, train, search, command), and through
+    ``store.load``/``store.path`` the evaluate (metrics, ``perquery.tsv``), train (outcome,
+    ``telemetry.png``), search (FLOPS, non-zeros) and backbone (factor, head norms) stages.
+    """
+    suite = plan.suite
+    root = getattr(store, "root", None)
+    known: dict[str, str] = {}
+    if root is not None:
+        known[str(Path(root).resolve())] = "runs"
+        known[str(root)] = "runs"
+    names = [*getattr(plan, "columns", []), *(c.dataset for c in plan.conditions)]
+    labels = dataset_labels(names)
+
+    def portable(name: str) -> str:
+        return labels.get(name) or portable_dataset(name)
+
+    for name in dict.fromkeys(getattr(c, "backbone", "") or "" for c in plan.conditions):
+        if is_machine_path(name):  # a local backbone folder: its folder name, as backbone_key gives it
+            known[name] = Path(name.rstrip("/\\")).name or name
+
+    for name in names:
+        if is_machine_path(name):
+            folder = name.partition("@")[0]
+            known[folder] = "$DATA/" + portable(name)[len("local:"):].partition("@")[0]
+
+    def load(stage: Any) -> dict[str, Any] | None:
+        return store.load(stage) if stage is not None else None
+
+    conditions: list[ConditionResult] = []
+    perquery: dict[str, dict[str, dict[str, float]]] = {}
+    files: dict[str, Path] = {}
+    runs: dict[str, tuple[Path, str]] = {}
+    used: set[str] = set()
+    removed: list[str] = []
+    unranked: dict[str, list[Any]] = {}
+    for cond in plan.conditions:
+        evaluate, train = cond.evaluate, cond.train
+        search = getattr(cond, "search", None) or _parent(evaluate, "run")
+        backbone = _ancestor(train if train is not None else search, "backbone")
+        train_meta, eval_meta = load(train), load(evaluate)
+        search_meta = load(search) or {}
+        search_record = search_meta.get("record", {})
+        if search_meta.get("config", {}).get("remove_query") and portable(cond.dataset) not in removed:
+            removed.append(portable(cond.dataset))
+        docs_record = (load(_parent(search, "docs")) or {}).get("record", {})
+        backbone_record = (load(backbone) or {}).get("record", {})
+        changed = str(backbone_record.get("changes") or "head_norm") if backbone_record else ""
+        train_record = train_meta["record"] if train_meta is not None else None
+        outcome = TrainOutcome.from_record(train_record) if train is not None else TrainOutcome(OK)
+        seed = getattr(cond, "seed", None)
+        if seed is None and train_record is not None and train_record.get("seed") is not None:
+            seed = int(train_record["seed"])  # plans without per-condition seeds: the train record has it
+        key = evaluate.id if evaluate is not None else f"{cond.system}-{len(conditions)}"
+        while key in used:
+            key += "+"
+        used.add(key)
+        result = ConditionResult(
+            key=key, dataset=portable(cond.dataset), system=cond.system, backbone=scrub(cond.backbone, known),
+            variant=cond.variant, factor=str(cond.factor), method=str(getattr(cond, "method", "") or ""),
+            trained=bool(cond.trained), seed=seed, outcome=outcome.outcome, outcome_reason=outcome.reason,
+            outcome_step=outcome.step, outcome_detail=scrub(outcome.detail, known), stopped_early=outcome.stopped_early,
+            command=scrub(str(getattr(cond, "command", "") or ""), known),
+            evaluate_id=evaluate.id if evaluate is not None else "", search_id=search.id if search is not None else "",
+            train_id=train.id if train is not None else "", backbone_id=backbone.id if backbone is not None else "",
+            FLOPS=_float(search_record.get("FLOPS")), doc_nnz=_float(search_record.get("doc_nnz")),
+            query_nnz=_float(search_record.get("query_nnz")),
+            precision=str(docs_record.get("precision") or ""),
+            scale=_float(backbone_record.get("factor")),
+            rescale=record_tag(backbone_record),
+            head_norm_before=_float(backbone_record.get("head_norm_before")),
+            head_norm_after=_float(backbone_record.get("head_norm_after")),
+            changed=changed,
+            changed_before=_float(backbone_record.get(f"{changed}_before")),
+            changed_after=_float(backbone_record.get(f"{changed}_after")),
+        )
+        if eval_meta is not None:
+            _note_unranked(unranked, portable(cond.dataset), (load(_parent(evaluate, "corpus")) or {}).get("record", {}),
+                           eval_meta["record"].get("metrics", {}), search_record.get("k"))
+        if eval_meta is not None and not outcome.stopped_early:
+            record = eval_meta["record"]
+            result.metrics = {m: float(v) for m, v in record["metrics"].items()}
+            result.queries = _int(record.get("queries"))
+            try:
+                perquery[key] = read_perquery(store.path(evaluate))
+            except OSError:
+                pass  # an evaluate stage from before per-query values: no significance test for it
+        if train_record is not None:
+            result.vocab_size = _int(train_record.get("vocab_size"))
+            result.checkpoint_step = _int(train_record.get("checkpoint_step"))
+            keys, rr = train_record.get("dev_query_keys") or [], train_record.get("dev_rr_published") or []
+            if keys and len(keys) == len(rr):  # once per training run, under its stage id
+                perquery[train.id] = {DEV_MEASURE: {k: float(v) for k, v in zip(keys, rr)}}
+        if train is not None and train_meta is not None:
+            png = Path(store.path(train)) / "telemetry.png"
+            if png.is_file():
+                result.telemetry = f"{TELEMETRY_DIR}/{train.id}.png"
+                files[result.telemetry] = png
+            rows = Path(store.path(train)) / "telemetry.csv"
+            if rows.is_file():  # the page redraws the plot from it, titled with the row, seed and outcome
+                files[f"{TELEMETRY_DIR}/{train.id}.csv"] = rows
+            result.armed_step = _int((train_record or {}).get("triggers_armed_step"))
+        if search is not None and eval_meta is not None and not outcome.stopped_early:
+            trec = Path(store.path(search)) / "run.trec"
+            if trec.is_file():
+                result.run_file = f"{RUNS_DIR}/{key}.trec.gz"
+                runs[result.run_file] = (trec, run_tag(result))
+        conditions.append(result)
+
+    seeds = list(getattr(plan, "seeds", None) or sorted({c.seed for c in conditions if c.seed is not None}))
+    settings = dataclasses.asdict(suite.table) if dataclasses.is_dataclass(getattr(suite, "table", None)) else dict(getattr(suite, "table", {}) or {})
+    return SuiteResults(
+        suite=suite.name, description=scrub(str(getattr(suite, "description", "") or ""), known),
+        measures=list(plan.measures), conditions=conditions,
+        columns=[portable(c) for c in (getattr(plan, "columns", None) or dict.fromkeys(c.dataset for c in plan.conditions))],
+        groups={g: [portable(m) for m in ms] for g, ms in dict(getattr(plan, "groups", {}) or {}).items()},
+        dataset_measures={portable(d): list(ms) for d, ms in dict(getattr(plan, "dataset_measures", {}) or {}).items()},
+        table=_portable_settings(settings, portable), max_docs=getattr(plan, "max_docs", None),
+        max_queries=getattr(plan, "max_queries", None), seeds=[int(s) for s in seeds],
+        subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), self_hits_removed=removed,
+        unranked=unranked, perquery=perquery, files=files, runs=runs)
+
+
+def _subset(plan: Any) -> str | None:
+    """The plan's subset label; plans that do not carry one: the limits the command line added."""
+    if hasattr(plan, "subset"):
+        return plan.subset or None
+    suite = plan.suite
+    parts = [f"{flag}={mine}" for flag, mine, declared in
+             (("max-docs", plan.max_docs, getattr(suite, "max_docs", None)),
+              ("max-queries", plan.max_queries, getattr(suite, "max_queries", None))) if mine != declared]
+    return ",".join(parts) or None
+
+
+def _portable_settings(settings: dict[str, Any], portable: Any = portable_dataset) -> dict[str, Any]:
+    out = json.loads(json.dumps(settings))
+    for key in ("measure_for", "labels"):
+        out[key] = {portable(d): v for d, v in (out.get(key) or {}).items()}
+    for avg in out.get("averages") or []:
+        avg["datasets"] = [portable(d) for d in avg["datasets"]]
+    return out
+
+
+def _note_unranked(out: dict[str, list[Any]], dataset: str, corpus: Mapping[str, Any], metrics: Mapping[str, Any],
+                   k: Any) -> None:
+    """Record the measures whose depth is at least the corpus's size: they see what a system retrieves,
+    not how it ranks it (every document of a 1-document slice is in the top 10)."""
+    import ir_measures
+
+    docs = corpus.get("documents")
+    if not isinstance(docs, int):
+        return
+    for name in metrics:
+        try:
+            depth = ir_measures.parse_measure(name).params.get("cutoff") or k
+        except Exception:
+            continue
+        if isinstance(depth, int) and depth >= docs:
+            entry = out.setdefault(dataset, [docs, []])
+            if name not in entry[1]:
+                entry[1].append(name)
+
+
+def _parent(stage: Any, role: str) -> Any:
+    return None if stage is None else dict(getattr(stage, "parents", {}) or {}).get(role)
+
+
+def _ancestor(stage: Any, kind: str) -> Any:
+    """The nearest stage of ``kind`` among ``stage`` and its ancestors (depth first)."""
+    seen: set[str] = set()
+    todo = [stage] if stage is not None else []
+    while todo:
+        current = todo.pop()
+        if current.id in seen:
+            continue
+        seen.add(current.id)
+        if getattr(current.kind, "name", current.kind) == kind:  # a StageKind class, or a StageRef's name
+            return current
+        todo.extend(reversed(list(dict(current.parents).values())))
+    return None
+
+
+# --------------------------------------------------------------------------- refresh: a plan rebuilt from the record
+
+
+@dataclass
+class StageRef:
+    """A stage known by its id only, its parents read from ``runs/<kind>/<id>/config.json`` on demand."""
+
+    kind: str
+    id: str
+    root: Path
+
+    @property
+    def parents(self) -> dict[str, "StageRef"]:
+        try:
+            ids = json.loads((self.root / self.kind / self.id / "config.json").read_text(encoding="utf-8"))["parents"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return {}
+        return {role: ref(pid, self.root) for role, pid in ids.items()}
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+
+def ref(stage_id: str, root: Path) -> StageRef:
+    return StageRef(stage_id.rsplit("-", 1)[0], stage_id, Path(root))
+
+
+@dataclass
+class _RecordedSuite:
+    name: str
+    description: str
+    table: dict[str, Any]
+    expected: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class _RecordedCondition:
+    dataset: str
+    system: str
+    backbone: str
+    variant: str
+    factor: str
+    method: str
+    trained: bool
+    seed: int | None
+    evaluate: StageRef | None
+    train: StageRef | None
+    search: StageRef | None
+    command: str
+
+
+@dataclass
+class RecordedPlan:
+    """What ``collect`` needs of a plan, rebuilt from a results record and its stage ids."""
+
+    suite: Any
+    measures: list[str]
+    dataset_measures: dict[str, list[str]]
+    columns: list[str]
+    groups: dict[str, list[str]]
+    max_docs: int | None
+    max_queries: int | None
+    seeds: list[int]
+    subset: str | None
+    conditions: list[_RecordedCondition]
+    training: str = ""
+
+
+def recorded_plan(results: SuiteResults, runs: Path) -> RecordedPlan:
+    def stage(stage_id: str) -> StageRef | None:
+        return ref(stage_id, runs) if stage_id else None
+
+    conditions = [_RecordedCondition(c.dataset, c.system, c.backbone, c.variant, c.factor, c.method, c.trained, c.seed,
+                                     stage(c.evaluate_id), stage(c.train_id), stage(c.search_id), c.command)
+                  for c in results.conditions]
+    return RecordedPlan(_RecordedSuite(results.suite, results.description, results.table), results.measures,
+                        results.dataset_measures, results.columns, results.groups, results.max_docs,
+                        results.max_queries, results.seeds, results.subset, conditions, results.training)
+
+
+def refresh(folder: Path, runs: Path) -> SuiteResults:
+    """Re-read a suite's conditions from a runs folder, by the stage ids its results record.
+
+    A condition that has a score here but whose evaluate stage is not in ``runs`` stops the refresh:
+    the runs folder is the wrong one, and writing would lose results.
+    """
+    old = read_results(folder)
+    new = collect(recorded_plan(old, runs), Store(runs))
+    lost = [o.evaluate_id for o, n in zip(old.conditions, new.conditions) if o.scored and n.state == MISSING]
+    if lost:
+        raise BenchmarkError(f"{len(lost)} of {len(old.conditions)} scored condition(s) of {folder.name} are not in "
+                             f"{runs} (e.g. {lost[0]}); nothing written. Pass the runs folder they were computed in "
+                             "as --runs-dir")
+    perquery: dict[str, dict[str, dict[str, float]]] = {}
+    for o, n in zip(old.conditions, new.conditions):
+        if n.key in new.perquery:
+            perquery[o.key] = new.perquery[n.key]
+        if n.train_id in new.perquery:  # a training run's dev values, under its stage id
+            perquery[n.train_id] = new.perquery[n.train_id]
+        n.key = o.key  # keys stay stable across refreshes
+        n.command = n.command or o.command
+    new.perquery = perquery
+    return new
