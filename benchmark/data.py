@@ -4,7 +4,7 @@ A local folder is named by a path (absolute, ``./``, ``../``, ``~/``) and read s
 must be UTF-8, ids unique and free of whitespace (they go into whitespace-separated run and qrels
 files), qrels scores integers. ``validate_dataset`` reads it all before any stage runs.
 
-Every later stage reads the same three files, whatever the source:
+Every later stage reads the same three files, whatever the source (``benchmark.formats``):
 ``corpus/docs.jsonl`` (``{"id", "contents"}``, a Pyserini JsonCollection; contents = title + " " + text,
 as BEIR and Pyserini build it), ``queries.tsv`` and ``qrels.txt`` (TREC format).
 ``max_docs``/``max_queries`` cut deterministic subsets that keep every judged document.
@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import faults
-from benchmark.atomic import atomic_write, write_lines
+from benchmark.atomic import atomic_write
 from benchmark.errors import BenchmarkError
 from benchmark.fingerprint import cache_dir, tree_digest
+from benchmark.formats import corpus as corpus_format, qrels as qrels_format, topics as topics_format
+from benchmark.formats.qrels import Qrel
 
 LOCAL_SPLIT_SEP = "@"
 DEFAULT_SPLIT = "test"
@@ -44,13 +46,6 @@ PROBE_TIMEOUT = 10.0
 # change it whenever the checks change.
 VALIDATOR = "beir-folder-2"
 _SCORE = re.compile(r"-?[0-9]+")
-
-
-@dataclass(frozen=True)
-class Qrel:
-    query_id: str
-    doc_id: str
-    relevance: int
 
 
 def is_path(name: str) -> bool:
@@ -511,8 +506,8 @@ def materialise_topics(name: str, out: Path, max_queries: int | None = None, see
     keep = sorted(judged, key=lambda q: _rank(q, seed))[:max_queries] if max_queries else judged
     keep_set = set(keep)
     qrels = [q for q in qrels if q.query_id in keep_set]
-    write_lines(out / "queries.tsv", (f"{q}\t{_one_line(queries[q])}" for q in keep))
-    write_lines(out / "qrels.txt", (f"{q.query_id} 0 {q.doc_id} {q.relevance}" for q in qrels))
+    topics_format.write_queries(out / topics_format.QUERIES, (topics_format.Query(q, _one_line(queries[q])) for q in keep))
+    qrels_format.write_qrels(out / qrels_format.QRELS, qrels)
     return {"dataset": name, "queries": len(keep), "qrels": len(qrels)}
 
 
@@ -527,11 +522,10 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
         # A pass over ids only: the judged docs always stay, the rest fill up in hash order.
         others = sorted({d for d, _ in _iter_corpus(source) if d not in keep}, key=lambda d: _rank(d, seed))
         keep_docs = set(keep) | set(others[: max(0, max_docs - len(keep))])
-    corpus_dir = out / "corpus"
-    corpus_dir.mkdir(parents=True, exist_ok=True)
     n_docs, empty, seen, repeated = 0, 0, set(), 0
-    tmp = corpus_dir / ".docs.jsonl.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh, open(out / ".docids.tmp", "w", encoding="utf-8") as ids:
+
+    def kept() -> Iterator[corpus_format.Doc]:
+        nonlocal n_docs, empty, repeated
         for doc_id, contents in tqdm(_iter_corpus(source), desc=f"corpus {source}", unit="doc", disable=not progress, mininterval=2):
             if doc_id in seen:  # only an ir_datasets corpus gets here (a local folder's reader refuses repeats)
                 repeated += 1
@@ -539,15 +533,14 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
             if keep_docs is not None and doc_id not in keep_docs:
                 continue
             seen.add(doc_id)
-            fh.write(json.dumps({"id": doc_id, "contents": contents}, ensure_ascii=False) + "\n")
-            ids.write(doc_id + "\n")
+            yield corpus_format.Doc(doc_id, contents)
             n_docs += 1
             empty += not contents.strip()  # Lucene indexes no document without terms
-    if n_docs == 0:
-        raise BenchmarkError(f"dataset {source!r} has an empty corpus; give a corpus with at least one document")
-    os.replace(tmp, corpus_dir / "docs.jsonl")
+        if n_docs == 0:  # raised inside the writer: neither file appears
+            raise BenchmarkError(f"dataset {source!r} has an empty corpus; give a corpus with at least one document")
+
+    corpus_format.write_corpus(out, kept())
     faults.point("data:corpus")
-    os.replace(out / ".docids.tmp", out / "docids.txt")
     record = {"source": source, "documents": n_docs, "empty_documents": empty, "judged_docs_missing": len(set(keep) - seen)}
     if repeated:
         record["repeated_ids_skipped"] = repeated  # the first document of each id is kept
@@ -555,8 +548,7 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
 
 
 def judged_docs(topics_dir: Path) -> set[str]:
-    with open(qrels_path(topics_dir), encoding="utf-8") as fh:
-        return {line.split()[2] for line in fh}
+    return {q.doc_id for q in qrels_format.read_qrels(qrels_path(topics_dir))}
 
 
 def materialise(name: str, out: Path, max_docs: int | None = None, max_queries: int | None = None,
@@ -577,24 +569,16 @@ def _one_line(text: str) -> str:
 
 
 def read_queries(data_dir: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    with open(Path(data_dir) / "queries.tsv", encoding="utf-8") as fh:
-        for line in fh:
-            qid, _, text = line.rstrip("\n").partition("\t")
-            out[qid] = text
-    return out
+    return dict(topics_format.read_queries(Path(data_dir) / topics_format.QUERIES))
 
 
 def iter_docs(data_dir: Path) -> Iterator[tuple[str, str]]:
-    with open(Path(data_dir) / "corpus" / "docs.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            d = json.loads(line)
-            yield d["id"], d["contents"]
+    return corpus_format.read_docs(corpus_format.docs_path(data_dir))
 
 
 def read_docids(data_dir: Path) -> list[str]:
-    return Path(data_dir, "docids.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    return corpus_format.read_docids(corpus_format.docids_path(data_dir))
 
 
 def qrels_path(data_dir: Path) -> Path:
-    return Path(data_dir) / "qrels.txt"
+    return Path(data_dir) / qrels_format.QRELS

@@ -32,12 +32,11 @@ from typing import Any
 import numpy as np
 
 from benchmark import faults
-from benchmark.atomic import atomic_path, save_npy, write_json, write_jsonl
-from benchmark.data import iter_docs, read_queries
+from benchmark.atomic import atomic_path, save_npy, write_json
 from benchmark.errors import BenchmarkError
+from benchmark.formats import corpus, topics, vectors
+from benchmark.formats.vectors import QUERIES, SHARD  # re-exported: the names readers of these folders use
 
-SHARD = "part-{:05d}.jsonl"
-QUERIES = "queries.jsonl"
 ENCODER_INFO = "encoder"  # per-shard notes of what the encoder measured, folded into the record at the end
 #: Writer processes for document shards (at most; one core is left to the encode loop).
 MAX_WRITERS = 4
@@ -120,15 +119,15 @@ def write_shard(shard: Path, doc_ids: list[str], reps: list[tuple[np.ndarray, np
     df = np.zeros(len(terms), dtype=np.int64)
     empty = 0
 
-    def rows() -> Iterator[dict[str, Any]]:
+    def rows() -> Iterator[vectors.Vector]:
         nonlocal empty
         for doc_id, (ids, w) in zip(doc_ids, reps):
             kept, vector = to_vector(ids, w, terms)
             df[kept] += 1
             empty += not vector
-            yield {"id": doc_id, "contents": "", "vector": vector}
+            yield vectors.Vector(doc_id, vector)
 
-    write_jsonl(shard, rows())
+    vectors.write_doc_vectors(shard, rows())
     with atomic_path(_stats_path(shard)) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, df=df, empty=np.int64(empty))
@@ -216,7 +215,7 @@ def plan_shards(corpus_dir: Path, shard_size: int) -> list[DocShard]:
     holds documents ``n·shard_size`` to ``(n+1)·shard_size − 1`` in corpus order."""
     shards: list[list[int]] = []
     offset = 0
-    with open(Path(corpus_dir) / "corpus" / "docs.jsonl", "rb") as fh:
+    with open(corpus.docs_path(corpus_dir), "rb") as fh:
         for i, line in enumerate(fh):
             if i % shard_size == 0:
                 shards.append([len(shards), offset, 0])
@@ -226,18 +225,17 @@ def plan_shards(corpus_dir: Path, shard_size: int) -> list[DocShard]:
 
 
 def read_shard_docs(corpus_dir: Path, shard: DocShard) -> list[tuple[str, str]]:
-    """The documents of one shard, as ``iter_docs`` yields them (JSON never holds a raw newline)."""
+    """The documents of one shard, as ``corpus.read_docs`` yields them (JSON never holds a raw newline)."""
     out = []
-    with open(Path(corpus_dir) / "corpus" / "docs.jsonl", "rb") as fh:
+    with open(corpus.docs_path(corpus_dir), "rb") as fh:
         fh.seek(shard.offset)
         for _ in range(shard.count):
-            d = json.loads(fh.readline().decode("utf-8"))
-            out.append((d["id"], d["contents"]))
+            out.append(corpus.parse_doc(fh.readline().decode("utf-8")))
     return out
 
 
 def shard_path(docs_dir: Path, n: int) -> Path:
-    return Path(docs_dir) / SHARD.format(n)
+    return vectors.shard_path(docs_dir, n)
 
 
 def shard_done(docs_dir: Path, n: int) -> bool:
@@ -416,8 +414,9 @@ def _encode_here(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: in
 
     ahead = ThreadPoolExecutor(1, thread_name_prefix="tokenize")  # the only user of the tokenizer
     tokens: dict[int, Future] = {}
+    docs = corpus.read_docs(corpus.docs_path(corpus_dir))
     try:
-        for n, (chunk, following) in enumerate(_with_next(_chunks(iter_docs(corpus_dir), shard_size))):
+        for n, (chunk, following) in enumerate(_with_next(_chunks(docs, shard_size))):
             n_docs += len(chunk)
             n_shards = n + 1
             if shard_done(docs_dir, n):
@@ -453,7 +452,7 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
     model, tokenizer = load_model(model_dir, attn_implementation)
     vocab = int(model.config.vocab_size)
     terms = vocabulary_terms(tokenizer, vocab)
-    queries = read_queries(topics_dir)
+    queries = dict(topics.read_queries(Path(topics_dir) / topics.QUERIES))
     qids = list(queries)
     info: dict[str, Any] = {}
     reps = encode(model, tokenizer, [queries[q] for q in qids], max_length=max_length, batch_size=batch_size,
@@ -465,7 +464,7 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
         qf[kept] += 1
     faults.point("encode:queries")
     save_npy(out / "qf.npy", qf)
-    write_jsonl(out / QUERIES, ({"id": q, "vector": v} for q, v in qvecs.items()))
+    vectors.write_query_vectors(out / QUERIES, (vectors.Vector(q, v) for q, v in qvecs.items()))
     return {"queries": len(qvecs), "query_nnz": float(qf.sum() / max(len(qvecs), 1)),
             "empty_queries": sum(1 for v in qvecs.values() if not v), "vocab_size": vocab,
             "max_length": max_length, "precision": precision, "attn_implementation": attn_implementation,
@@ -473,10 +472,5 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
 
 
 def read_query_vectors(encode_dir: Path) -> dict[str, dict[str, int]]:
-    out = {}
-    with open(Path(encode_dir) / QUERIES, encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            out[row["id"]] = row["vector"]
-    return out
+    return {row.id: row.vector for row in vectors.read_vectors(Path(encode_dir) / QUERIES)}
 

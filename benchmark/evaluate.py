@@ -9,8 +9,8 @@ from typing import Any
 
 from benchmark import faults
 from benchmark.atomic import write_csv
-from benchmark.data import qrels_path, read_docids
 from benchmark.errors import BenchmarkError
+from benchmark.formats import corpus, qrels as qrels_format, trec_run
 
 PERQUERY = "perquery.tsv"
 MEASURE_HELP = "use ir_measures strings such as nDCG@10, RR@10, R@100, R@1000, AP, R(rel=2)@1000"
@@ -101,15 +101,16 @@ def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures:
     import ir_measures
 
     parsed = parse_measures(measures)
-    run = list(ir_measures.read_trec_run(str(run_file)))
-    corpus = set(read_docids(corpus_dir))
-    foreign = sorted({d.doc_id for d in run} - corpus)
+    run = [ir_measures.ScoredDoc(r.query_id, r.doc_id, float(r.score)) for _, r in trec_run.read_run_lines(run_file)]
+    documents = set(corpus.read_docids(corpus.docids_path(corpus_dir)))
+    foreign = sorted({d.doc_id for d in run} - documents)
     if foreign:
         raise BenchmarkError(
             f"run file {run_file} ranks {len(foreign)} document(s) absent from the corpus of {corpus_dir}, e.g. {foreign[0]!r}; "
             "the run was made against another collection: rerun its search stage with --force"
         )
-    qrels = list(ir_measures.read_trec_qrels(str(qrels_path(topics_dir))))
+    qrels = [ir_measures.Qrel(q.query_id, q.doc_id, q.relevance)
+             for q in qrels_format.read_qrels(Path(topics_dir) / qrels_format.QRELS)]
     judged = sorted({q.query_id for q in qrels})
     per_query: dict[tuple[str, str], float] = {}
     try:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.errors import BenchmarkError
+from benchmark.formats.trec_run import Hits
 
 MIN_JAVA = 21
 VECTOR_MODULE = "jdk.incubator.vector"
@@ -228,7 +229,6 @@ def build_impact_index(collection_dir: Path, index_dir: Path, threads: int = 2) 
     )
 
 
-Hits = dict[str, list[tuple[str, float]]]
 MAX_K = 2**31 - 1  # Lucene takes the number of hits as a Java int
 
 

@@ -26,9 +26,8 @@ from typing import Any
 import numpy as np
 
 from benchmark.atomic import write_jsonl
-from benchmark.data import iter_docs, qrels_path, read_queries
 from benchmark.errors import BenchmarkError
-from benchmark.stages.search import Search
+from benchmark.formats import corpus, qrels, topics, trec_run
 
 TRIPLES = "triples.jsonl"
 
@@ -43,15 +42,13 @@ def _write(out: Path, triples: Iterator[dict[str, Any]]) -> int:
 
 def mine_bm25(parents: dict[str, Path], out: Path, *, depth: int = 50, seed: int = 42, limit: int = 0, **_: Any) -> dict[str, Any]:
     """One triple per (query, relevant doc); the negative is drawn from BM25's top ``depth`` non-relevant hits."""
-    queries = read_queries(parents["topics"])
+    queries = dict(topics.read_queries(Path(parents["topics"]) / topics.QUERIES))
     positives: dict[str, list[str]] = {}
-    with open(qrels_path(parents["topics"]), encoding="utf-8") as fh:
-        for line in fh:
-            qid, _, docid, rel = line.split()
-            if int(rel) > 0:
-                positives.setdefault(qid, []).append(docid)
-    run = Search.hits(parents["run"])
-    texts = dict(iter_docs(parents["corpus"]))
+    for judgement in qrels.read_qrels(Path(parents["topics"]) / qrels.QRELS):
+        if judgement.relevance > 0:
+            positives.setdefault(judgement.query_id, []).append(judgement.doc_id)
+    run = trec_run.read_run(Path(parents["run"]) / trec_run.RUN)
+    texts = dict(corpus.read_docs(corpus.docs_path(parents["corpus"])))
 
     def triples() -> Iterator[dict[str, str]]:
         for qid in sorted(positives):

@@ -7,14 +7,13 @@ is reused. It is scored by the same evaluate stage as the harness's own runs.
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 from benchmark.errors import BenchmarkError
+from benchmark.formats.trec_run import FORMAT, RUN, RunLineError, line_problem, read_run_lines
 
-FORMAT = "'QID Q0 DOCID RANK SCORE TAG' (6 columns separated by whitespace)"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 RESERVED = ("bm25", "splade")
 
@@ -50,30 +49,19 @@ def run_file_problem(path: str | Path) -> str | None:
     seen: set[tuple[str, str]] = set()
     lines = 0
     try:
-        with open(Path(path).expanduser(), encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                fields = line.split()
-                if not fields:
-                    continue
-                at = f"{where} line {number}"
-                if len(fields) != 6:
-                    return f"{at} has {len(fields)} column(s), {line.strip()[:60]!r}; a TREC run line is {FORMAT}"
-                qid, _, docid, rank, score, _ = fields
-                try:
-                    int(rank)
-                except ValueError:
-                    return f"{at}: rank {rank!r} is not an integer; a TREC run line is {FORMAT}"
-                try:
-                    value = float(score)
-                except ValueError:
-                    value = math.nan
-                if not math.isfinite(value):
-                    return f"{at}: score {score!r} is not a finite number; a TREC run line is {FORMAT}"
-                if (qid, docid) in seen:
-                    return (f"{at} ranks document {docid!r} for query {qid!r} a second time; keep one line per "
-                            "query and document (evaluation would keep either score)")
-                seen.add((qid, docid))
-                lines += 1
+        for number, row in read_run_lines(Path(path).expanduser()):
+            at = f"{where} line {number}"
+            problem = line_problem(row)
+            if problem:
+                return f"{at}: {problem}"
+            if (row.query_id, row.doc_id) in seen:
+                return (f"{at} ranks document {row.doc_id!r} for query {row.query_id!r} a second time; keep one line per "
+                        "query and document (evaluation would keep either score)")
+            seen.add((row.query_id, row.doc_id))
+            lines += 1
+    except RunLineError as exc:
+        return (f"{where} line {exc.number} has {exc.columns} column(s), {exc.line.strip()[:60]!r}; "
+                f"a TREC run line is {FORMAT}")
     except FileNotFoundError:
         return f"{where} does not exist; pass --run NAME=PATH with the path of a TREC run file"
     except IsADirectoryError:
@@ -91,22 +79,17 @@ def materialise_run(path: Path, docids: set[str], dataset: str, out: Path) -> di
     """Copy a checked run file into a stage folder after checking that it ranks the corpus's documents."""
     import shutil
 
-    from benchmark.stages.search import RUN
-
     problem = run_file_problem(path)
     if problem:
         raise BenchmarkError(problem)
     queries: set[str] = set()
     foreign: list[str] = []
     hits = 0
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            fields = line.split()
-            if fields:
-                queries.add(fields[0])
-                hits += 1
-                if fields[2] not in docids:
-                    foreign.append(fields[2])
+    for _, row in read_run_lines(path):
+        queries.add(row.query_id)
+        hits += 1
+        if row.doc_id not in docids:
+            foreign.append(row.doc_id)
     if foreign:
         raise BenchmarkError(
             f"run file {str(path)!r} ranks {len(set(foreign))} document(s) absent from the corpus of {dataset}, e.g. "

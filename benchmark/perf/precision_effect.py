@@ -19,10 +19,10 @@ from typing import Any
 from benchmark.atomic import write_csv, write_text
 from benchmark.encode import read_query_vectors
 from benchmark.environment import machine_class
+from benchmark.formats import vectors
 from benchmark.report import read_results
 from benchmark.report.table import short_name
 from benchmark.significance import paired_ttest
-from benchmark.stages.encode import Encode
 
 
 def _parents(runs: Path, search_id: str) -> dict[str, str]:
@@ -30,13 +30,8 @@ def _parents(runs: Path, search_id: str) -> dict[str, str]:
 
 
 def _doc_vectors(folder: Path) -> dict[str, dict[str, int]]:
-    out = {}
-    for shard in sorted(Encode.shards(folder).glob("part-*.jsonl")):
-        with open(shard, encoding="utf-8") as fh:
-            for line in fh:
-                row = json.loads(line)
-                out[row["id"]] = row["vector"]
-    return out
+    return {row.id: row.vector for shard in sorted((Path(folder) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
+            for row in vectors.read_vectors(shard)}
 
 
 def compare_impacts(a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]) -> dict[str, Any]:

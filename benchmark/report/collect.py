@@ -13,6 +13,7 @@ from typing import Any
 
 from benchmark.errors import BenchmarkError
 from benchmark.evaluate import read_perquery
+from benchmark.formats import trec_run
 from benchmark.outcomes import MISSING, OK
 from benchmark.report.portable import dataset_labels, is_machine_path, portable_dataset, scrub
 from benchmark.report.results import (DEV_MEASURE, RUNS_DIR, TELEMETRY_DIR, ConditionResult, SuiteResults, TrainOutcome, _float,
@@ -128,7 +129,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
                 files[f"{TELEMETRY_DIR}/{train.id}.csv"] = rows
             result.armed_step = _int((train_record or {}).get("triggers_armed_step"))
         if search is not None and eval_meta is not None and not outcome.stopped_early:
-            trec = Path(store.path(search)) / "run.trec"
+            trec = Path(store.path(search)) / trec_run.RUN
             if trec.is_file():
                 result.run_file = f"{RUNS_DIR}/{key}.trec.gz"
                 runs[result.run_file] = (trec, run_tag(result))

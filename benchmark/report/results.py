@@ -23,6 +23,7 @@ from typing import Any
 
 from benchmark.atomic import atomic_write, write_json
 from benchmark.errors import BenchmarkError
+from benchmark.formats import trec_run
 from benchmark.outcomes import COLLAPSED, DEGRADED, MISSING, OK, TRAINING_OUTCOMES
 
 FORMAT = 1
@@ -238,11 +239,9 @@ def run_tag(c: ConditionResult) -> str:
 def tagged_run(source: Path, tag: str) -> bytes:
     """A run file, its sixth column set to ``tag``, gzipped without a timestamp (same run, same bytes)."""
     out = io.BytesIO()
-    with open(source, encoding="utf-8") as src, gzip.GzipFile(fileobj=out, mode="wb", filename="", mtime=0) as gz:
-        for line in src:
-            fields = line.split()
-            if len(fields) == 6:
-                gz.write((" ".join(fields[:5]) + f" {tag}\n").encode("utf-8"))
+    with gzip.GzipFile(fileobj=out, mode="wb", filename="", mtime=0) as gz:
+        for _, row in trec_run.read_run_lines(source):
+            gz.write((trec_run.format_line(row._replace(tag=tag)) + "\n").encode("utf-8"))
     return out.getvalue()
 
 

@@ -18,7 +18,8 @@ class Corpus(StageKind):
     name = "corpus"
     VERSION = 1
     optional_parents = ("topics",)  # with max_docs: the judged documents to keep
-    sources = ("benchmark.data", "benchmark.stages.corpus")
+    sources = ("benchmark.data", "benchmark.formats.corpus", "benchmark.formats.qrels", "benchmark.formats.topics",
+               "benchmark.stages.corpus")
 
     @dataclass(frozen=True)
     class Config:
@@ -49,7 +50,9 @@ class Corpus(StageKind):
     @staticmethod
     def collection(folder: Path) -> Path:
         """The JsonCollection folder (what the BM25 index reads)."""
-        return Path(folder) / "corpus"
+        from benchmark.formats.corpus import COLLECTION
+
+        return Path(folder) / COLLECTION
 
     @staticmethod
     def docs(folder: Path) -> Iterator[tuple[str, str]]:

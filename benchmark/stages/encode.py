@@ -21,7 +21,8 @@ class Encode(StageKind):
     resumable = True
     device = "gpu"
     counted = (("documents", "corpus", "encoded"),)
-    sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.encode", "benchmark.varlen")
+    sources = ("benchmark.encode", "benchmark.formats.corpus", "benchmark.formats.topics", "benchmark.formats.vectors",
+               "benchmark.splade", "benchmark.stages.encode", "benchmark.varlen")
 
     @dataclass(frozen=True)
     class Config:
@@ -55,9 +56,11 @@ class Encode(StageKind):
         plus ``df.npy`` (one stats file's size)."""
         import math
 
+        from benchmark.formats.vectors import SHARD_GLOB
+
         folder, documents = cls.shards(out), inputs.record("corpus").get("documents")
         pairs = [(p.stat().st_size, p.with_suffix(".stats.npz").stat().st_size)
-                 for p in (folder.glob("part-*.jsonl") if folder.is_dir() else ())
+                 for p in (folder.glob(SHARD_GLOB) if folder.is_dir() else ())
                  if p.with_suffix(".stats.npz").is_file()]
         if not pairs or not documents:
             return None
@@ -68,7 +71,9 @@ class Encode(StageKind):
     @staticmethod
     def shards(folder: Path) -> Path:
         """The JsonVectorCollection folder (what the impact index reads)."""
-        return Path(folder) / "docs"
+        from benchmark.formats.vectors import SHARDS
+
+        return Path(folder) / SHARDS
 
     @staticmethod
     def df(folder: Path) -> Any:

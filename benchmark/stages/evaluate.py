@@ -15,7 +15,8 @@ class Evaluate(StageKind):
     VERSION = 2  # 2: perquery.tsv through the one CSV writer (\n line ends)
     parents = ("run", "topics", "corpus")
     counted = (("queries", "topics", "evaluated"),)
-    sources = ("benchmark.evaluate", "benchmark.stages.evaluate")
+    sources = ("benchmark.evaluate", "benchmark.formats.corpus", "benchmark.formats.qrels", "benchmark.formats.trec_run",
+               "benchmark.stages.evaluate")
 
     @dataclass(frozen=True)
     class Config:

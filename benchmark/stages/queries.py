@@ -16,7 +16,8 @@ class Queries(StageKind):
     parents = ("model", "topics")
     device = "gpu"
     counted = (("queries", "topics", "encoded"),)
-    sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.queries", "benchmark.varlen")
+    sources = ("benchmark.encode", "benchmark.formats.corpus", "benchmark.formats.topics", "benchmark.formats.vectors",
+               "benchmark.splade", "benchmark.stages.queries", "benchmark.varlen")
 
     @dataclass(frozen=True)
     class Config:

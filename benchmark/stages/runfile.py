@@ -14,7 +14,8 @@ class RunFile(StageKind):
     name = "runfile"
     VERSION = 1
     parents = ("topics", "corpus")
-    sources = ("benchmark.data", "benchmark.runfile", "benchmark.stages.runfile")
+    sources = ("benchmark.data", "benchmark.formats.corpus", "benchmark.formats.trec_run", "benchmark.runfile",
+               "benchmark.stages.runfile")
 
     @dataclass(frozen=True)
     class Config:

@@ -15,27 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.formats.trec_run import RUN, TAG as RUN_TAG, format_run, read_run, write_run
 from benchmark.stage import Inputs, StageKind
 
-RUN = "run.trec"
-RUN_TAG = "benchmark"
-
-
-def format_run(hits: Mapping[str, list[tuple[str, float]]]) -> str:
-    lines = []
-    for qid, ranked in hits.items():
-        for rank, (docid, score) in enumerate(ranked, 1):
-            lines.append(f"{qid} Q0 {docid} {rank} {score:.6f} {RUN_TAG}")
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def read_run(path: Path) -> dict[str, list[tuple[str, float]]]:
-    run: dict[str, list[tuple[str, float]]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            qid, _, docid, _, score, _ = line.split()
-            run.setdefault(qid, []).append((docid, float(score)))
-    return run
+__all__ = ["RUN", "RUN_TAG", "Search", "format_run", "read_run"]
 
 
 class Search(StageKind):
@@ -45,7 +28,7 @@ class Search(StageKind):
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
     light_parents = ("docs",)  # its record and df.npy: shards dropped by --keep indexed are not needed
     counted = (("queries", "queries", "searched"),)
-    sources = ("benchmark.flops", "benchmark.lucene", "benchmark.stages.search")
+    sources = ("benchmark.flops", "benchmark.formats.trec_run", "benchmark.lucene", "benchmark.stages.search")
 
     @dataclass(frozen=True)
     class Config:
@@ -62,7 +45,6 @@ class Search(StageKind):
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
         from benchmark import faults, lucene
-        from benchmark.atomic import write_text
         from benchmark.stages.index import Index
 
         index_type = inputs.record("index")["type"]
@@ -83,7 +65,7 @@ class Search(StageKind):
                 kept = [(d, s) for d, s in ranked if d != qid]
                 removed += len(ranked) - len(kept)
                 hits[qid] = kept
-        write_text(out / RUN, format_run(hits))
+        write_run(out / RUN, hits)
         faults.point("search:written")
         record = {"type": index_type, "queries": len(queries), "k": config.k, "removed_self_hits": removed,
                   "queries_without_hits": sum(1 for v in hits.values() if not v)}

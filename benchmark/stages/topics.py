@@ -12,7 +12,8 @@ from benchmark.stage import Inputs, StageKind
 class Topics(StageKind):
     name = "topics"
     VERSION = 1
-    sources = ("benchmark.data", "benchmark.stages.topics")
+    sources = ("benchmark.data", "benchmark.formats.corpus", "benchmark.formats.qrels", "benchmark.formats.topics",
+               "benchmark.stages.topics")
 
     @dataclass(frozen=True)
     class Config:

@@ -14,7 +14,8 @@ class Triples(StageKind):
     name = "triples"
     VERSION = 2  # 2: Hugging Face triples joined to their corpus and queries subsets
     optional_parents = ("topics", "corpus", "run")  # BM25 mining: the training topics, their corpus, a BM25 run
-    sources = ("benchmark.mine", "benchmark.stages.triples")
+    sources = ("benchmark.formats.corpus", "benchmark.formats.qrels", "benchmark.formats.topics", "benchmark.formats.trec_run",
+               "benchmark.mine", "benchmark.stages.triples")
 
     @dataclass(frozen=True)
     class Config:
