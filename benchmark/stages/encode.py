@@ -21,7 +21,9 @@ class Encode(StageKind):
     resumable = True
     device = "gpu"
     counted = (("documents", "corpus", "encoded"),)
-    sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.encode", "benchmark.varlen")
+    sources = ("benchmark.encode", "benchmark.splade", "benchmark.splade.encoder", "benchmark.splade.forward",
+               "benchmark.splade.impacts", "benchmark.splade.pooling", "benchmark.splade.probe",
+               "benchmark.splade.screens", "benchmark.stages.encode", "benchmark.varlen")
 
     @dataclass(frozen=True)
     class Config:

@@ -16,7 +16,9 @@ class Queries(StageKind):
     parents = ("model", "topics")
     device = "gpu"
     counted = (("queries", "topics", "encoded"),)
-    sources = ("benchmark.encode", "benchmark.splade", "benchmark.stages.queries", "benchmark.varlen")
+    sources = ("benchmark.encode", "benchmark.splade", "benchmark.splade.encoder", "benchmark.splade.forward",
+               "benchmark.splade.impacts", "benchmark.splade.pooling", "benchmark.splade.probe",
+               "benchmark.splade.screens", "benchmark.stages.queries", "benchmark.varlen")
 
     @dataclass(frozen=True)
     class Config:
