@@ -19,6 +19,7 @@ import torch
 from benchmark import splade
 from benchmark.encode import compile_body, encode_docs_stage, load_model, to_vector, vocabulary_terms
 from benchmark.errors import BenchmarkError
+from benchmark.splade.forward import _decoder
 from benchmark.stage import _config_dict
 from benchmark.stages.encode import Encode
 from helpers.forwards import dense, hidden_states, rounding_tolerance, vector_bound
@@ -39,13 +40,13 @@ def test_compiled_body_gives_the_eager_vectors_within_rounding(models):
     attention do), vectors within the ``vector_bound`` it implies."""
     model, tokenizer = models["compiled"]
     assert isinstance(model.base_model, torch._dynamo.eval_frame.OptimizedModule)
-    assert not isinstance(splade._decoder(model), torch._dynamo.eval_frame.OptimizedModule)  # the head stays eager
+    assert not isinstance(_decoder(model), torch._dynamo.eval_frame.OptimizedModule)  # the head stays eager
     sdpa, mask, _ = hidden_states(*models["sdpa"], TEXTS)
     tolerance = rounding_tolerance(sdpa, hidden_states(*models["eager"], TEXTS)[0], mask)
     compiled, compiled_mask, _ = hidden_states(model, tokenizer, TEXTS)
     assert torch.equal(compiled_mask, mask)
     assert float((compiled - sdpa)[mask].abs().max()) <= tolerance
-    weight = splade._decoder(model).weight.detach()
+    weight = _decoder(model).weight.detach()
     rows = [dense(splade.encode(m, t, TEXTS, max_length=256, batch_size=8), weight.shape[0])
             for m, t in (models["compiled"], models["sdpa"])]
     assert rows[1].any(axis=1).all()
@@ -57,7 +58,7 @@ def test_compiled_vectors_do_not_depend_on_batch_or_threads(models):
     threads = torch.get_num_threads()
     runs = []
     try:
-        for n_threads, batch in ((2, 8), (1, 16)):  # multiples of splade.BODY_DOCS
+        for n_threads, batch in ((2, 8), (1, 16)):  # multiples of benchmark.splade.forward.BODY_DOCS
             torch.set_num_threads(n_threads)
             runs.append(splade.encode(model, tokenizer, TEXTS, max_length=256, batch_size=batch))
     finally:

@@ -16,7 +16,9 @@ import pytest
 import torch
 
 import benchmark.splade as splade
-from benchmark.splade import SCREENS, encode, quantise, reference_encode
+from benchmark.splade import SCREENS, encode, probe, quantise, reference_encode, screens
+from benchmark.splade.forward import _capture, _Captured, _pad
+from benchmark.splade.pooling import _sparse_rows
 from helpers.tiny_models import tiny_modernbert
 
 PATHS = list(SCREENS)
@@ -50,12 +52,12 @@ def _hidden(model, tokenizer, texts, max_length):
     """The decoder inputs of ``texts`` as one batch, in encode's order and padding (longest first)."""
     tokens = splade.tokenize(tokenizer, texts, max_length).ids
     order = np.argsort(-np.array([len(t) for t in tokens]), kind="stable")
-    ids, mask = splade._pad(tokens, order, tokenizer.pad_token_id, torch.device("cpu"))
-    hook = model.get_output_embeddings().register_forward_pre_hook(splade._capture)
+    ids, mask = _pad(tokens, order, tokenizer.pad_token_id, torch.device("cpu"))
+    hook = model.get_output_embeddings().register_forward_pre_hook(_capture)
     try:
         with torch.inference_mode():
             model(input_ids=ids, attention_mask=mask)
-    except splade._Captured as captured:
+    except _Captured as captured:
         hidden = captured.hidden
     finally:
         hook.remove()
@@ -151,7 +153,7 @@ def test_relu_kink_terms_are_kept_by_every_path_and_lost_without_margin(real_ber
     for p in PATHS[1:]:
         assert _same(outs[p], outs[PATHS[0]]), p
     assert 10000 < len(outs["float32"][0][0]) < 20000  # about half the vocabulary just above the kink
-    monkeypatch.setattr(splade, "SAFETY", 0.0)  # every margin becomes 0
+    monkeypatch.setattr(screens, "SAFETY", 0.0)  # every margin becomes 0
     for p in ("bf16", "fp16", "int8"):
         lost = len(outs["float32"][0][0]) - len(encode(kink, tokenizer, [text], max_length=64, path=p)[0][0])
         assert lost > 100, p
@@ -166,11 +168,11 @@ def test_screen_error_stays_within_its_proven_bound(name, hidden):
     h = torch.randn(4, 64, hidden) * norms + torch.randn(hidden)  # a shared component, as trained models have
     aligned = h.reshape(-1, hidden)[torch.randint(0, 256, (512,))] + 0.1 * torch.randn(512, hidden)
     w = torch.cat([torch.randn(512, hidden) * 0.05, aligned * 0.01])  # |logit| ≈ ‖h‖‖w‖ for half of them
-    batch = splade._Batch.of(h, torch.ones(4, 64, dtype=torch.long))
-    terms = splade._Terms.of(w, torch.zeros(len(w)))
+    batch = screens._Batch.of(h, torch.ones(4, 64, dtype=torch.long))
+    terms = screens._Terms.of(w, torch.zeros(len(w)))
     exact = batch.centred.reshape(-1, hidden).double() @ w.double().T
     with torch.inference_mode():
-        ratio = splade._measured_error(SCREENS[name], batch, terms, slice(0, 4), hidden, 0.0, exact)
+        ratio = probe._measured_error(SCREENS[name], batch, terms, slice(0, 4), hidden, 0.0, exact)
     assert ratio <= 1.0
     # the bound is not idle: bf16/fp16/int8 input rounding reaches 0.1–0.4 of it here (int8's ℓ1 terms
     # are a worst case too); float32's γ_k·Σ|h_i w_i| is a worst case that rounding (a random walk,
@@ -180,7 +182,7 @@ def test_screen_error_stays_within_its_proven_bound(name, hidden):
 
 def test_measurement_chooses_a_path_and_reports_it(real_bert_tiny, scifact_docs, monkeypatch):
     model, tokenizer = real_bert_tiny
-    monkeypatch.setattr(splade, "PROBE_MIN_ROWS", 0)
+    monkeypatch.setattr(probe, "PROBE_MIN_ROWS", 0)
     info: dict = {}
     measured = encode(model, tokenizer, scifact_docs, max_length=128, batch_size=16, info=info)
     assert _same(measured, encode(model, tokenizer, scifact_docs, max_length=128, batch_size=16, path="float32"))
@@ -194,7 +196,7 @@ def test_measurement_chooses_a_path_and_reports_it(real_bert_tiny, scifact_docs,
 
 def test_a_screen_outside_its_bound_or_failing_is_rejected(real_bert_tiny, scifact_docs, monkeypatch):
     model, tokenizer = real_bert_tiny
-    monkeypatch.setattr(splade, "PROBE_MIN_ROWS", 0)
+    monkeypatch.setattr(probe, "PROBE_MIN_ROWS", 0)
     bf16 = SCREENS["bf16"]
     slack = bf16.slack
     monkeypatch.setattr(bf16, "slack", lambda *a, **k: slack(*a, **k) * 1e-3)  # a bound that does not hold
@@ -217,7 +219,7 @@ def test_dense_model_every_path_matches_reference(tmp_path, monkeypatch):
     outs = {p: encode(model, tokenizer, texts, max_length=48, batch_size=2, path=p) for p in PATHS}
     for p in PATHS[1:]:
         assert _same(outs[p], outs[PATHS[0]]), p
-    monkeypatch.setattr(splade, "PROBE_MIN_ROWS", 0)
+    monkeypatch.setattr(probe, "PROBE_MIN_ROWS", 0)
     info: dict = {}
     assert _same(encode(model, tokenizer, texts, max_length=48, batch_size=2, info=info), outs["float32"])
     assert info["candidates_fraction"] > 0.25
@@ -232,8 +234,8 @@ def test_log1p_weights_do_not_depend_on_their_position():
     """The weights' log1p gives each value the same result wherever it sits (no scalar tail)."""
     values = np.random.default_rng(0).uniform(0, 12, 10007).astype(np.float32)
     pooled = torch.from_numpy(values).view(1, -1)
-    (_, whole), = splade._sparse_rows(pooled)
-    pieces = np.concatenate([splade._sparse_rows(pooled[:, i : i + 37])[0][1] for i in range(0, 10007, 37)])
+    (_, whole), = _sparse_rows(pooled)
+    pieces = np.concatenate([_sparse_rows(pooled[:, i : i + 37])[0][1] for i in range(0, 10007, 37)])
     single = np.array([np.float32(math.log1p(float(v))) for v in values])
     assert np.array_equal(whole, pieces) and np.array_equal(whole, single)
 

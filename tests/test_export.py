@@ -18,6 +18,7 @@ from benchmark import export, splade
 from benchmark.encode import load_model
 from benchmark.report import publish
 from benchmark.report.results import ConditionResult, SuiteResults
+from benchmark.splade.forward import _decoder
 
 TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), "insulin and glucose",
          " ".join(["the immune system trains on vaccines and pathogens"] * 20), "brca1 mutation and cancer risk"]
@@ -71,7 +72,7 @@ def test_sparse_encoder_reproduces_the_harness_vectors(exported, bert_tiny):
 
     model, tokenizer = load_model(bert_tiny, "sdpa")
     harness = splade.encode(model, tokenizer, TEXTS, max_length=DOC_LEN, batch_size=8)
-    weight = splade._decoder(model).weight.detach()
+    weight = _decoder(model).weight.detach()
     sdpa, mask, _ = hidden_states(model, tokenizer, TEXTS)
     tolerance = rounding_tolerance(sdpa, hidden_states(*load_model(bert_tiny, "eager"), TEXTS)[0], mask)
     u, k = 2.0**-24, weight.shape[1]

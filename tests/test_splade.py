@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from benchmark.errors import BenchmarkError
-import benchmark.splade as splade
+import benchmark.splade.forward as splade_forward
 from benchmark.splade import QUANT_SCALE, encode, quantise, quantise_vector, reference_encode, tokenize
 from helpers.tiny_models import tiny_bert, tiny_modernbert
 
@@ -186,7 +186,7 @@ def test_pretokenized_input_gives_the_same_vectors(bert):
 def test_padded_widths_match_reference(bert, monkeypatch):
     """Widths rounded up to 16 (as on CUDA): the extra padding never reaches a vector."""
     model, tokenizer = bert
-    monkeypatch.setitem(splade.WIDTH_MULTIPLE, "cpu", 16)
+    monkeypatch.setitem(splade_forward.WIDTH_MULTIPLE, "cpu", 16)
     texts = _texts(tokenizer, 13, seed=31)
     ref = reference_encode(model, tokenizer, texts, max_length=61)
     ours = encode(model, tokenizer, texts, max_length=61, batch_size=4)

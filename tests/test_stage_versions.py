@@ -46,3 +46,18 @@ def test_every_module_a_stage_computes_with_is_locked():
                 imported |= ({f"benchmark.{a.name}" for a in node.names} if node.module == "benchmark" else {node.module})
         unlocked = {m for m in imported - INFRASTRUCTURE - set(kind.sources) if not m.startswith("benchmark.stages.")}
         assert not unlocked, (name, sorted(unlocked))
+
+
+def test_a_locked_package_is_locked_with_all_its_modules():
+    """A stage that lists a package (its face) computes with the modules behind it: a change there
+    must change the digest too."""
+    import importlib
+    import pkgutil
+
+    for name, kind in KINDS.items():
+        for source in kind.sources:
+            package = importlib.import_module(source)
+            if hasattr(package, "__path__"):
+                inside = {f"{source}.{m.name}" for m in pkgutil.iter_modules(package.__path__)
+                          if m.name != "__main__"}  # a command, not what a stage computes with
+                assert inside <= set(kind.sources), (name, sorted(inside - set(kind.sources)))

@@ -16,6 +16,7 @@ from benchmark import splade, varlen
 from benchmark.backbone import resolve_backbone
 from benchmark.encode import load_model
 from benchmark.errors import BenchmarkError
+from benchmark.splade.forward import _decoder
 from benchmark.synthetic import ensure
 from helpers.forwards import dense, hidden_states, rounding_tolerance, vector_bound
 
@@ -51,7 +52,7 @@ def test_packed_hidden_states_equal_the_padded_ones(models, tolerance):
 
 def test_packed_encode_gives_the_padded_vectors(models, tolerance):
     """Within ``vector_bound`` of the hidden states' tolerance."""
-    weight = splade._decoder(models["varlen"][0]).weight.detach()
+    weight = _decoder(models["varlen"][0]).weight.detach()
     rows = [dense(splade.encode(m, tok, TEXTS, max_length=256, batch_size=2), weight.shape[0])
             for m, tok in (models["varlen"], models["sdpa"])]
     assert rows[1].any(axis=1).all()  # every document has terms

@@ -31,7 +31,7 @@ runs), with the JSON rewritten after each and a time budget checked before each:
 Usage: ``python -m benchmark.perf gpu-profile`` on a GPU machine (about 8 minutes; ``--budget`` seconds);
 ``python -m benchmark.perf gpu-profile --dry-run`` on CPU: every step with tiny sizes (2 layers, a few
 hundred passages), under 2 minutes; in a dry run the float32 measurement encodes fewer tokens than
-the encoder's probe needs (``benchmark.splade.PROBE_MIN_ROWS``), so it takes the default screen. The
+the encoder's probe needs (``benchmark.splade.probe.PROBE_MIN_ROWS``), so it takes the default screen. The
 JSON goes to ``--out``, else ``$OUT/gpu_profile.json`` when OUT is set, else
 ``results/gpu/gpu_profile.json`` (``gpu_profile.dry-run.json`` for a dry run).
 """

@@ -22,7 +22,9 @@ class Encode(StageKind):
     device = "gpu"
     counted = (("documents", "corpus", "encoded"),)
     sources = ("benchmark.encode", "benchmark.formats.corpus", "benchmark.formats.topics", "benchmark.formats.vectors",
-               "benchmark.splade", "benchmark.stages.encode", "benchmark.varlen")
+               "benchmark.splade", "benchmark.splade.encoder", "benchmark.splade.forward", "benchmark.splade.impacts",
+               "benchmark.splade.pooling", "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.stages.encode",
+               "benchmark.varlen")
 
     @dataclass(frozen=True)
     class Config:

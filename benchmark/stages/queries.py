@@ -17,7 +17,9 @@ class Queries(StageKind):
     device = "gpu"
     counted = (("queries", "topics", "encoded"),)
     sources = ("benchmark.encode", "benchmark.formats.corpus", "benchmark.formats.topics", "benchmark.formats.vectors",
-               "benchmark.splade", "benchmark.stages.queries", "benchmark.varlen")
+               "benchmark.splade", "benchmark.splade.encoder", "benchmark.splade.forward", "benchmark.splade.impacts",
+               "benchmark.splade.pooling", "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.stages.queries",
+               "benchmark.varlen")
 
     @dataclass(frozen=True)
     class Config:

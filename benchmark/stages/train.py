@@ -22,7 +22,7 @@ class Train(StageKind):
     device = "gpu"
     sources = ("benchmark.train", "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.pooling",
                "benchmark.training.telemetry", "benchmark.training.recipe", "benchmark.training.detector",
-               "benchmark.training.dev", "benchmark.training.examples", "benchmark.stages.train")
+               "benchmark.training.dev", "benchmark.training.examples", "benchmark.splade.impacts", "benchmark.stages.train")
 
     @dataclass(frozen=True)
     class Config:

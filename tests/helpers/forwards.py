@@ -10,17 +10,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from benchmark import splade
+from benchmark.splade.forward import _capture, _decoder, _hidden_batch, _tokenize
 
 
 def hidden_states(model, tokenizer, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """(hidden [n, L, H], mask [n, L] as bool, token counts): the MLM head's input for ``texts``, one batch."""
-    tokens = splade._tokenize(tokenizer, texts, 256)
-    hook = splade._decoder(model).register_forward_pre_hook(splade._capture)
+    tokens = _tokenize(tokenizer, texts, 256)
+    hook = _decoder(model).register_forward_pre_hook(_capture)
     try:
         with torch.inference_mode():
-            hidden, mask = splade._hidden_batch(model, tokens, np.arange(len(tokens)), tokenizer.pad_token_id,
-                                                torch.device("cpu"), 1)
+            hidden, mask = _hidden_batch(model, tokens, np.arange(len(tokens)), tokenizer.pad_token_id,
+                                         torch.device("cpu"), 1)
     finally:
         hook.remove()
     return hidden, mask.bool(), [len(t) for t in tokens]
