@@ -85,7 +85,7 @@ def swap_folder(new: Path | str, target: Path | str) -> Path | None:
     """Put the folder ``new`` at ``target``; returns where the old ``target`` now is (for the caller
     to delete), or None if there was none. One atomic exchange where the filesystem has it; else the
     old folder is renamed aside first (a reader may then briefly find no folder, never a mixed one)."""
-    from benchmark import faults
+    from benchmark import kill_points
 
     new, target = Path(new), Path(target)
     if not target.exists():
@@ -95,7 +95,7 @@ def swap_folder(new: Path | str, target: Path | str) -> Path | None:
         return new
     aside = target.with_name(f".{target.name}.old-{os.getpid()}")
     os.replace(target, aside)
-    faults.point("folder:swap")
+    kill_points.point("folder:swap")
     os.replace(new, target)
     return aside
 
@@ -105,7 +105,7 @@ def replace_folder(target: Path | str, fill: Any) -> None:
     replaces ``target`` whole: a kill or an error before the swap leaves ``target`` as it was."""
     import shutil
 
-    from benchmark import faults
+    from benchmark import kill_points
 
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +114,7 @@ def replace_folder(target: Path | str, fill: Any) -> None:
     staging.mkdir()
     try:
         fill(staging)
-        faults.point("folder:staged")
+        kill_points.point("folder:staged")
         old = swap_folder(staging, target)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)

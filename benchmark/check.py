@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmark.outcomes import COLLAPSED
-from benchmark.stage import Store
+from benchmark.store import Store
 
 PRECISION = 4  # scores compare at the precision they are published with
 VERDICT_OK, VERDICT_OKISH, VERDICT_FAIL = "OK", "OKish", "FAIL"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark import faults
+from benchmark import kill_points
 from benchmark.atomic import atomic_write
 from benchmark.errors import BenchmarkError
 from benchmark.fingerprint import cache_dir, tree_digest
@@ -540,7 +540,7 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
             raise BenchmarkError(f"dataset {source!r} has an empty corpus; give a corpus with at least one document")
 
     corpus_format.write_corpus(out, kept())
-    faults.point("data:corpus")
+    kill_points.point("data:corpus")
     record = {"source": source, "documents": n_docs, "empty_documents": empty, "judged_docs_missing": len(set(keep) - seen)}
     if repeated:
         record["repeated_ids_skipped"] = repeated  # the first document of each id is kept

@@ -42,7 +42,7 @@ def _free(folder: Path) -> int | None:
 
 def disk_full_line(stage: Any, out: Path, needed: int | None) -> str:
     """``stage`` ran out of space writing into ``out``: what it wrote, what is free, what it needs."""
-    from benchmark.stage import disk_usage
+    from benchmark.store import disk_usage
 
     out = Path(out)
     written = disk_usage(out) if out.exists() else 0

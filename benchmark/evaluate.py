@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmark import faults
+from benchmark import kill_points
 from benchmark.atomic import write_csv
 from benchmark.errors import BenchmarkError
 from benchmark.formats import corpus, qrels as qrels_format, trec_run
@@ -123,7 +123,7 @@ def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures:
     # a judged query the system returned nothing for scores 0, as trec_eval -c
     write_csv(out / PERQUERY, ({"measure": str(m), "query_id": q, "value": per_query.get((str(m), q), 0.0)}
                                for m in parsed for q in judged), ["measure", "query_id", "value"], delimiter="\t")
-    faults.point("evaluate:written")
+    kill_points.point("evaluate:written")
     # Mean over every judged query, 0 where the run has none (trec_eval -c, as Pyserini's BEIR 2CR).
     aggregate = {str(m): sum(per_query.get((str(m), q), 0.0) for q in judged) / len(judged) for m in parsed}
     return {"metrics": aggregate, "queries": len(judged),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.outcomes import COLLAPSED
-from benchmark.stage import Inputs, Stage, Store
+from benchmark.store import Inputs, Stage, Store
 
 
 class Interrupted(BaseException):

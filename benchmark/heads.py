@@ -213,6 +213,6 @@ def check_projection_scale(model: nn.Module, where: str = "model") -> float:
     if factor != applied:
         raise BenchmarkError(
             f"{where}: config.{PROJECTION_SCALE} = {factor:g} but the loaded MLM head applies {applied:g}; load "
-            "harness checkpoints with benchmark.encode.load_model or benchmark.backbone.load_backbone "
+            "harness checkpoints with benchmark.encoding.load_model or benchmark.backbone.load_backbone "
             "(or call benchmark.rescale.attach_projection_scale(model) after from_pretrained)")
     return factor

@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmark.data import DatasetRef
 from benchmark.errors import BenchmarkError
-from benchmark.stage import Stage
+from benchmark.store import Stage
 from benchmark.stages import Backbone, Corpus, Encode, Evaluate, Index, Queries, RunFile, Search, Topics, Train, Triples
 from benchmark.suites import Bm25, Suite
 
@@ -482,7 +482,7 @@ def _distinct_backbones(backbones: Sequence[str], plan: Plan) -> list[str]:
 def _train_inputs(suite: Suite, recipe_name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> tuple[dict[str, Any], Stage]:
     """The recipe (as data, so edits to it, and ``--set recipe.KEY=VALUE``, re-key the stage) and the
     triples stage it trains on."""
-    from benchmark.train import load_recipe
+    from benchmark.training import load_recipe
 
     recipe = load_recipe(recipe_name, overrides)
     as_dict = dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe)

@@ -11,8 +11,8 @@ on, and the driver ends with a summary of what failed.
 Two kinds spread further (through ``Context.cluster``):
 
 * an encode stage fans out into one task per missing shard over every GPU (or CPU) worker
-  (``benchmark.encode.encode_shard_task``); its own task only coordinates and finalises;
-* a train stage with ``workers > 1`` runs on that many Ray Train workers (``benchmark.ray_train``),
+  (``benchmark.encoding.encode_shard_task``); its own task only coordinates and finalises;
+* a train stage with ``workers > 1`` runs on that many Ray Train workers (``benchmark.training.ray_cluster``),
   one DDP process group across nodes; rank 0 saves and publishes, as under torchrun.
 
 A task whose worker process or node dies is retried by Ray (``RETRIES`` times): the dead holder's
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from benchmark import faults
+from benchmark import kill_points
 from benchmark.errors import BenchmarkError
 from benchmark.executor import run_stage, stops_pipeline
 from benchmark.resources import Resources
-from benchmark.stage import Stage, Store
+from benchmark.store import Stage, Store
 
 #: Ray retries a task this many times when its worker process or node dies (not on an exception).
 RETRIES = 3
@@ -104,7 +104,7 @@ class Cluster:
             while waiting:
                 ready, waiting = ray.wait(waiting, num_returns=1)
                 ray.get(ready[0])
-                faults.point("shards:collected")
+                kill_points.point("shards:collected")
         except ray.exceptions.RayError as exc:  # a shard raised, or its worker died RETRIES + 1 times
             for ref in waiting:
                 ray.cancel(ref, force=True)
@@ -117,7 +117,7 @@ class Cluster:
         res = self.resources["train"]
         if res.workers == 1:
             return fn(*args)
-        from benchmark.ray_train import fit
+        from benchmark.training.ray_cluster import fit
 
         return fit(fn, args, workers=res.workers, cpus=res.cpus, gpus=res.gpus, memory_gb=res.memory_gb,
                    storage=self.root / ".ray-train", retries=self.retries)

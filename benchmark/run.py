@@ -12,14 +12,14 @@ from typing import Any
 
 from benchmark.errors import BenchmarkError
 from benchmark.plan import Options, Plan, build_plan, check_factor
-from benchmark.stage import Store
+from benchmark.store import Store
 
 
 def validate(plan: Plan, opts: Options, found: list[str] | None = None, deep: bool = True) -> None:
     """Check everything the plan names before any work starts; report every problem at once
     (with ``found``, those build_plan already collected: datasets outside the suite, variants).
     ``deep=False`` (a dry run) skips what needs the network or transformers."""
-    from benchmark.inputs import plan_problems
+    from benchmark.preflight import plan_problems
 
     problems = list(found or []) + plan_problems(plan, opts.backbones or plan.backbones, deep=deep)
     if problems:
@@ -41,7 +41,7 @@ def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
     whether this run computed it or found it cached (``results/<suite>/stages.csv``)."""
     from benchmark.atomic import write_csv
     from benchmark.report.build import STAGE_LOG
-    from benchmark.stage import disk_usage
+    from benchmark.store import disk_usage
 
     def rows():
         for stage in plan.stages():
@@ -241,7 +241,7 @@ def _main(args: argparse.Namespace) -> int:
             raise BenchmarkError(f"--{flag.replace('_', '-')} {value} must be a positive integer")
     check_factor(args.rescale_factor)
     if not args.dry_run:
-        from benchmark.inputs import check_output_dirs
+        from benchmark.preflight import check_output_dirs
 
         check_output_dirs(args.runs_dir, args.results_dir)
     if args.executor != "ray":

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from benchmark.train import load_recipe, train_splade
+from benchmark.training import load_recipe, train_splade
 
 # λ at full strength from step 2 on (warm-up ends after 1 of 2 steps), so the FLOPS gradients count
 OVERRIDES = {

@@ -1,7 +1,7 @@
 """Programs that tests/test_ray.py runs inside its test cluster (``python tests/ray_checks.py NAME ARGS``).
 
 ``train INIT OUT ADDRESS``: ddp_worker's two SPLADE training steps on two Ray Train workers (one per
-node, gloo), through ``benchmark.ray_train.fit``, as the train stage runs them with workers = 2.
+node, gloo), through ``benchmark.training.ray_cluster.fit``, as the train stage runs them with workers = 2.
 
 ``contain RUNS ADDRESS``: a plan of toy stages where one fails; prints the executor's outcome as JSON.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmark.atomic import write_text
 from benchmark.errors import BenchmarkError
-from benchmark.stage import Inputs, Stage, StageKind
+from benchmark.store import Inputs, Stage, StageKind
 
 
 class Leaf(StageKind):
@@ -67,7 +67,7 @@ def toy_plan() -> dict[str, Stage]:
 def contain(runs: str, address: str) -> None:
     from benchmark.ray_executor import execute
     from benchmark.resources import resolve
-    from benchmark.stage import Store
+    from benchmark.store import Store
     from benchmark.stages import Context
 
     stages = toy_plan()
@@ -84,7 +84,7 @@ def train(init: str, out: str, address: str) -> None:
     from ddp_worker import run
 
     from benchmark.ray_executor import connect
-    from benchmark.ray_train import fit
+    from benchmark.training.ray_cluster import fit
 
     connect(address)
     fit(run, (Path(init), Path(out)), workers=2, cpus=1, storage=Path(out) / ".ray-train")

@@ -41,7 +41,7 @@ ENCODE = """
 import sys, time
 from pathlib import Path
 from benchmark.plan import Options, build_plan
-from benchmark.stage import Store
+from benchmark.store import Store
 from benchmark.stages import Context
 from benchmark.suites import load_suite
 

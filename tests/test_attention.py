@@ -14,7 +14,7 @@ import pytest
 import torch
 from helpers.tiny_models import tiny_modernbert
 
-from benchmark.encode import load_model
+from benchmark.encoding import load_model
 from benchmark.splade import encode
 
 # lengths from 1 token to past the 64-token sliding window (tiny_modernbert: local_attention = 64),

@@ -11,7 +11,7 @@ import pytest
 
 from benchmark.check import check_suite, grade
 from benchmark.plan import Options, build_plan
-from benchmark.stage import Store
+from benchmark.store import Store
 from benchmark.suites import load_suite
 from helpers.pipeline import SUBSET, run_cli
 

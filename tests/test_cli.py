@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
-    from benchmark.norms import build_parser as norms
+    from benchmark.head_diagnostics import build_parser as norms
     from benchmark.report.cli import build_parser as report
     from benchmark.run import build_parser as run
 

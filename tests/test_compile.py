@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from benchmark import splade
-from benchmark.encode import compile_body, encode_docs_stage, load_model, to_vector, vocabulary_terms
+from benchmark.encoding import compile_body, encode_docs_stage, load_model, to_vector, vocabulary_terms
 from benchmark.errors import BenchmarkError
 from benchmark.splade.forward import _decoder
-from benchmark.stage import _config_dict
+from benchmark.store import _config_dict
 from benchmark.stages.encode import Encode
 from helpers.forwards import dense, hidden_states, rounding_tolerance, vector_bound
 

@@ -203,7 +203,7 @@ def test_rebuilt_rescale_sample_gives_new_matched_backbones(tmp_path, monkeypatc
     (and its code in the kind's sources); factor-mode backbones do not read it."""
     from benchmark import samples
     from benchmark.rescale import Rescale
-    from benchmark.stage import Stage
+    from benchmark.store import Stage
     from benchmark.stages import Backbone
 
     def ids():

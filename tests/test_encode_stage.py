@@ -1,4 +1,4 @@
-"""benchmark.encode: shards written by the writer processes equal shards written in line."""
+"""benchmark.encoding: shards written by the writer processes equal shards written in line."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 
-from benchmark import encode as encode_mod
-from benchmark.encode import SHARD, encode_docs_stage, read_shard_stats
+from benchmark import encoding as encode_mod
+from benchmark.encoding import SHARD, encode_docs_stage, read_shard_stats
 
 WORDS = ("vitamin deficiency tuberculosis risk microglia macrophage nervous system aspirin trial brca1 "
          "mutation cancer cell protein gene expression patients randomized cohort").split()

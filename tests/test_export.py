@@ -15,7 +15,7 @@ import torch
 from helpers.forwards import hidden_states, rounding_tolerance, vector_bound
 
 from benchmark import export, splade
-from benchmark.encode import load_model
+from benchmark.encoding import load_model
 from benchmark.report import publish
 from benchmark.report.results import ConditionResult, SuiteResults
 from benchmark.splade.forward import _decoder

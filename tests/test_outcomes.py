@@ -23,7 +23,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from benchmark.outcomes import COLLAPSED, DEGRADED, OK
 from benchmark.splade import quantise
-from benchmark.train import load_recipe, train_splade
+from benchmark.training import load_recipe, train_splade
 from benchmark.training.detector import (
     CHANCE,
     DENSE,

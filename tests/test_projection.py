@@ -18,7 +18,7 @@ from helpers.tiny_models import BERT_TINY, tiny_modernbert
 
 from benchmark.backbone import load_backbone
 from benchmark.stages.backbone import prepare_backbone
-from benchmark.encode import load_model
+from benchmark.encoding import load_model
 from benchmark.errors import BenchmarkError
 from benchmark.heads import mlm_head
 from benchmark.rescale import (METHODS, PROJECTION_SCALE, Rescale, apply_rescale, attach_projection_scale,

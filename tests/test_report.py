@@ -19,7 +19,7 @@ from benchmark.report import publish
 from benchmark.report.collect import collect
 from benchmark.report.results import ConditionResult, SuiteResults, read_results
 from benchmark.significance import holm, paired_ttest
-from benchmark.stage import Stage, StageKind, Store
+from benchmark.store import Stage, StageKind, Store
 
 
 def _kind(name: str) -> type[StageKind]:

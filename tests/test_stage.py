@@ -15,7 +15,7 @@ from typing import ClassVar
 import pytest
 
 from benchmark.errors import BenchmarkError
-from benchmark.stage import Stage, StageKind, Store, added_field
+from benchmark.store import Stage, StageKind, Store, added_field
 
 
 class Demo(StageKind):

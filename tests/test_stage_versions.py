@@ -28,7 +28,7 @@ def test_every_kind_declares_its_sources():
 
 # What a stage module may import without locking it: the machinery around a stage's output (claims,
 # atomic writes, fault points, errors, input fingerprints for ids, typed config parsing), not its values.
-INFRASTRUCTURE = {"benchmark.stage", "benchmark.atomic", "benchmark.faults", "benchmark.errors",
+INFRASTRUCTURE = {"benchmark.store", "benchmark.atomic", "benchmark.kill_points", "benchmark.errors",
                   "benchmark.fingerprint", "benchmark.config"}
 
 

@@ -20,7 +20,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
 
 from benchmark.errors import BenchmarkError
 from benchmark.outcomes import COLLAPSED, DEGRADED, OK
-from benchmark.train import RECIPES, load_recipe, train_splade
+from benchmark.training import RECIPES, load_recipe, train_splade
 from benchmark.training.detector import DENSE
 from benchmark.training.recipe import LOSS_COLUMNS
 from benchmark.training.telemetry import COLUMNS

@@ -22,9 +22,9 @@ import pytest
 from helpers.tiny_models import tiny_bert
 
 from benchmark.errors import BenchmarkError
-from benchmark.mine import hf_triples, triples_path
+from benchmark.negatives import hf_triples, triples_path
 from benchmark.outcomes import DEGRADED, OK
-from benchmark.train import load_recipe, train_splade
+from benchmark.training import load_recipe, train_splade
 from benchmark.training.examples import NoDuplicatesPermutedBatchSampler, PermutedBatchSampler, Permutation
 
 TESTS = Path(__file__).resolve().parent

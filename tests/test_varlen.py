@@ -14,7 +14,7 @@ import torch
 
 from benchmark import splade, varlen
 from benchmark.backbone import resolve_backbone
-from benchmark.encode import load_model
+from benchmark.encoding import load_model
 from benchmark.errors import BenchmarkError
 from benchmark.splade.forward import _decoder
 from benchmark.synthetic import ensure

@@ -53,7 +53,7 @@ from typing import Any
 
 from benchmark import splade, varlen
 from benchmark.atomic import write_text
-from benchmark.encode import encode_docs_stage
+from benchmark.encoding import encode_docs_stage
 from benchmark.errors import unknown
 
 MSMARCO_PASSAGES = 8_841_823
@@ -313,7 +313,7 @@ def measure_train(args: argparse.Namespace, device: Any) -> Callable[[], dict[st
     def fn() -> dict[str, Any]:
         import torch
 
-        from benchmark.train import load_recipe, train_splade  # the training stack: imported when measured
+        from benchmark.training import load_recipe, train_splade  # the training stack: imported when measured
 
         with tempfile.TemporaryDirectory() as tmp:
             init = Path(tmp) / "init"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.atomic import write_csv, write_text
-from benchmark.encode import read_query_vectors
+from benchmark.encoding import read_query_vectors
 from benchmark.environment import machine_class
 from benchmark.formats import vectors
 from benchmark.report import read_results

@@ -23,7 +23,7 @@ def part_search(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
     from transformers import AutoTokenizer
 
     from benchmark import lucene
-    from benchmark.encode import vocabulary_terms
+    from benchmark.encoding import vocabulary_terms
     from benchmark.splade import QUANT_SCALE
 
     name = "enc-ours-float32"

@@ -103,7 +103,7 @@ def _meter(spec: dict[str, Any]):
 
 
 def _train_ours(spec: dict[str, Any], examples: list[dict[str, str]], meter: Any) -> None:
-    from benchmark.train import load_recipe, train_splade
+    from benchmark.training import load_recipe, train_splade
 
     overrides = {"max_steps": spec["steps"], "batch_size": spec["batch_size"], "logging_steps": 1,
                  "save_steps": spec["steps"] + 1, "query_max_length": spec["max_length"],
@@ -124,7 +124,7 @@ def _train_st(spec: dict[str, Any], examples: list[dict[str, str]], meter: Any) 
     from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
     from transformers import set_seed
 
-    from benchmark.train import load_recipe
+    from benchmark.training import load_recipe
     from benchmark.training.examples import NoDuplicatesPermutedBatchSampler
 
     logging.getLogger("sentence_transformers").setLevel(logging.ERROR)

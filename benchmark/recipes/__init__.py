@@ -1,1 +1,1 @@
-"""SPLADE training recipes: one TOML file each (package data), loaded by ``benchmark.train.load_recipe``."""
+"""SPLADE training recipes: one TOML file each (package data), loaded by ``benchmark.training.load_recipe``."""

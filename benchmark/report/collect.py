@@ -19,7 +19,7 @@ from benchmark.report.portable import dataset_labels, is_machine_path, portable_
 from benchmark.report.results import (DEV_MEASURE, RUNS_DIR, TELEMETRY_DIR, ConditionResult, SuiteResults, TrainOutcome, _float,
                                       _int, read_results, run_tag)
 from benchmark.rescale import record_tag
-from benchmark.stage import Store
+from benchmark.store import Store
 
 def collect(plan: Any, store: Any) -> SuiteResults:
     """The suite's results from a plan and its runs folder; nothing is computed.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from benchmark.registry import Registry
-from benchmark.stage import StageKind
+from benchmark.store import StageKind
 from benchmark.stages.backbone import Backbone
 from benchmark.stages.corpus import Corpus
 from benchmark.stages.encode import Encode

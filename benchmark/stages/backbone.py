@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark import faults, samples
+from benchmark import kill_points, samples
 from benchmark.backbone import backbone_fingerprint, backbone_key, load_backbone, resolve_backbone
 from benchmark.checkpoints import quiet_transformers
 from benchmark.errors import BenchmarkError
 from benchmark.fingerprint import file_digest
 from benchmark.rescale import STATISTICS, Rescale, apply_rescale
-from benchmark.stage import Inputs, StageKind, label_field
+from benchmark.store import Inputs, StageKind, label_field
 
 
 def _replace_dir(tmp: Path, out_dir: Path) -> None:
@@ -58,7 +58,7 @@ def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
     with quiet_transformers():
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-    faults.point("backbone:saved")
+    kill_points.point("backbone:saved")
     _replace_dir(tmp, out_dir)
     return record
 

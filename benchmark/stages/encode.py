@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.stage import Inputs, StageKind, added_field
+from benchmark.store import Inputs, StageKind, added_field
 
 
 class Encode(StageKind):
@@ -21,7 +21,7 @@ class Encode(StageKind):
     resumable = True
     device = "gpu"
     counted = (("documents", "corpus", "encoded"),)
-    sources = ("benchmark.encode", "benchmark.formats.corpus", "benchmark.formats.topics", "benchmark.formats.vectors",
+    sources = ("benchmark.encoding", "benchmark.formats.corpus", "benchmark.formats.topics", "benchmark.formats.vectors",
                "benchmark.splade", "benchmark.splade.encoder", "benchmark.splade.forward", "benchmark.splade.impacts",
                "benchmark.splade.pooling", "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.stages.encode",
                "benchmark.varlen")
@@ -33,7 +33,7 @@ class Encode(StageKind):
         shard_size: int = 10000
         precision: str = "float32"
         attn_implementation: str = "sdpa"
-        compile: str = added_field("none")  # benchmark.encode.COMPILERS
+        compile: str = added_field("none")  # benchmark.encoding.COMPILERS
 
     @classmethod
     def describe(cls, config: Config) -> str:
@@ -45,7 +45,7 @@ class Encode(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.encode import encode_docs_stage
+        from benchmark.encoding import encode_docs_stage
 
         return encode_docs_stage(_model(inputs), inputs.path("corpus"), out, max_length=config.max_length,
                                  batch_size=config.batch_size, shard_size=config.shard_size,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.stage import Inputs, StageKind
+from benchmark.store import Inputs, StageKind
 
 
 class Evaluate(StageKind):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.stage import Inputs, StageKind
+from benchmark.store import Inputs, StageKind
 
 
 def _bm25_input(folder: Path) -> Path:
@@ -53,7 +53,7 @@ class Index(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark import faults, lucene
+        from benchmark import kill_points, lucene
         from benchmark.errors import BenchmarkError
 
         _, collection = INDEX_TYPE_TO_SOURCE[config.type]
@@ -64,7 +64,7 @@ class Index(StageKind):
         if target.exists():  # a half-built Lucene index is never reused
             shutil.rmtree(target)
         _builder(config.type)(collection(inputs.path("source")), target, ctx.threads)
-        faults.point("index:built")
+        kill_points.point("index:built")
         stats = lucene.index_stats(target)
         if stats["documents"] == 0:
             raise BenchmarkError(f"the {config.type} index holds no documents; check the {inputs.path('source')} stage")
@@ -74,7 +74,7 @@ class Index(StageKind):
     def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:
         """About the source collection's size: Lucene's postings without stored text or positions take
         less than the JSON they come from."""
-        from benchmark.stage import disk_usage
+        from benchmark.store import disk_usage
 
         _, collection = INDEX_TYPE_TO_SOURCE[config.type]
         return disk_usage(collection(inputs.path("source")))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.stage import Inputs, StageKind
+from benchmark.store import Inputs, StageKind
 
 
 class Queries(StageKind):
@@ -16,7 +16,7 @@ class Queries(StageKind):
     parents = ("model", "topics")
     device = "gpu"
     counted = (("queries", "topics", "encoded"),)
-    sources = ("benchmark.encode", "benchmark.formats.corpus", "benchmark.formats.topics", "benchmark.formats.vectors",
+    sources = ("benchmark.encoding", "benchmark.formats.corpus", "benchmark.formats.topics", "benchmark.formats.vectors",
                "benchmark.splade", "benchmark.splade.encoder", "benchmark.splade.forward", "benchmark.splade.impacts",
                "benchmark.splade.pooling", "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.stages.queries",
                "benchmark.varlen")
@@ -37,7 +37,7 @@ class Queries(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.encode import encode_queries_stage
+        from benchmark.encoding import encode_queries_stage
 
         return encode_queries_stage(Path(inputs.path("model")) / "model", inputs.path("topics"), out,
                                     max_length=config.max_length, batch_size=config.batch_size,
@@ -47,7 +47,7 @@ class Queries(StageKind):
     # readers for later stages
     @staticmethod
     def vectors(folder: Path) -> dict[str, dict[str, int]]:
-        from benchmark.encode import read_query_vectors
+        from benchmark.encoding import read_query_vectors
 
         return read_query_vectors(folder)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.formats.trec_run import RUN, TAG as RUN_TAG, format_run, read_run, write_run
-from benchmark.stage import Inputs, StageKind
+from benchmark.store import Inputs, StageKind
 
 __all__ = ["RUN", "RUN_TAG", "Search", "format_run", "read_run"]
 
@@ -44,7 +44,7 @@ class Search(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark import faults, lucene
+        from benchmark import kill_points, lucene
         from benchmark.stages.index import Index
 
         index_type = inputs.record("index")["type"]
@@ -66,7 +66,7 @@ class Search(StageKind):
                 removed += len(ranked) - len(kept)
                 hits[qid] = kept
         write_run(out / RUN, hits)
-        faults.point("search:written")
+        kill_points.point("search:written")
         record = {"type": index_type, "queries": len(queries), "k": config.k, "removed_self_hits": removed,
                   "queries_without_hits": sum(1 for v in hits.values() if not v)}
         if index_type != "bm25":

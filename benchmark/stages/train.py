@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.stage import Inputs, StageKind
+from benchmark.store import Inputs, StageKind
 
 
 class Train(StageKind):
@@ -20,7 +20,7 @@ class Train(StageKind):
     parents = ("init", "triples")
     resumable = True
     device = "gpu"
-    sources = ("benchmark.train", "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.pooling",
+    sources = ("benchmark.training", "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.pooling",
                "benchmark.training.telemetry", "benchmark.training.recipe", "benchmark.training.detector",
                "benchmark.training.dev", "benchmark.training.examples", "benchmark.splade.impacts", "benchmark.stages.train")
 
@@ -52,7 +52,7 @@ def train(config: Train.Config, inputs: Inputs, out: Path, progress: bool) -> di
     from benchmark.config import from_dict
     from benchmark.stages.backbone import Backbone
     from benchmark.stages.triples import Triples
-    from benchmark.train import Recipe, train_splade
+    from benchmark.training import Recipe, train_splade
 
     recipe = from_dict(Recipe, config.recipe, f"recipe {config.recipe.get('name')!r}")
     return train_splade(Backbone.model(inputs.path("init")), Triples.file(inputs.path("triples")), recipe, out,

@@ -1,5 +1,5 @@
 """The triples stage: (query, positive, negative[, score]) training examples, by the recipe's ``negatives``
-(``benchmark.mine``): BM25-mined hard negatives, a collection's own triples, or a Hugging Face dataset."""
+(``benchmark.negatives``): BM25-mined hard negatives, a collection's own triples, or a Hugging Face dataset."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.stage import Inputs, StageKind
+from benchmark.store import Inputs, StageKind
 
 
 class Triples(StageKind):
@@ -15,7 +15,7 @@ class Triples(StageKind):
     VERSION = 2  # 2: Hugging Face triples joined to their corpus and queries subsets
     optional_parents = ("topics", "corpus", "run")  # BM25 mining: the training topics, their corpus, a BM25 run
     sources = ("benchmark.formats.corpus", "benchmark.formats.qrels", "benchmark.formats.topics", "benchmark.formats.trec_run",
-               "benchmark.mine", "benchmark.stages.triples")
+               "benchmark.negatives", "benchmark.stages.triples")
 
     @dataclass(frozen=True)
     class Config:
@@ -33,7 +33,7 @@ class Triples(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.mine import NEGATIVES_TO_MINER
+        from benchmark.negatives import NEGATIVES_TO_MINER
 
         options = {k: v for k, v in vars(config).items() if k != "negatives" and v is not None}
         return NEGATIVES_TO_MINER[config.negatives](dict(inputs.paths), out, **options)
@@ -41,6 +41,6 @@ class Triples(StageKind):
     @staticmethod
     def file(folder: Path) -> Path:
         """The triples, one JSON object per line: training streams them from here."""
-        from benchmark.mine import triples_path
+        from benchmark.negatives import triples_path
 
         return triples_path(folder)

@@ -48,7 +48,7 @@ class Encode:
     shard_size: int = bounded(10000, ge=1, hint="documents per shard, e.g. 10000")
     precision: str = "float32"
     attn_implementation: str = "sdpa"  # pinned: part of the encode stages' ids and records
-    compile: str = "none"  # the documents' encoder body: benchmark.encode.COMPILERS
+    compile: str = "none"  # the documents' encoder body: benchmark.encoding.COMPILERS
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,7 @@ class Suite:
         if self.encode.attn_implementation not in attention:
             out.append(f"encode.attn_implementation = {self.encode.attn_implementation!r}; valid: "
                        f"{', '.join(attention)} ({VARLEN!r}: ModernBERT documents packed without padding)")
-        from benchmark.encode import COMPILERS
+        from benchmark.encoding import COMPILERS
 
         if self.encode.compile not in COMPILERS:
             out.append(f"encode.compile = {self.encode.compile!r}; valid: {', '.join(COMPILERS)} "

@@ -1,4 +1,25 @@
-"""SPLADE training: recipes (data), the fused pooling, the losses, telemetry and the training loop.
+"""SPLADE training API: ``load_recipe``, ``RECIPES`` and ``train_splade``.
 
-Import the public API from :mod:`benchmark.train`; only ``recipe`` is light, the rest imports torch.
+Recipes load without torch; ``train_splade`` (:func:`benchmark.training.loop.train_splade`) is
+imported on first access, with the training stack (torch, transformers, sentence-transformers), so
+the CLI stays fast to start.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from benchmark.training.recipe import LOSS_COLUMNS, RECIPES, Recipe, load_recipe
+
+if TYPE_CHECKING:
+    from benchmark.training.loop import train_splade
+
+__all__ = ["LOSS_COLUMNS", "RECIPES", "Recipe", "load_recipe", "train_splade"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "train_splade":
+        from benchmark.training.loop import train_splade
+
+        return train_splade
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -40,7 +40,7 @@ from sentence_transformers.sparse_encoder.data_collator import SparseEncoderData
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
-from benchmark import faults
+from benchmark import kill_points
 from benchmark.atomic import write_json
 from benchmark.errors import BenchmarkError
 from benchmark.training.detector import DEV_DROP, TRIGGERS, OutcomeDetector, outcome, published_drop
@@ -261,7 +261,7 @@ class _OutcomeCallback(TrainerCallback):
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.telemetry.best.prune()
-        faults.point("train:checkpoint")  # the kill-anywhere tests stop here, after a whole checkpoint
+        kill_points.point("train:checkpoint")  # the kill-anywhere tests stop here, after a whole checkpoint
 
 
 def _training_args(
@@ -517,7 +517,7 @@ def train_splade(
         else:
             with _quiet(progress):
                 _save_model(model, model_dir)
-        faults.point("train:saved")
+        kill_points.point("train:saved")
         write_csv(rows, out_dir / "telemetry.csv")
         label = f"{result}: {reason}" if reason else ""
         plot_png(rows, out_dir / "telemetry.png", f"{recipe.name}: {init_dir.name} ({result})", outcome_step, label,

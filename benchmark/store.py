@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from benchmark import faults
+from benchmark import kill_points
 from benchmark.atomic import write_json
 from benchmark.errors import BenchmarkError
 
@@ -446,12 +446,12 @@ class Store:
         if problem:
             raise BenchmarkError(f"{stage.id}: {problem}; its inputs are inconsistent — rerun with --verify")
         write_json(partial / CONFIG, meta)
-        faults.point("stage:publish")
+        kill_points.point("stage:publish")
         claim.check()  # a holder declared dead meanwhile must not publish over its successor
         if final.exists():  # forced rerun or a foreign/corrupt folder: move it aside, then swap
             trash = final.with_name(f".{stage.id}.old-{os.getpid()}")
             os.replace(final, trash)
-            faults.point("stage:swap")
+            kill_points.point("stage:swap")
             os.replace(partial, final)
             shutil.rmtree(trash, ignore_errors=True)
         else:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmark import faults
+from benchmark import kill_points
 from benchmark.atomic import atomic_path, save_npy, write_json
 from benchmark.errors import BenchmarkError
 from benchmark.formats import corpus, topics, vectors
@@ -278,7 +278,7 @@ class DocEncoder:
         info_dir = Path(docs_dir).parent / ENCODER_INFO
         info_dir.mkdir(exist_ok=True)
         write_json(info_dir / f"{n:05d}.json", {**info, "docs": len(chunk)})
-        faults.point("encode:encoded")
+        kill_points.point("encode:encoded")
         doc_ids = [doc_id for doc_id, _ in chunk]
         if write is not None:
             return write(write_shard, shard_path(docs_dir, n), doc_ids, reps)
@@ -410,7 +410,7 @@ def _encode_here(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: in
     writers = max(1, min(MAX_WRITERS, (os.cpu_count() or 2) - 1))
 
     def finished(result: Any) -> None:
-        faults.point("encode:shard")
+        kill_points.point("encode:shard")
 
     ahead = ThreadPoolExecutor(1, thread_name_prefix="tokenize")  # the only user of the tokenizer
     tokens: dict[int, Future] = {}
@@ -462,7 +462,7 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
     for qid, (ids, w) in zip(qids, reps):
         kept, qvecs[qid] = to_vector(ids, w, terms)
         qf[kept] += 1
-    faults.point("encode:queries")
+    kill_points.point("encode:queries")
     save_npy(out / "qf.npy", qf)
     vectors.write_query_vectors(out / QUERIES, (vectors.Vector(q, v) for q, v in qvecs.items()))
     return {"queries": len(qvecs), "query_nnz": float(qf.sum() / max(len(qvecs), 1)),

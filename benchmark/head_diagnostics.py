@@ -6,7 +6,7 @@ shipped SciFact sample, the three match statistics before and after rescaling, w
 did to the model (parameters, tie, how far the encoder's hidden states and the logits moved), and
 SPLADE's activity at initialisation.
 
-    python -m benchmark.norms --backbones bert-tiny modernbert-base --rescale 0.25 --method projection head-norm tied untie
+    python -m benchmark.head_diagnostics --backbones bert-tiny modernbert-base --rescale 0.25 --method projection head-norm tied untie
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from benchmark.cli import parser as make_parser
 
-    parser = make_parser("python -m benchmark.norms", __doc__.splitlines()[0])
+    parser = make_parser("python -m benchmark.head_diagnostics", __doc__.splitlines()[0])
     parser.add_argument("--backbones", nargs="+", required=True, metavar="BACKBONE", help="backbone keys, hub ids or folders, "
                         "comma-separated or as several words (required)")
     group = parser.add_mutually_exclusive_group()
