@@ -65,6 +65,23 @@ def world(tmp_path_factory, bert_tiny):
     return {"base": base, "folder": scifact_folder(base / "slice"), "model": model}
 
 
+@pytest.fixture(scope="module")
+def computed(world) -> Path:
+    """The suite (nDCG@10) computed once into a runs folder that no test touches: the tests that damage
+    a complete runs folder start from a copy of it (``_copy_of_computed``) rather than computing the
+    same stages again each; the copy is then run once, all cached, which is the run they began with."""
+    runs = world["base"] / "computed-runs"
+    suite = world["base"] / "computed.toml"
+    suite.write_text(SUITE.format(folder=world["folder"], model=world["model"], measures=json.dumps(["nDCG@10"])))
+    assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(world["base"] / "computed")) == 0
+    return runs
+
+
+def _copy_of_computed(computed: Path, runs: Path) -> Path:
+    shutil.copytree(computed, runs)  # copy2: sizes, contents and mtimes as computed
+    return runs
+
+
 def _run(world, capsys, runs: Path, measures=("nDCG@10",), results="results", extra=()) -> tuple[dict, str]:
     suite = world["base"] / "damage.toml"
     suite.write_text(SUITE.format(folder=world["folder"], model=world["model"], measures=json.dumps(list(measures))))
@@ -96,11 +113,12 @@ def _subset(metrics: dict, measures) -> dict:
     return {k: v for k, v in metrics.items() if k[1] in measures}
 
 
-def test_each_damage_is_reported_and_redone(world, capsys):
-    runs = world["base"] / "runs"
+def test_each_damage_is_reported_and_redone(world, computed, capsys):
+    runs = _copy_of_computed(computed, world["base"] / "runs")
     every = ("nDCG@10", "RR@10", "R@100", "R@10")
     fresh, _ = _run(world, capsys, world["base"] / "fresh-runs", measures=every, results="fresh")
-    first, _ = _run(world, capsys, runs)
+    first, out = _run(world, capsys, runs)
+    assert "[run] " not in out  # the copy serves every stage
     assert first == _subset(fresh, ("nDCG@10",))
 
     # 1. a truncated run file, then a newly added measure (a new evaluate stage reads the old run)
@@ -132,9 +150,10 @@ def test_each_damage_is_reported_and_redone(world, capsys):
     assert metrics == fresh
 
 
-def test_replaced_checkpoint_and_edited_qrels_make_new_stages(world, capsys):
-    runs = world["base"] / "runs-inputs"
-    before, _ = _run(world, capsys, runs)
+def test_replaced_checkpoint_and_edited_qrels_make_new_stages(world, computed, capsys):
+    runs = _copy_of_computed(computed, world["base"] / "runs-inputs")
+    before, out = _run(world, capsys, runs)
+    assert "[run] " not in out  # the copy serves every stage
 
     # 4. the checkpoint behind the same path is replaced: every stage from the backbone on is new
     from safetensors.torch import load_file, save_file
@@ -244,13 +263,14 @@ def _same_size_edit(shard: Path) -> None:
     shard.write_text("".join([edited, *lines[1:]]))
 
 
-def test_same_size_damage_below_a_cached_stage(world, capsys):
+def test_same_size_damage_below_a_cached_stage(world, computed, capsys):
     """A shard changed in place at the same size: a stage about to be built from it checks its hashes
     first (no --verify needed), and --verify checks every stage the plan reaches, below finished ones
     too, recomputing the stages built on the damaged one; a parent with other content than its child
     read is not served either."""
-    runs = world["base"] / "runs-deep"
-    first, _ = _run(world, capsys, runs)
+    runs = _copy_of_computed(computed, world["base"] / "runs-deep")
+    first, out = _run(world, capsys, runs)
+    assert "[run] " not in out  # the copy serves every stage
     encode = _stage(runs, "encode")
     shard = encode / "docs" / "part-00000.jsonl"
     line = f"[damaged] {encode.name}: docs/part-00000.jsonl differs from its recorded sha256; recomputing it"
