@@ -47,7 +47,7 @@ class ConditionResult:
     system: str  # bm25 | splade
     backbone: str = ""
     variant: str = ""
-    factor: str = ""  # the rescale setting as planned ("1", "0.25", "match:bert-base-uncased")
+    factor: str = ""  # the arm's rescale setting as planned, a label ("1", "0.25", "match:bert-base-uncased"); key of results.json format 1
     method: str = ""  # the rescale method's label, "" for an unrescaled head
     trained: bool = False
     seed: int | None = None
@@ -62,7 +62,7 @@ class ConditionResult:
     doc_nnz: float | None = None
     query_nnz: float | None = None
     precision: str = ""  # the SPLADE encodings' arithmetic (float32: the exact path; bfloat16 is not)
-    scale: float | None = None  # the factor the backbone stage applied (resolved for match)
+    scale: float | None = None  # the number the backbone stage applied (``factor`` resolved, for match arms too)
     rescale: str = ""  # method and factor as applied, and for a matched arm its statistic before → after
     head_norm_before: float | None = None
     head_norm_after: float | None = None
