@@ -22,7 +22,8 @@ class Train(StageKind):
     device = "gpu"
     sources = ("benchmark.training", "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.pooling",
                "benchmark.training.telemetry", "benchmark.training.recipe", "benchmark.training.detector",
-               "benchmark.training.dev", "benchmark.training.examples", "benchmark.splade.impacts", "benchmark.stages.train")
+               "benchmark.training.dev", "benchmark.training.examples", "benchmark.training.ray_cluster", "benchmark.splade.impacts",
+               "benchmark.stages.train")
 
     @dataclass(frozen=True)
     class Config:
