@@ -35,7 +35,6 @@ from benchmark import kill_points
 from benchmark.atomic import atomic_path, save_npy, write_json
 from benchmark.errors import BenchmarkError
 from benchmark.formats import corpus, topics, vectors
-from benchmark.formats.vectors import QUERIES, SHARD  # re-exported: the names readers of these folders use
 
 ENCODER_INFO = "encoder"  # per-shard notes of what the encoder measured, folded into the record at the end
 #: Writer processes for document shards (at most; one core is left to the encode loop).
@@ -464,7 +463,7 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
         qf[kept] += 1
     kill_points.point("encode:queries")
     save_npy(out / "qf.npy", qf)
-    vectors.write_query_vectors(out / QUERIES, (vectors.Vector(q, v) for q, v in qvecs.items()))
+    vectors.write_query_vectors(out / vectors.QUERIES, (vectors.Vector(q, v) for q, v in qvecs.items()))
     return {"queries": len(qvecs), "query_nnz": float(qf.sum() / max(len(qvecs), 1)),
             "empty_queries": sum(1 for v in qvecs.values() if not v), "vocab_size": vocab,
             "max_length": max_length, "precision": precision, "attn_implementation": attn_implementation,
@@ -472,5 +471,5 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
 
 
 def read_query_vectors(encode_dir: Path) -> dict[str, dict[str, int]]:
-    return {row.id: row.vector for row in vectors.read_vectors(Path(encode_dir) / QUERIES)}
+    return {row.id: row.vector for row in vectors.read_vectors(Path(encode_dir) / vectors.QUERIES)}
 

@@ -7,7 +7,8 @@ import json
 import numpy as np
 
 from benchmark import encoding as encode_mod
-from benchmark.encoding import SHARD, encode_docs_stage, read_shard_stats
+from benchmark.encoding import encode_docs_stage, read_shard_stats
+from benchmark.formats.vectors import SHARD
 
 WORDS = ("vitamin deficiency tuberculosis risk microglia macrophage nervous system aspirin trial brca1 "
          "mutation cancer cell protein gene expression patients randomized cohort").split()

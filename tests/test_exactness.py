@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.stages.search import read_run
+from benchmark.formats.trec_run import read_run
 
 
 def _stage_dirs(runs: Path, kind: str) -> list[Path]:

@@ -15,10 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.formats.trec_run import RUN, TAG as RUN_TAG, format_run, read_run, write_run
+from benchmark.formats.trec_run import RUN, read_run, write_run
 from benchmark.store import Inputs, StageKind
-
-__all__ = ["RUN", "RUN_TAG", "Search", "format_run", "read_run"]
 
 
 class Search(StageKind):
