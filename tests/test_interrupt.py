@@ -65,7 +65,7 @@ def test_interrupt_during_indexing_leaves_no_child_and_resumes(tmp_path, signum)
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     indexer, deadline = [], time.monotonic() + 240
     while not indexer and time.monotonic() < deadline and proc.poll() is None:
-        indexer = [p for p in _children(proc.pid) if "pyserini.index.lucene" in _cmdline(p)]
+        indexer = [p for p in _children(proc.pid) if "io.anserini.index.IndexCollection" in _cmdline(p)]
         time.sleep(0.05)
     assert indexer, "the indexer never started"
     time.sleep(0.5)  # let the JVM get going

@@ -574,6 +574,19 @@ def test_exports_tagged_runs_mteb_json_and_titled_telemetry(tmp_path):
     assert png != b"\x89PNG\r\n\x1a\nold" and Image.open(folder / c.telemetry).size == (1600, 560)  # redrawn: 20×7 in at 80 dpi
     html = (folder / "index.html").read_text()
     assert f'href="{c.run_file}"' in html and 'href="mteb/splade.bb.x4.head-norm-4.seed44/SciFact.json"' in html
+
+    # a rebuild keeps a plot drawn from the same rows, labels and code; an edited row is drawn again
+    from benchmark.training.telemetry import png_key
+
+    key, mtime = png_key(folder / c.telemetry), (folder / c.telemetry).stat().st_mtime_ns
+    assert key is not None and report_main(["--results-dir", str(folder.parent)]) == 0
+    assert (folder / c.telemetry).read_bytes() == png and (folder / c.telemetry).stat().st_mtime_ns == mtime
+    csv_file = folder / "telemetry" / f"{c.train_id}.csv"
+    csv_file.write_text(csv_file.read_text().replace("80.0", "81.0"))
+    assert report_main(["--results-dir", str(folder.parent)]) == 0
+    assert png_key(folder / c.telemetry) not in (None, key) and (folder / c.telemetry).read_bytes() != png
+
+
 def test_every_splade_row_names_its_encode_precision(tmp_path):
     """float32 is the exact path and bf16 is not: the tables say which one each SPLADE row used, and the
     precision survives results.json."""

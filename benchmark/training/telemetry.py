@@ -79,21 +79,57 @@ PANELS: dict[str, tuple[tuple[str, ...], bool]] = {
 def plot_png(rows: Sequence[dict[str, Any]], path: Path, title: str = "", outcome_step: int | None = None,
              outcome_label: str = "", armed_step: int | None = None) -> None:
     """One panel per quantity against the step; a red line marks the outcome's step (labelled with
-    its reason), a grey one the first step the triggers were armed (λ final)."""
+    its reason), a grey one the first step the triggers were armed (λ final).
+
+    A PNG already at ``path`` that carries the key of these inputs, this module's code and this
+    matplotlib is what drawing would write again (Agg is deterministic), so it is kept: a rebuild of a
+    results folder redraws only the plots whose data or code changed."""
     from benchmark.executor import uninterrupted
 
+    key = plot_key(rows, title, outcome_step, outcome_label, armed_step)
+    if png_key(path) == key:
+        return
     with uninterrupted():  # a signal inside matplotlib's drawing is raised after it, not inside it
-        _draw(rows, path, title, outcome_step, outcome_label, armed_step)
+        _draw(rows, path, title, outcome_step, outcome_label, armed_step, key)
+
+
+#: the PNG text chunk that holds a plot's key
+KEY_CHUNK = "Telemetry-Key"
+
+
+def plot_key(rows: Sequence[dict[str, Any]], *inputs: Any) -> str:
+    """sha256 of the rows and labels, this module's source and the matplotlib version."""
+    import hashlib
+    import json
+
+    import matplotlib
+
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(json.dumps([list(rows), inputs, matplotlib.__version__], sort_keys=True, default=repr).encode())
+    return digest.hexdigest()
+
+
+def png_key(path: Path) -> str | None:
+    """The key a telemetry PNG was drawn under; None for a missing, foreign or unreadable file."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            return image.text.get(KEY_CHUNK) if image.format == "PNG" else None
+    except (OSError, SyntaxError, ValueError):  # missing, truncated or not an image
+        return None
 
 
 def _draw(rows: Sequence[dict[str, Any]], path: Path, title: str, outcome_step: int | None, outcome_label: str,
-          armed_step: int | None) -> None:
+          armed_step: int | None, key: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 5, figsize=(20, 7), constrained_layout=True)
+    # fixed margins: a constrained layout measured every tick label and took half the drawing time
+    fig, axes = plt.subplots(2, 5, figsize=(20, 7))
+    fig.subplots_adjust(left=0.04, right=0.99, bottom=0.08, top=0.9, wspace=0.3, hspace=0.35)
     for n, (ax, (name, (columns, log))) in enumerate(zip(axes.flat, PANELS.items())):
         for column in columns:
             points = [(r["step"], r[column]) for r in rows if isinstance(r.get(column), (int, float))]
@@ -113,5 +149,5 @@ def _draw(rows: Sequence[dict[str, Any]], path: Path, title: str, outcome_step: 
             ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    save_figure(fig, path, dpi=80)
+    save_figure(fig, path, dpi=80, metadata={KEY_CHUNK: key})
     plt.close(fig)
