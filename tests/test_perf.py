@@ -89,7 +89,7 @@ def test_rescale_study_smoke(tmp_path):
 
 def test_gpu_profile_dry_run_smoke(tmp_path):
     out = tmp_path / "gpu_profile.json"
-    assert main(["gpu-profile", "--dry-run", "--docs", "16", "--out", str(out),
+    assert main(["gpu-profile", "--dry-run", "--docs", "8", "--out", str(out),
                  "--only", "encode_modernbert_sdpa_bf16,encode_modernbert_sdpa_float32"]) == 0
     data = json.loads(out.read_text())
     assert not data["errors"] and set(data["measurements"]) == {"encode_modernbert_sdpa_bf16", "encode_modernbert_sdpa_float32"}
