@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark import kill_points
+from benchmark import dataset_cache, kill_points
 from benchmark.atomic import atomic_write
 from benchmark.errors import BenchmarkError
 from benchmark.fingerprint import cache_dir, tree_digest
@@ -418,11 +418,12 @@ def _load_ir_datasets(name: str, docs: bool = True) -> tuple[Iterator[tuple[str,
         raise BenchmarkError(f"unknown dataset {name!r}; give an ir_datasets id (e.g. beir/scifact/test) or a local BEIR folder "
                              "written as a path (./FOLDER[@split])") from None
     try:
+        raw_queries, raw_qrels = dataset_cache.topics(ds)
         queries: dict[str, str] = {}
-        for q in (ds.queries_iter() if ds.has_queries() else ()):
+        for q in raw_queries:
             queries[check_id(q.query_id, f"dataset {name!r}", "query")] = q.text
         qrels = [Qrel(check_id(q.query_id, f"dataset {name!r}", "query"), check_id(q.doc_id, f"dataset {name!r}", "document"),
-                      int(q.relevance)) for q in ds.qrels_iter()] if ds.has_qrels() else []
+                      int(q.relevance)) for q in raw_qrels]
     except OSError as exc:  # requests' errors are OSErrors: a download that failed
         raise _ir_datasets_failed(name, exc) from None
     return (_ir_datasets_docs(ds, name) if docs else iter(())), queries, qrels
@@ -431,7 +432,7 @@ def _load_ir_datasets(name: str, docs: bool = True) -> tuple[Iterator[tuple[str,
 def _ir_datasets_docs(ds: Any, name: str) -> Iterator[tuple[str, str]]:
     has_title = "title" in ds.docs_cls()._fields
     try:
-        for d in ds.docs_iter():
+        for d in dataset_cache.docs_iter(ds):
             yield check_id(d.doc_id, f"dataset {name!r}", "document"), f"{d.title} {d.text}" if has_title else d.text
     except OSError as exc:
         raise _ir_datasets_failed(name, exc) from None

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmark import dataset_cache
 from benchmark.atomic import write_jsonl
 from benchmark.errors import BenchmarkError
 from benchmark.formats import corpus, qrels, topics, trec_run
@@ -71,8 +72,8 @@ def official_triples(parents: dict[str, Path], out: Path, *, dataset: str, limit
     ds = ir_datasets.load(dataset)
     if not ds.has_docpairs():
         raise BenchmarkError(f"dataset {dataset!r} has no docpairs (training triples); use e.g. msmarco-passage/train/triples-small")
-    queries = {q.query_id: q.text for q in ds.queries_iter()}
-    docs = ds.docs_store()
+    queries = {q.query_id: q.text for q in dataset_cache.topics(ds)[0]}
+    docs = dataset_cache.docs_store(ds)
 
     def triples() -> Iterator[dict[str, str]]:
         for pair in ds.docpairs_iter():

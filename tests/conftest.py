@@ -32,6 +32,30 @@ def _offline_env() -> None:
 
 _offline_env()
 
+#: The ir_datasets ids the tests read. ir_datasets fills a document store on first use; the harness does
+#: that under a lock (benchmark.dataset_cache), but some tests read ir_datasets directly.
+DATASETS = ("beir/scifact/test", "beir/scifact/train", "beir/nfcorpus/test", "beir/nfcorpus/dev", "beir/nfcorpus/train",
+            "cranfield")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the controlling process, before any worker starts: build the datasets' files once, so that no
+    two workers fill one store together (on a fresh cache that gave corrupt stores)."""
+    if hasattr(config, "workerinput") or "IR_DATASETS_HOME" not in os.environ:
+        return
+    import ir_datasets
+
+    from benchmark import dataset_cache
+
+    for name in DATASETS:
+        try:
+            ds = ir_datasets.load(name)
+            dataset_cache.topics(ds)
+            next(dataset_cache.docs_iter(ds), None)  # the store is filled before the first document
+        except Exception:  # noqa: BLE001  (not in this cache: the tests that need it say so themselves)
+            continue
+
+
 #: The longest modules, longest first (per-module times in the README). The test command runs two
 #: xdist workers that take whole modules in this order (``--dist loadfile --no-loadscope-reorder``), so
 #: the long ones start at once and the short ones fill in around them; the rest keep their order.

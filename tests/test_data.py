@@ -54,6 +54,46 @@ def test_full_scifact_counts(tmp_path):
     assert (record["documents"], record["queries"], record["qrels"]) == (5183, 300, 339)
 
 
+READ_CORPUS = """
+import ir_datasets
+from benchmark import dataset_cache
+print(sum(1 for _ in dataset_cache.docs_iter(ir_datasets.load("beir/scifact/test"))))
+"""
+
+
+def test_a_fresh_ir_datasets_cache_is_filled_under_the_lock(tmp_path):
+    """ir_datasets fills SciFact's document store on first use and calls it built after one document, so a
+    second process could read a corpus cut short: the harness (``benchmark.data``, ``negatives``, ``samples``)
+    starts every corpus read under the cache's lock. While another holds it, a reader on a fresh cache
+    waits and writes no store; released, it reads all 5183 documents."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from benchmark.dataset_cache import cache_lock
+
+    source = Path(os.environ["IR_DATASETS_HOME"]) / "beir" / "scifact" / "source.zip"
+    if not source.is_file():
+        pytest.skip("no beir/scifact in this ir_datasets cache")
+    home = tmp_path / "irds"
+    (home / "beir" / "scifact").mkdir(parents=True)
+    shutil.copy(source, home / "beir" / "scifact" / "source.zip")
+    env = {**os.environ, "IR_DATASETS_HOME": str(home), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    os.environ["IR_DATASETS_HOME"], saved = str(home), os.environ["IR_DATASETS_HOME"]
+    try:
+        with cache_lock():
+            reader = subprocess.Popen([sys.executable, "-c", READ_CORPUS], env=env, stdout=subprocess.PIPE, text=True)
+            time.sleep(3)
+            assert reader.poll() is None and not (home / "beir" / "scifact" / "docs.pklz4").exists()
+    finally:
+        os.environ["IR_DATASETS_HOME"] = saved
+    out, _ = reader.communicate(timeout=300)
+    assert reader.returncode == 0 and out.split() == ["5183"]
+
+
 @pytest.mark.parametrize("kind,kwargs,pattern", [
     ("missing file", {}, "lacks queries.jsonl"),
     ("bad json", {"corpus_text": '{"_id": "d1", "text": "ok"}\n{not json}\n'}, r"corpus.jsonl:2 is not valid JSON"),

@@ -48,7 +48,8 @@ def build(out: Path) -> int:
     """Write the sample from the ``beir/scifact`` corpus in the ir_datasets cache; returns the count."""
     import ir_datasets
 
+    from benchmark import dataset_cache
     from benchmark.atomic import write_jsonl
 
-    docs = ((d.doc_id, d.title, d.text) for d in ir_datasets.load(SCIFACT_DATASET).docs_iter())
+    docs = ((d.doc_id, d.title, d.text) for d in dataset_cache.docs_iter(ir_datasets.load(SCIFACT_DATASET)))
     return write_jsonl(out, select_scifact(docs))
