@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 from pathlib import Path
@@ -49,9 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     for name in DATASETS:
         try:
-            ds = ir_datasets.load(name)
-            dataset_cache.topics(ds)
-            next(dataset_cache.docs_iter(ds), None)  # the store is filled before the first document
+            with contextlib.redirect_stderr(io.StringIO()):  # ir_datasets' progress bars, before pytest's capture
+                ds = ir_datasets.load(name)
+                dataset_cache.topics(ds)
+                next(dataset_cache.docs_iter(ds), None)  # the store is filled before the first document
         except Exception:  # noqa: BLE001  (not in this cache: the tests that need it say so themselves)
             continue
 
