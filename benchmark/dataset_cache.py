@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 LOCK_NAME = ".benchmark-build.lock"
@@ -21,10 +19,10 @@ LOCK_NAME = ".benchmark-build.lock"
 
 @contextlib.contextmanager
 def cache_lock() -> Iterator[None]:
-    """An exclusive lock on the ir_datasets cache (``$IR_DATASETS_HOME``, else ``~/.ir_datasets``)."""
-    home = Path(os.environ.get("IR_DATASETS_HOME") or Path.home() / ".ir_datasets").expanduser()
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / LOCK_NAME, "a") as handle:
+    """An exclusive lock on the ir_datasets cache, in the folder ir_datasets itself uses."""
+    import ir_datasets
+
+    with open(ir_datasets.util.home_path() / LOCK_NAME, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -152,14 +152,6 @@ def drop_vector_option() -> None:
     jnius_config.add_options = without_vector
 
 
-def java_env() -> dict[str, str]:
-    """Environment for a child JVM (the same JDK)."""
-    jdk = find_jdk()
-    env = dict(os.environ, JAVA_HOME=str(jdk.home))
-    env.setdefault("OPENAI_API_KEY", "unused-by-benchmark")
-    return env
-
-
 def _die_with_parent() -> None:
     """In the child, before exec: the kernel SIGKILLs it when the parent dies (even by SIGKILL), so a
     killed run never leaves an indexer writing into the partial folder that its rerun reuses."""
@@ -209,9 +201,10 @@ def _pyserini_index(args: list[str], log: Path) -> None:
     kill the child before it propagates; a SIGKILLed parent takes the child with it (PDEATHSIG)."""
     from benchmark import disk
 
-    cmd = [*indexer_command(find_jdk()), *args]
+    jdk = find_jdk()
+    cmd = [*indexer_command(jdk), *args]
     # the log goes through a pipe: on a full disk the indexer's own writes to it would fail unseen
-    proc = subprocess.run(cmd, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.run(cmd, env=dict(os.environ, JAVA_HOME=str(jdk.home)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     text = proc.stdout.decode(errors="replace")
     try:

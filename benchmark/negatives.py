@@ -72,7 +72,8 @@ def official_triples(parents: dict[str, Path], out: Path, *, dataset: str, limit
     ds = ir_datasets.load(dataset)
     if not ds.has_docpairs():
         raise BenchmarkError(f"dataset {dataset!r} has no docpairs (training triples); use e.g. msmarco-passage/train/triples-small")
-    queries = {q.query_id: q.text for q in dataset_cache.topics(ds)[0]}
+    with dataset_cache.cache_lock():  # the queries only: a training set's qrels are not needed here
+        queries = {q.query_id: q.text for q in ds.queries_iter()}
     docs = dataset_cache.docs_store(ds)
 
     def triples() -> Iterator[dict[str, str]]:

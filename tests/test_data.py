@@ -61,7 +61,7 @@ print(sum(1 for _ in dataset_cache.docs_iter(ir_datasets.load("beir/scifact/test
 """
 
 
-def test_a_fresh_ir_datasets_cache_is_filled_under_the_lock(tmp_path):
+def test_a_fresh_ir_datasets_cache_is_filled_under_the_lock(tmp_path, monkeypatch):
     """ir_datasets fills SciFact's document store on first use and calls it built after one document, so a
     second process could read a corpus cut short: the harness (``benchmark.data``, ``negatives``, ``samples``)
     starts every corpus read under the cache's lock. While another holds it, a reader on a fresh cache
@@ -82,14 +82,11 @@ def test_a_fresh_ir_datasets_cache_is_filled_under_the_lock(tmp_path):
     (home / "beir" / "scifact").mkdir(parents=True)
     shutil.copy(source, home / "beir" / "scifact" / "source.zip")
     env = {**os.environ, "IR_DATASETS_HOME": str(home), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    os.environ["IR_DATASETS_HOME"], saved = str(home), os.environ["IR_DATASETS_HOME"]
-    try:
-        with cache_lock():
-            reader = subprocess.Popen([sys.executable, "-c", READ_CORPUS], env=env, stdout=subprocess.PIPE, text=True)
-            time.sleep(3)
-            assert reader.poll() is None and not (home / "beir" / "scifact" / "docs.pklz4").exists()
-    finally:
-        os.environ["IR_DATASETS_HOME"] = saved
+    monkeypatch.setenv("IR_DATASETS_HOME", str(home))
+    with cache_lock():
+        reader = subprocess.Popen([sys.executable, "-c", READ_CORPUS], env=env, stdout=subprocess.PIPE, text=True)
+        time.sleep(3)
+        assert reader.poll() is None and not (home / "beir" / "scifact" / "docs.pklz4").exists()
     out, _ = reader.communicate(timeout=300)
     assert reader.returncode == 0 and out.split() == ["5183"]
 
