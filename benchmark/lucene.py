@@ -253,18 +253,33 @@ def check_k(k: object) -> int:
     return k
 
 
+def _java_list(items: list[str]) -> Any:
+    from jnius import autoclass
+
+    out = autoclass("java.util.ArrayList")()
+    for item in items:
+        out.add(item)
+    return out
+
+
 def bm25_search(index_dir: Path, queries: dict[str, str], k: int = 1000, threads: int = 2,
                 k1: float = 0.9, b: float = 0.4) -> Hits:
+    """BM25 as Pyserini's ``LuceneSearcher.batch_search`` runs it: the same Anserini ``SimpleSearcher``
+    calls, made here so that ``pyserini.search.lucene`` is not imported (its dense encoders pull in
+    transformers, scikit-learn and openai: about 10 s of a process's start)."""
     check_k(k)
     start_jvm()
-    from pyserini.search.lucene import LuceneSearcher
+    from jnius import autoclass
 
-    searcher = LuceneSearcher(str(index_dir))
-    searcher.set_bm25(k1, b)
     qids = list(queries)
-    results = searcher.batch_search([queries[q] for q in qids], qids, k=k, threads=threads)
-    searcher.close()
-    return {q: [(h.docid, float(h.score)) for h in results.get(q, [])] for q in qids}
+    searcher = autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
+    try:
+        searcher.set_bm25(float(k1), float(b))
+        results = searcher.batch_search(_java_list([queries[q] for q in qids]), _java_list(qids), int(k), int(threads))
+        found = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
+        return {q: [(h.docid, float(h.score)) for h in found.get(q, [])] for q in qids}
+    finally:
+        searcher.close()
 
 
 # Anserini's ScoreTiesAdjusterReranker lowers the i-th of a run of tied hits by 1e-6·i (under 1e-6·k) after
@@ -300,17 +315,16 @@ def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 
         searcher_class = autoclass("org.apache.lucene.search.IndexSearcher")
         searcher_class.setMaxClauseCount(max(longest, searcher_class.getMaxClauseCount()))
     JInteger = autoclass("java.lang.Integer")
-    query_list, qid_list = autoclass("java.util.ArrayList")(), autoclass("java.util.ArrayList")()
-    qids = list(queries)
+    JHashMap = autoclass("java.util.HashMap")
+    qids, query_list = list(queries), []
     for qid in qids:
-        jquery = autoclass("java.util.HashMap")()
+        jquery = JHashMap()
         for token, weight in queries[qid].items():
             jquery.put(token, JInteger(int(weight)))
-        query_list.add(jquery)
-        qid_list.add(qid)
+        query_list.append(jquery)
     searcher = autoclass("io.anserini.search.SimpleImpactSearcher")(str(index_dir))
     try:
-        results = searcher.batch_search(query_list, qid_list, int(k), int(threads))
+        results = searcher.batch_search(_java_list(query_list), _java_list(qids), int(k), int(threads))
         found = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
         return {q: [(h.docid, float(round(h.score))) for h in found.get(q, [])] for q in qids}
     finally:
@@ -324,13 +338,19 @@ def past_float32(hits: Hits) -> list[str]:
 
 
 def index_stats(index_dir: Path) -> dict[str, int]:
-    """Document and term counts of a Lucene index; raises BenchmarkError for a folder that is not one."""
+    """Document and term counts of a Lucene index; raises BenchmarkError for a folder that is not one.
+    Pyserini's ``LuceneIndexReader.stats()`` calls, without importing ``pyserini.index`` (about 2 s)."""
     start_jvm()
-    from pyserini.index.lucene import LuceneIndexReader
+    from jnius import autoclass
 
+    utils = autoclass("io.anserini.index.IndexReaderUtils")
     try:
-        reader = LuceneIndexReader(str(index_dir))
-        stats = reader.stats()
+        reader = utils.getReader(str(index_dir))
+        try:
+            found = utils.getIndexStats(reader)
+            stats = {key: found.get(key) for key in found.keySet().toArray()}
+        finally:
+            reader.close()
     except Exception as exc:  # jnius wraps Lucene's exceptions; the message is what matters
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BenchmarkError(f"{index_dir} is not a readable Lucene index ({first}); delete it or rerun with --force") from None

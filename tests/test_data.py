@@ -256,6 +256,7 @@ def cranfield_folder(root):
                            f"{q.query_id}\t{q.doc_id}\t{q.relevance}\n" for q in ds.qrels_iter() if q.relevance > 0))
 
 
+@pytest.mark.slow  # two BM25 pipelines through Lucene, and Pyserini's own searcher (importing it: ~10 s)
 def test_numeric_ids_keep_their_coincidental_hits(tmp_path):
     """A local folder keeps a hit whose id equals the query id (removal is for the BEIR ids 2CR runs
     with --remove-query, or when the suite asks): the harness equals BM25 straight through Pyserini's

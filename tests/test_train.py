@@ -170,6 +170,44 @@ def test_chunked_pooling_equals_sentence_transformers_splade(bert_dir: Path) -> 
         torch.testing.assert_close(p_ours.grad, p_ref.grad, rtol=1e-4, atol=1e-5 * scale + 1e-8, msg=name)
 
 
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_pooling_blocks_are_linears_bits_and_the_first_arg_max(with_bias: bool) -> None:
+    """The forward's fast parts are exact: each block written into the reused buffer is ``linear``'s
+    output bit for bit (non-contiguous blocks, a short last block, with and without bias), and the
+    pooled values and arg-max tokens are those of ``max(dim=1)`` over the masked logits, the first
+    token on ties (numpy's argmax, whose first-occurrence rule is documented)."""
+    from benchmark.training.pooling import _LogitBlocks, _SpladeMaxPool
+
+    g = torch.Generator().manual_seed(0)
+    batch, length, width, vocab, chunk = 6, 37, 24, 3001, 8
+    hidden = torch.randn(batch, length, width, generator=g)
+    hidden[:, [5, 9, 20]] = hidden[:, 3:4]  # tokens with equal logits in one block (3, 5) and across blocks
+    weight = torch.randn(vocab, width, generator=g) * 0.3
+    bias = torch.randn(vocab, generator=g) * 0.1 if with_bias else None
+    mask = (torch.arange(length)[None, :] < torch.tensor([37, 30, 21, 9, 5, 1])[:, None]).float()
+
+    blocks = _LogitBlocks(hidden, weight, bias, chunk)
+    assert blocks.buffer is not None  # the CPU float32 path is the one under test
+    for start in range(0, length, chunk):
+        assert torch.equal(blocks.at(start), torch.nn.functional.linear(hidden[:, start : start + chunk], weight, bias))
+
+    class Ctx:
+        def save_for_backward(self, *tensors: torch.Tensor) -> None:
+            self.saved = tensors
+
+    ctx = Ctx()
+    pooled = _SpladeMaxPool.forward(ctx, hidden, mask, weight, bias, chunk)
+    # the logits as the forward's blocks compute them (linear over each block, as before the buffer)
+    logits = torch.cat([torch.nn.functional.linear(hidden[:, s : s + chunk], weight, bias) for s in range(0, length, chunk)], 1)
+    logits = (logits * mask[..., None]).numpy()
+    best = logits.max(axis=1)
+    first = (logits == best[:, None, :]).argmax(axis=1)
+    assert torch.equal(pooled, torch.log1p(torch.relu(torch.from_numpy(best))))
+    active = pooled > 0
+    assert torch.equal(ctx.saved[3][active], torch.from_numpy(first).to(torch.int32)[active])
+    assert int((torch.from_numpy(first)[active] == 3).sum()) > 0  # the tie at tokens 3, 5, 9, 20 went to 3
+
+
 def test_chunked_pooling_never_builds_batch_by_length_by_vocab(tmp_path: Path) -> None:
     """On a 50k vocabulary (tiny ModernBERT) no tensor of forward or backward reaches B·L·V."""
     from torch.utils._python_dispatch import TorchDispatchMode
