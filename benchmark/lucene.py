@@ -253,7 +253,8 @@ def check_k(k: object) -> int:
     return k
 
 
-def _java_list(items: list[str]) -> Any:
+def _java_list(items: list[Any]) -> Any:
+    """A java.util.ArrayList of the items (Anserini's batch_search takes Lists)."""
     from jnius import autoclass
 
     out = autoclass("java.util.ArrayList")()
