@@ -41,10 +41,8 @@ class _SpladeMaxPool(torch.autograd.Function):
         blocks = _LogitBlocks(hidden, weight, bias, chunk)
         for start in range(0, length, chunk):
             logits = blocks.at(start)  # [B, n, V] float32, written over by the next block
-            part = mask[:, start : start + chunk]
-            if not bool((part == 1).all()):  # x·1 = x: an unmasked block is left as it is
-                # masked positions contribute 0, exactly like SpladePooling's ``logits * mask``
-                logits.mul_(part[:, :, None])
+            # masked positions contribute 0, exactly like SpladePooling's ``logits * mask`` (in place)
+            logits.mul_(mask[:, start : start + chunk, None])
             values = logits.amax(dim=1)
             better = (values > best) | values.isnan()  # keep NaN visible for collapse detection
             best = torch.where(better, values, best)
