@@ -171,18 +171,21 @@ def test_chunked_pooling_equals_sentence_transformers_splade(bert_dir: Path) -> 
 
 
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_pooling_blocks_are_linears_bits_and_the_first_arg_max(with_bias: bool) -> None:
+@pytest.mark.parametrize("width,chunk", [(24, 8), (768, 8), (768, 40)])
+def test_pooling_blocks_are_linears_bits_and_the_first_arg_max(with_bias: bool, width: int, chunk: int) -> None:
     """The forward's fast parts are exact: each block written into the reused buffer is ``linear``'s
-    output bit for bit (non-contiguous blocks, a short last block, with and without bias), and the
+    output bit for bit (non-contiguous blocks, a short last block, one contiguous block of the whole
+    length, with and without bias, at a hidden size of 768, where ``addmm`` on a strided block differs
+    from ``linear`` in the last bit), and the
     pooled values and arg-max tokens are those of ``max(dim=1)`` over the masked logits, the first
     token on ties (numpy's argmax, whose first-occurrence rule is documented)."""
     from benchmark.training.pooling import _LogitBlocks, _SpladeMaxPool
 
     g = torch.Generator().manual_seed(0)
-    batch, length, width, vocab, chunk = 6, 37, 24, 3001, 8
+    batch, length, vocab = 6, 37, 3001
     hidden = torch.randn(batch, length, width, generator=g)
     hidden[:, [5, 9, 20]] = hidden[:, 3:4]  # tokens with equal logits in one block (3, 5) and across blocks
-    weight = torch.randn(vocab, width, generator=g) * 0.3
+    weight = torch.randn(vocab, width, generator=g) * 0.3 / (width / 24) ** 0.5  # logits of one size at every width
     bias = torch.randn(vocab, generator=g) * 0.1 if with_bias else None
     mask = (torch.arange(length)[None, :] < torch.tensor([37, 30, 21, 9, 5, 1])[:, None]).float()
 
