@@ -40,7 +40,7 @@ class _SpladeMaxPool(torch.autograd.Function):
         where = torch.zeros(batch, weight.shape[0], dtype=torch.int32, device=hidden.device)
         blocks = _LogitBlocks(hidden, weight, bias, chunk)
         for start in range(0, length, chunk):
-            logits = blocks.at(start)  # [B, n, V] float32, written over by the next block
+            logits = blocks.at(start)  # [B, n, V] float32
             # masked positions contribute 0, exactly like SpladePooling's ``logits * mask`` (in place)
             logits.mul_(mask[:, start : start + chunk, None])
             values = logits.amax(dim=1)
@@ -79,34 +79,18 @@ class _SpladeMaxPool(torch.autograd.Function):
 class _LogitBlocks:
     """``linear(hidden[:, start : start + chunk], weight, bias)`` as float32, block by block.
 
-    On the CPU in float32 each block is written into one buffer with the products ``linear`` runs
-    (tested bit for bit): ``addmm`` for a contiguous block, ``mm`` then the bias added for a strided
-    one (the two differ in the last bit once the hidden size is blocked, e.g. 768). A fresh [B, chunk, V] tensor each block
-    is a new mapping whose page faults cost as much as half the product (measured on bert-tiny,
-    64 × 16 tokens: 97 ms instead of 153 ms). Elsewhere (a GPU, autocast, half weights) ``linear``
-    itself runs."""
+    Each block is ``linear``'s own output, a fresh tensor: the same call the pooling made before it was
+    fused, so its bits are that call's on every CPU class. A reused buffer filled by ``addmm``/``mm``
+    saved page faults, but those kernels match ``linear`` bit for bit only on some CPU classes (on an
+    Intel Xeon with AMX they differ at hidden 768), so the train stage's output would have depended on
+    the machine's kernels rather than on the code."""
 
     def __init__(self, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, chunk: int) -> None:
         self.hidden, self.weight, self.bias, self.chunk = hidden, weight, bias, chunk
-        plain = (hidden.device.type == "cpu" and hidden.dtype == weight.dtype == torch.float32
-                 and (bias is None or bias.dtype == torch.float32) and not torch.is_autocast_enabled("cpu"))
-        rows = hidden.shape[0] * min(chunk, hidden.shape[1])
-        self.buffer = torch.empty(rows * weight.shape[0], dtype=torch.float32) if plain else None
 
     def at(self, start: int) -> torch.Tensor:
         block = self.hidden[:, start : start + self.chunk]
-        if self.buffer is None:
-            return torch.nn.functional.linear(block, self.weight, self.bias).float()  # autocast applies
-        batch, n, width = block.shape
-        out = self.buffer[: batch * n * self.weight.shape[0]].view(batch * n, self.weight.shape[0])
-        flat = block.reshape(batch * n, width)
-        if self.bias is not None and block.is_contiguous():
-            torch.addmm(self.bias, flat, self.weight.t(), out=out)
-        else:
-            torch.mm(flat, self.weight.t(), out=out)
-            if self.bias is not None:
-                out.add_(self.bias)
-        return out.view(batch, n, -1)
+        return torch.nn.functional.linear(block, self.weight, self.bias).float()  # autocast applies
 
 
 def _first_index_of(logits: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
