@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmark.checkpoints import HUB_ID, MODEL_DIR_ENV, checkpoint_fingerprint, quiet_transformers, registered_key, \
-    resolve_checkpoint
+from benchmark.checkpoints import (ARCHITECTURES, HUB_ID, MODEL_DIR_ENV, Architecture, checkpoint_fingerprint,
+                                   config_architecture, quiet_transformers, registered_key, resolve_checkpoint)
 from benchmark.errors import BenchmarkError
 from benchmark.heads import attach_projection_scale, head_layout
 from benchmark.synthetic import SYNTHETIC, ensure, folder
@@ -32,6 +32,38 @@ def resolve_backbone(name: str) -> str:
     if name in SYNTHETIC:
         return str(folder(name))  # built on first load (benchmark.synthetic.ensure)
     return resolve_checkpoint(name)
+
+
+def backbone_architecture(name: str) -> Architecture | None:
+    """What ``name``'s rescaling depends on (model type, tied decoder), without loading weights: a
+    synthetic recipe's config class, a local folder's (or ``$BENCHMARK_MODEL_DIR`` entry's) config.json,
+    else the registry's facts; None for an unregistered hub id (judged on the loaded model instead)."""
+    config = local_config(name)
+    if config is not None:
+        return config_architecture(config)
+    key = registered_key(name)
+    return ARCHITECTURES[key] if key is not None else None
+
+
+def local_config(name: str) -> dict[str, Any] | None:
+    """``name``'s config as data without importing transformers: a synthetic recipe's keyword arguments
+    (with its model type), a local folder's config.json; None for a hub id."""
+    if name in SYNTHETIC:
+        spec = SYNTHETIC[name]
+        return {"model_type": SYNTHETIC_MODEL_TYPES[spec.config_class], **spec.kwargs}
+    try:
+        source = resolve_checkpoint(name)
+    except BenchmarkError:
+        return None
+    path = Path(source) / "config.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+#: the model type of each config class a synthetic backbone is built from
+SYNTHETIC_MODEL_TYPES = {"BertConfig": "bert", "ModernBertConfig": "modernbert"}
 
 
 def backbone_fingerprint(name: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,44 @@ for _key, _hub_id in {
     "ettin-1b": "jhu-clsp/ettin-encoder-1b",
 }.items():
     BACKBONES.register(_key, _hub_id)
+
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What a registered backbone's rescaling depends on, known before its weights are loaded.
+
+    model_type: its transformers ``model_type`` (the MLM-head layout, and whether its embeddings are
+                normalised alone or summed first: ``benchmark.heads``); tied: its decoder is the input
+                embedding matrix (``tie_word_embeddings``, true for every backbone of the paper).
+    """
+
+    model_type: str
+    tied: bool = True
+    source: str = ""
+    vocab_size: int | None = None  # where known: an untied copy adds vocab × hidden parameters
+    hidden_size: int | None = None
+
+
+#: Architecture facts per registered key. Ettin encoders are ModernBERT checkpoints (model_type
+#: "modernbert"): ModernBertForMaskedLM ties its decoder to ``tok_embeddings`` unless the config says
+#: otherwise, and its embeddings are ``norm(tok_embeddings(ids))``, with no position or type rows summed in.
+ARCHITECTURES: Registry[Architecture] = Registry("backbone architecture", fix="Register it in benchmark/checkpoints.py")
+_BERT_SIZES = {"bert-tiny": (30522, 128), "bert-base-uncased": (30522, 768)}
+for _key in BACKBONES:
+    _family = "bert" if _key.startswith("bert") else "modernbert"
+    ARCHITECTURES.register(_key, Architecture(
+        _family, True, "BertForMaskedLM: decoder tied to word_embeddings; embeddings = LayerNorm(word + position + type)"
+        if _family == "bert" else "ModernBertForMaskedLM (Ettin: the same class): decoder tied to tok_embeddings; "
+        "embeddings = LayerNorm(tok_embeddings)", *_BERT_SIZES.get(_key, (None, None))))
+
+
+def config_architecture(config: Any) -> Architecture:
+    """The facts read from a loaded or parsed config (``model_type``, ``tie_word_embeddings``, default true)."""
+    get = config.get if isinstance(config, dict) else lambda k, d=None: getattr(config, k, d)
+    tied = get("tie_word_embeddings", True)
+    return Architecture(str(get("model_type", "") or ""), True if tied is None else bool(tied), "config")
+
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 

@@ -34,12 +34,20 @@ class HeadLayout:
     norm:      the head's last LayerNorm, right before the decoder. Its gain γ (and shift β, where it
                has one; ModernBERT's has none) sets the scale of what the decoder sees, so scaling
                γ, β and the decoder bias by α scales the logits by α without touching the decoder.
+    embeddings: what the encoder does with a tied matrix's rows. ``"word"``: the word embedding alone
+               goes through a LayerNorm (``embedding_norm``), so scaling the shared matrix by α moves
+               the encoder's input only through that LayerNorm's ε (ModernBERT, Ettin); ``"sum"``:
+               word, position (and type) embeddings are summed before the LayerNorm (BERT, RoBERTa,
+               DistilBERT), so scaling the word rows changes the input itself.
+    embedding_norm: the LayerNorm applied to the word embedding alone (``embeddings == "word"``).
     """
 
     transform: tuple[str, ...]
     decoder: str
     biases: tuple[str, ...]
     norm: str
+    embeddings: str = "sum"
+    embedding_norm: str = ""
 
     @property
     def prefixes(self) -> tuple[str, ...]:
@@ -60,7 +68,8 @@ MODEL_TYPE_TO_HEAD.register(
     ),
 )
 # Ettin encoders are ModernBERT checkpoints (model_type "modernbert").
-MODEL_TYPE_TO_HEAD.register("modernbert", HeadLayout(("head",), "decoder", ("decoder.bias",), "head.norm"))
+MODEL_TYPE_TO_HEAD.register("modernbert", HeadLayout(("head",), "decoder", ("decoder.bias",), "head.norm", "word",
+                                                    "model.embeddings.norm"))
 MODEL_TYPE_TO_HEAD.register(
     "roberta",
     HeadLayout(
@@ -140,6 +149,11 @@ class MLMHead:
     def tied(self) -> bool:
         """True when the projection is the very tensor of the input embeddings."""
         return self.weight is self.model.get_input_embeddings().weight
+
+    @property
+    def embedding_norm(self) -> nn.LayerNorm | None:
+        """The LayerNorm that normalises the word embedding alone (None where embeddings are summed first)."""
+        return _get(self.model, self.layout.embedding_norm) if self.layout.embeddings == "word" else None
 
     def set_param(self, path: str, value: torch.nn.Parameter) -> None:
         _set(self.model, path, value)

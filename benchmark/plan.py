@@ -161,8 +161,13 @@ class Plan:
             for c in self.conditions:
                 if c.system == "splade" and c.arm not in arms.setdefault(c.backbone, []):
                     arms[c.backbone].append(c.arm)
+            from benchmark.rescale import tie_note
+
+            rescaled = {c.backbone for c in self.conditions if c.system == "splade" and c.method in ("once", "untie")}
             for backbone, labels in arms.items():
                 lines.append(f"  {backbone}: " + "; ".join(labels))
+                if backbone in rescaled:
+                    lines.append(f"    {tie_note(backbone)}")
             if self.recipe is not None:
                 r = self.recipe
                 lines.append(f"training: recipe {r.get('name')} — {r.get('description', '')}"
@@ -270,7 +275,9 @@ def rescale_tag(method: str, factor: str) -> str:
     except ValueError:
         return f"{method} {factor}, extension"
     k = 1.0 / value if value > 0 else 0.0
-    return f"{method} ×{factor}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + ("" if paper else ", extension")
+    copy = ", untied copy +vocab × hidden parameters" if method in METHODS and METHODS[method].adds_parameters else ""
+    return (f"{method} ×{factor}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + copy
+            + ("" if paper else ", extension"))
 
 
 def _factor_label(spec: Any) -> str:

@@ -2,30 +2,34 @@
 
 Backbones whose MLM head produces large logits (ModernBERT, Ettin) start SPLADE with
 ``log(1+relu(·))`` switched on across most of the vocabulary, and training collapses. The paper's fix
-multiplies the MLM-head projection (decoder weight and bias) by a constant α = 1/k before training,
-the same k for every backbone (k = 16 headline). That is the method ``projection`` (the default).
+multiplies the MLM-head projection by a constant α = 1/k once, before training, the same k for every
+backbone (k = 16 headline), "without modifying the model architecture or training objective": the
+weights' values change, no module is added, and the optimiser trains the rescaled weights. That is
+the method ``once`` (the default).
 
 Three things vary, each in one table:
 
 - the spec (:class:`Rescale`): how α is chosen. ``none``, a ``factor``, or ``match`` (α = target /
   statistic, the target being a reference backbone's statistic or a number);
-- the method (``METHODS``): which weights carry α. ``projection`` (the paper's, the default):
-  logits = α·(W h) + α·b. Every backbone of the paper ties W to the input embeddings, so W itself
-  cannot be divided without dividing the embeddings; instead α is a constant (not trainable)
-  multiplier on the projection's input, α(W h) = W(α h) (same forward, same gradients as a constant
-  α on the projection), stored in the checkpoint's config as ``mlm_projection_scale`` and applied
-  by :func:`attach_projection_scale`, which every loader of a harness checkpoint calls; the bias
-  (the head's own parameter, aliases included) is multiplied in place. No parameter is added and
-  the input embeddings stay bit-identical. For a power-of-two α (every k of the paper's grid) the
-  logits are exactly α × the original. Training dynamics: the gradient reaching W through the head
-  is α × the unscaled one (a constant multiplier, not a new parameter), so under Adam the
-  projection's logit-space step is α × the baseline's, unlike an untied copy of αW trained as its
-  own parameter (``untie``), whose steps are the baseline's.
-  This harness's extensions, kept for comparison and never the paper's method: ``head-norm``
-  scales the head LayerNorm's γ, β and the decoder bias (same logits at initialisation, but γ·α and
-  β·α are the parameters Adam then moves, so it trains differently); ``tied`` scales the decoder
-  matrix in place (tied: the input embeddings too); ``untie`` gives the head its own scaled copy,
-  adding vocab × hidden parameters to the rescaled arm only;
+- the method (``METHODS``): which weights carry α.
+  ``once`` (the paper's): the decoder matrix and its bias × α in place. On a tied head the decoder
+  *is* the input embedding matrix, so the shared matrix is scaled. Where the word embedding alone
+  passes through a LayerNorm (ModernBERT, Ettin: ``HeadLayout.embeddings == "word"``) the encoder's
+  input moves only through that LayerNorm's ε: a row x of variance σ² becomes
+  (x − μ)/√(σ² + ε/α²) instead of (x − μ)/√(σ² + ε), a relative change of
+  1 − √((σ² + ε)/(σ² + ε/α²)), recorded per backbone as ``input_drift``. Where word, position and type
+  embeddings are summed before the LayerNorm (BERT), scaling the shared matrix changes the input
+  itself (bert-tiny trained to chance), so the planner gives such a backbone ``untie`` instead and
+  labels the arm an extension: the paper's BERT-SPLADE is its unrescaled baseline.
+  This harness's extensions, kept for comparison: ``untie`` gives the head its own scaled copy,
+  adding vocab × hidden parameters; ``projection`` keeps W at its pretrained scale and multiplies
+  W·h by a constant α in every forward (stored in the checkpoint's config as
+  ``mlm_projection_scale``, applied by :func:`attach_projection_scale`): the same logits at step 0,
+  but Adam's steps ignore the gradient's scale, so the projection then moves about k× more slowly in
+  logit space than the rescaled weights do (on a shared matrix behind a LayerNorm, ``once`` equals
+  ``projection`` with k× the learning rate and wd/k on that matrix); ``head-norm`` scales the head
+  LayerNorm's γ, β and the decoder bias (same logits at step 0, trains differently again); ``tied``
+  scales the decoder matrix in place whatever the architecture (on BERT: the input embeddings too);
 - the match statistic (``STATISTICS``, mode ``match``, this harness's extension: the paper uses a
   fixed k): ``frobenius`` ‖αW‖_F (the MLM-head L2 norm the paper reports), ``row-rms``
   (‖αW‖_F/√V, the typical row norm) or ``logit-std`` (the spread of the MLM logits over the
@@ -33,9 +37,10 @@ Three things vary, each in one table:
   (α of ``projection`` included); they do not see the head's LayerNorm gain, the hidden size, or a
   ``head-norm`` rescaling.
 
-Bias: with ``scale_bias=True`` (the default) the decoder bias is multiplied by α too, so which
-vocabulary entries are positive (the support of relu, hence of the SPLADE vector) is unchanged and only
-the magnitudes move. ``scale_bias=False`` keeps the shifted variant for ablations.
+Bias: with ``scale_bias=True`` (the default) the decoder bias is multiplied by α too, so every logit
+is α × its former value at step 0: which vocabulary entries are positive (the support of relu, hence of
+the SPLADE vector) is unchanged and only the magnitudes move. Left unscaled, a bias of the pretrained
+size would dominate the shrunken W·h and change which terms are active, a second intervention. ``scale_bias=False`` keeps the shifted variant for ablations.
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ if TYPE_CHECKING:
     from benchmark.heads import MLMHead
 
 RESCALE_MODES = ("none", "factor", "match")
-DEFAULT_METHOD = "projection"
+DEFAULT_METHOD = "once"
 #: The paper's headline k (α = 1/k) and its range of factors.
 PAPER_K = 16
 PAPER_K_GRID = (1, 2, 4, 8, 16, 32)
@@ -132,6 +137,33 @@ def _untie(head: MLMHead, factor: float, scale_bias: bool) -> None:
         head.set_param(path, nn.Parameter(param.detach().clone() * bias_factor))
 
 
+def input_drift(head: MLMHead, factor: float) -> float | None:
+    """The largest relative change, over the vocabulary, of the word-embedding LayerNorm's output when
+    the shared matrix is scaled by ``factor``: 1 − √((σ² + ε)/(σ² + ε/α²)) at the row of least variance
+    (exact for a LayerNorm; its shift β, where there is one, is left out: it does not move). None where
+    the head is not tied to a normalised word embedding."""
+    import torch
+
+    norm = head.embedding_norm
+    if not head.tied or norm is None:
+        return None
+    rows = head.weight.detach().double()
+    var = rows.var(dim=1, correction=0)
+    eps = float(norm.eps)
+    ratio = torch.sqrt((var + eps) / (var + eps / factor**2))
+    return float((1.0 - ratio).abs().max())
+
+
+def _once(head: MLMHead, factor: float, scale_bias: bool) -> None:
+    # the paper's operation: the values × α once; the optimiser then trains the rescaled weights
+    if head.tied and head.embedding_norm is None:
+        raise BenchmarkError(
+            f"method 'once' would scale the shared matrix of {type(head.model).__name__}, whose word embeddings are "
+            "summed with position embeddings before their LayerNorm, so the encoder's input would change; use method "
+            "'untie' (an untied scaled copy, this harness's extension)")
+    _tied(head, factor, scale_bias)
+
+
 def _projection(head: MLMHead, factor: float, scale_bias: bool) -> None:
     # logits = α·(W h) + α·b = W(α h) + (α b): α on the input keeps W (tied: the input embeddings) as is
     config = head.model.config
@@ -143,9 +175,15 @@ def _projection(head: MLMHead, factor: float, scale_bias: bool) -> None:
 
 METHODS: Registry[Method] = Registry("rescale method", fix="Set method in [splade.rescale] or pass one of these")
 METHODS.register(
+    "once",
+    Method(_once, False, "decoder matrix and bias × α once, then trained as they are (tied: the shared matrix, behind "
+           "the word-embedding LayerNorm); no parameter added", paper=True),
+)
+METHODS.register(
     "projection",
-    Method(_projection, False, "constant α on W·h (config mlm_projection_scale), decoder bias × α; no parameter added, "
-           "input embeddings unchanged", paper=True, changes="projection_norm"),
+    Method(_projection, False, "constant α on W·h in every forward (config mlm_projection_scale), decoder bias × α; "
+           "no parameter added, input embeddings unchanged; trains the head about k× more slowly than 'once'",
+           changes="projection_norm"),
 )
 METHODS.register(
     "head-norm", Method(_head_norm, False, "head LayerNorm γ, β and decoder bias × α; no parameter added, ties kept",
@@ -396,13 +434,65 @@ class Rescale:
         """
         if self.is_identity_for(backbone):
             return Rescale()
+        # 'once' on a head tied to summed embeddings (BERT) cannot scale the shared matrix: an untied copy instead
+        method = "untie" if self.method == "once" and tie_handling(backbone) == "untie" else self.method
         if self.mode == "factor":
-            return Rescale("factor", factor=self.factor, scale_bias=self.scale_bias, method=self.method)
+            return Rescale("factor", factor=self.factor, scale_bias=self.scale_bias, method=method)
         match = (registered_key(self.match) or self.match) if isinstance(self.match, str) else self.match
-        return Rescale("match", match=match, scale_bias=self.scale_bias, method=self.method, match_stat=self.match_stat)
+        return Rescale("match", match=match, scale_bias=self.scale_bias, method=method, match_stat=self.match_stat)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def tie_handling(backbone: str) -> str | None:
+    """How ``once`` reaches ``backbone``'s head, from its architecture facts (no weights loaded): "head"
+    (an untied decoder, scaled in place), "shared" (tied to a word embedding normalised alone: the
+    shared matrix is scaled), "untie" (tied to embeddings summed before their LayerNorm: an untied
+    scaled copy, this harness's extension); None when unknown before loading."""
+    from benchmark.backbone import backbone_architecture
+    from benchmark.heads import MODEL_TYPE_TO_HEAD
+
+    arch = backbone_architecture(backbone)
+    if arch is None or arch.model_type not in MODEL_TYPE_TO_HEAD:
+        return None
+    if not arch.tied:
+        return "head"
+    return "shared" if MODEL_TYPE_TO_HEAD[arch.model_type].embeddings == "word" else "untie"
+
+
+def tie_note(backbone: str) -> str:
+    """One line for the dry run: what ``once`` does to ``backbone``'s head and what it costs in parameters."""
+    from benchmark.backbone import backbone_architecture
+
+    arch = backbone_architecture(backbone)
+    handling = tie_handling(backbone)
+    model = f"{arch.model_type}, " if arch is not None else ""
+    if handling == "head":
+        return f"MLM head ({model}decoder not tied): 'once' scales the decoder in place; no parameter added"
+    if handling == "shared":
+        return (f"MLM head ({model}tied to word embeddings that a LayerNorm normalises alone): 'once' scales the shared "
+                "matrix; the input moves only through that LayerNorm's epsilon (recorded as input_drift); no parameter added")
+    if handling == "untie":
+        size = _vocab_by_hidden(backbone)
+        added = f"+{size:,} parameters (vocab × hidden)" if size else "+vocab × hidden parameters"
+        return (f"MLM head ({model}tied to word embeddings summed with position and type embeddings before the "
+                f"LayerNorm): scaling the shared matrix would change the input, so 'once' runs as 'untie', an untied "
+                f"scaled copy, {added}, this harness's extension (the paper's BERT is its unrescaled baseline)")
+    return "MLM head: architecture known only once loaded ('once' refuses a tie to summed embeddings then)"
+
+
+def _vocab_by_hidden(backbone: str) -> int | None:
+    from benchmark.backbone import backbone_architecture, local_config
+
+    arch = backbone_architecture(backbone)
+    if arch is not None and arch.vocab_size and arch.hidden_size:
+        return arch.vocab_size * arch.hidden_size
+    config = local_config(backbone)
+    try:
+        return int(config["vocab_size"]) * int(config["hidden_size"]) if config else None
+    except (KeyError, TypeError, ValueError):  # the count is stated once the backbone stage has run
+        return None
 
 
 def record_tag(record: dict[str, Any]) -> str:
@@ -421,7 +511,13 @@ def record_tag(record: dict[str, Any]) -> str:
         return (f"{method}, {record.get('match_stat')} {record.get('stat_before'):.4g} → {record.get('stat_after'):.4g}"
                 f" (×{factor:.4g}){extension}")
     k = 1.0 / factor
-    return f"{method} ×{factor:g}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + extension
+    added = (record.get("params_after") or 0) - (record.get("params_before") or 0)
+    how = ""
+    if added > 0:
+        how = f", untied copy +{added:,} parameters"
+    elif method == "once" and record.get("input_drift") is not None:
+        how = f", shared matrix, input drift {100 * record['input_drift']:.2g} %"
+    return f"{method} ×{factor:g}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + how + extension
 
 
 # --- applying it --------------------------------------------------------------------------------
@@ -493,6 +589,7 @@ def apply_rescale(
 
     before = head_snapshot(model)
     factor, stat_before, target = resolve_factor(spec, model, tokenizer)
+    drift = input_drift(mlm_head(model), factor) if spec.method in ("once", "tied") and factor != 1.0 else None
     if factor != 1.0:
         with torch.no_grad():
             METHODS[spec.method].apply(mlm_head(model), factor, spec.scale_bias)
@@ -511,6 +608,7 @@ def apply_rescale(
         "stat_before": stat_before,
         "target": target,
         "stat_after": measure(spec.match_stat, model, tokenizer) if spec.mode == "match" else None,
+        **({"input_drift": drift} if drift is not None else {}),
         **{f"{k}_before": v for k, v in before.items()},
         **{f"{k}_after": v for k, v in after.items()},
     }

@@ -128,21 +128,70 @@ def test_ties_and_replay() -> None:
     assert resumed.check_row(_row(3, nnz_d=900.0)) == [DENSE]
 
 
-def test_degraded_needs_a_drop_beyond_its_standard_error() -> None:
+def test_degraded_needs_a_one_sided_t_test_at_its_false_positive_rate() -> None:
     # per-query RR at step 0 and at the end: drops 0.5, 0, 0, 1 → mean 0.375, sample variance
-    # (0.125² + 2·0.375² + 0.625²)/3 = 0.6875/3, standard error sqrt(0.6875/3/4) = 0.23936
+    # (0.125² + 2·0.375² + 0.625²)/3 = 0.6875/3, standard error sqrt(0.6875/3/4) = 0.23936; 1.57 standard
+    # errors, below t(0.95, 3) = 2.35336 (the one-sided 5 % quantile of Student's t with 3 degrees of freedom)
     drop = DevDrop.of([1.0, 0.5, 0.0, 1.0], [0.5, 0.5, 0.0, 0.0])
     assert (drop.initial, drop.final, drop.queries) == (0.625, 0.25, 4)
     assert drop.se == pytest.approx(math.sqrt(0.6875 / 3 / 4), rel=1e-12)  # float rounding only
-    assert drop.degraded
+    assert drop.threshold == pytest.approx(2.353363434801823 * drop.se, rel=1e-9)  # scipy's quantile to ~1e-12
+    assert not drop.degraded  # beyond one standard error (the former rule marked it), not beyond t · SE
+    # drops 0.5, 0.5, 0.5, 1, 0.5 → mean 0.6, sample variance 0.05, SE 0.1; t(0.95, 4) = 2.13185 → 0.2132
+    drop = DevDrop.of([1.0] * 5, [0.5, 0.5, 0.5, 0.0, 0.5])
+    assert drop.se == pytest.approx(0.1, rel=1e-12) and drop.degraded
     detector = _detector()
-    assert outcome(detector, drop, 26)[:3] == (DEGRADED, DEV_DROP, 26)
+    result, reason, step, detail = outcome(detector, drop, 26)
+    assert (result, reason, step) == (DEGRADED, DEV_DROP, 26)
+    assert "5 % of unchanged runs" in detail and "t(0.95, 4)" in detail
     assert outcome(detector, DevDrop.of([1.0, 0.5, 0.0], [1.0, 0.5, 0.0]), 26) == (OK, None, None, None)  # no change
     assert not DevDrop.of([0.5, 0.5, 0.0], [1.0, 0.5, 0.0]).degraded  # it improved
-    assert not DevDrop.of([1.0, 0.5, 0.0, 1.0], [1.0, 0.0, 0.0, 1.0]).degraded  # drop 0.125 = its SE 0.125: not beyond
     assert outcome(detector, None, 26) == (OK, None, None, None)  # no held-out signal: nothing to degrade from
     detector.check_finite(3, False)
     assert outcome(detector, drop, 3)[:3] == (COLLAPSED, NON_FINITE, 3)  # collapse wins
+
+
+def test_degraded_marks_unchanged_runs_at_its_stated_rate() -> None:
+    """4,000 simulated unchanged runs (64 dev queries, per-query differences drawn symmetric around 0 from a
+    normal distribution, where the t-test is exact): the fraction marked degraded is DEGRADED_FPR within
+    4 binomial standard deviations (sqrt(0.05 · 0.95 / 4000) = 0.0034). One standard error, the former
+    threshold, marks about 16 % of them, far outside."""
+    from benchmark.training.detector import DEGRADED_FPR
+
+    rng = np.random.default_rng(0)
+    runs, queries = 4000, 64
+    start = rng.uniform(0.2, 0.8, size=(runs, queries))
+    end = start + rng.normal(0.0, 0.2, size=(runs, queries))
+    marked = [DevDrop.of(a.tolist(), b.tolist()) for a, b in zip(start, end)]
+    rate = sum(d.degraded for d in marked) / runs
+    sd = math.sqrt(DEGRADED_FPR * (1 - DEGRADED_FPR) / runs)
+    assert abs(rate - DEGRADED_FPR) < 4 * sd, rate
+    one_se = sum(d.drop > d.se for d in marked) / runs
+    assert abs(one_se - 0.16) < 0.03, one_se  # 1 − Φ(1) ≈ 0.159 (t with 63 degrees of freedom: 0.161)
+
+
+def test_a_collapse_that_no_longer_holds_on_the_published_checkpoint_is_an_event() -> None:
+    """A trigger fired at step 3 (3 logging steps of degenerate support), then the support came back: the
+    published model at step 6 is judged (ok here, degraded if its dev RR dropped), the event kept in the
+    detail; a trigger still holding at the published step, or a non-finite step, stays collapsed."""
+    detector = _detector(patience=3)
+    for step in (1, 2, 3):
+        detector.check_row(_row(step, low_support_q=0.2))
+    assert detector.reason == SUPPORT and detector.step == 3
+    healthy = _row(6)
+    result, reason, step, detail = outcome(detector, None, 6, 6, healthy)
+    assert (result, reason, step) == (OK, None, None)
+    assert detail.startswith("recovered: degenerate_support fired at step 3") and "published step 6" in detail
+    dropped = DevDrop.of([1.0] * 5, [0.5, 0.5, 0.5, 0.0, 0.5])
+    result, reason, step, detail = outcome(detector, dropped, 6, 6, healthy)
+    assert (result, reason, step) == (DEGRADED, DEV_DROP, 6) and "recovered: degenerate_support" in detail
+    assert outcome(detector, None, 6, 6, _row(6, low_support_q=0.2))[:3] == (COLLAPSED, SUPPORT, 3)  # still holds
+    assert outcome(detector, None, 6, 6, None)[:3] == (COLLAPSED, SUPPORT, 3)  # nothing logged: not judged recovered
+    detector.check_finite(5, False)
+    assert outcome(detector, None, 6, 6, healthy)[:3] == (COLLAPSED, SUPPORT, 3)  # reason: the earliest trigger
+    nan = _detector()
+    nan.check_finite(4, False)
+    assert outcome(nan, None, 4, 4, healthy)[:3] == (COLLAPSED, NON_FINITE, 4)
 
 
 def test_outcome_is_judged_on_the_published_checkpoint() -> None:

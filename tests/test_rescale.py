@@ -74,7 +74,7 @@ def test_bad_mode_method_statistic_are_one_line():
     with pytest.raises(BenchmarkError) as err:
         Rescale("factor", factor=2.0, method="headnorm")
     assert str(err.value) == (
-        "unknown rescale method 'headnorm' (did you mean 'head-norm'?); valid: head-norm, projection, tied, untie. "
+        "unknown rescale method 'headnorm' (did you mean 'head-norm'?); valid: head-norm, once, projection, tied, untie. "
         "Set method in [splade.rescale] or pass one of these"
     )
     with pytest.raises(BenchmarkError) as err:

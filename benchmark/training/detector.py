@@ -17,9 +17,15 @@ replays them from its checkpoint's log history and reaches the same verdict.
     student's margins explain none of the teacher's (R² ≤ 0).
 
   Terms are counted as the index sees them: impact ≥ 1 after quantisation (``benchmark.splade.quantise``).
+* A collapse trigger that fired during training but whose condition no longer holds on the **published**
+  checkpoint's armed row is kept as an event (``recovered``: the step it fired and the step published)
+  and is not the outcome: the model that is encoded and scored is judged. A non-finite step stops
+  training, so it stays ``collapsed``.
 * ``degraded``: not collapsed, and the held-out dev MRR@10 of the **published** checkpoint (the last
-  step, or the best dev step under ``checkpoint = "best"``) is below its step-0 value by more than the
-  standard error of that drop (``degraded``). This compares a run with its own start only; the
+  step, or the best dev step under ``checkpoint = "best"``) is below its step-0 value by a one-sided
+  paired t-test at ``DEGRADED_FPR``: the drop exceeds t(1 − DEGRADED_FPR, n − 1) standard errors, so an
+  unchanged run is marked degraded with probability DEGRADED_FPR (one standard error, the former
+  threshold, marks about 16 % of them). This compares a run with its own start only; the
   comparisons with the same backbone's baseline and with the BERT reference need other runs' dev
   values and are judged where every run is known (``benchmark.report.judgements``).
 """
@@ -48,6 +54,8 @@ CHANCE_FRACTION = 0.95
 SUPPORT_MAX_TERMS = 2
 SUPPORT_QUERY_FRACTION = 0.05
 COSINE_MAX = 0.9
+#: false-positive rate of ``degraded``: how often a run whose held-out dev RR@10 did not change is marked
+DEGRADED_FPR = 0.05
 
 
 def _finite(*values: Any) -> bool:
@@ -165,8 +173,15 @@ class DevDrop:
         return self.initial - self.final
 
     @property
+    def threshold(self) -> float:
+        """The drop beyond which the run is degraded: t(1 − DEGRADED_FPR, n − 1) standard errors."""
+        from scipy.stats import t
+
+        return float(t.ppf(1.0 - DEGRADED_FPR, self.queries - 1)) * self.se
+
+    @property
     def degraded(self) -> bool:
-        return self.drop > self.se
+        return self.drop > self.threshold
 
     @classmethod
     def of(cls, initial: Sequence[float], final: Sequence[float]) -> DevDrop:
@@ -189,20 +204,39 @@ def published_drop(dev_rows: Sequence[dict[str, Any]], step: int) -> DevDrop | N
     return DevDrop.of(by_step[0], by_step[step])
 
 
+def recovered(detector: OutcomeDetector, published_row: dict[str, Any] | None) -> bool:
+    """Whether a fired collapse trigger no longer holds on the published checkpoint's armed row (never
+    for a non-finite step, which stops training)."""
+    if detector.reason is None or NON_FINITE in detector.fired or published_row is None or not detector.armed(published_row):
+        return False
+    return not (set(detector.conditions(published_row)) & set(TRIGGERS))
+
+
 def outcome(detector: OutcomeDetector, dev: DevDrop | None, published_step: int,
-            last_step: int | None = None) -> tuple[str, str | None, int | None, str | None]:
+            last_step: int | None = None, published_row: dict[str, Any] | None = None
+            ) -> tuple[str, str | None, int | None, str | None]:
     """(outcome, reason, step, detail) of a run whose published checkpoint is ``published_step``
-    (``last_step``: where it ended, when that differs); ``dev`` None: no held-out signal. A degraded
-    run's step is the published one: the drop is measured on the model that is encoded and scored."""
-    if detector.reason is not None:  # a property of the training run, whichever checkpoint is published
-        detail = detector.detail
-        if detector.step is not None and published_step < detector.step:
-            detail += f"; the published best checkpoint (step {published_step}) precedes it"
-        return COLLAPSED, detector.reason, detector.step, detail
+    (``last_step``: where it ended, when that differs; ``published_row``: its telemetry row); ``dev``
+    None: no held-out signal. A degraded run's step is the published one: the drop is measured on the
+    model that is encoded and scored."""
+    event = ""
+    if detector.reason is not None:
+        if recovered(detector, published_row):
+            event = (f"; recovered: {detector.reason} fired at step {detector.step} ({detector.detail}) and no "
+                     f"longer holds at the published step {published_step}")
+        else:
+            detail = detector.detail or ""
+            if detector.step is not None and published_step < detector.step:
+                detail += f"; the published best checkpoint (step {published_step}) precedes it"
+            return COLLAPSED, detector.reason, detector.step, detail
     if dev is not None and dev.degraded:
         where = ("at the end" if last_step in (None, published_step)
                  else f"at step {published_step} (the published best checkpoint; training ended at step {last_step})")
         detail = (f"held-out dev MRR@10 fell from {dev.initial:.4f} at step 0 to {dev.final:.4f} {where}: a drop of "
-                  f"{dev.drop:.4f} > its standard error {dev.se:.4f} over {dev.queries} queries")
+                  f"{dev.drop:.4f} > t({1 - DEGRADED_FPR:g}, {dev.queries - 1}) x its standard error {dev.se:.4f} = {dev.threshold:.4f}"
+                  f" (one-sided paired t-test over {dev.queries} queries; {100 * DEGRADED_FPR:g} % of unchanged runs"
+                  f" are marked){event}")
         return DEGRADED, DEV_DROP, published_step, detail
+    if event:
+        return OK, None, None, event[2:]
     return OK, None, None, None
