@@ -84,7 +84,7 @@ def test_sample_pass_by_hand(modernbert):
 def test_rescale_keeps_support_and_scales_logits(modernbert):
     model, tokenizer = load_backbone(str(modernbert))
     before = splade_stats(model, tokenizer, DOCS)
-    apply_rescale(model, Rescale("factor", factor=0.25))
+    apply_rescale(model, Rescale("factor", factor=0.25, method="projection"))
     after = splade_stats(model, tokenizer, DOCS)
     # scale_bias=True: logits are exactly 0.25x, so the same vocabulary entries stay active.
     assert after["doc_nnz"] == before["doc_nnz"] and after["query_nnz"] == before["query_nnz"]
@@ -161,7 +161,7 @@ def test_cli_table_and_match(tmp_path, modernbert, capsys):
         (["--rescale", "nan"], "error: rescale factor must be a positive finite number, got nan"),
         (["--rescale", "-1"], "error: rescale factor must be a positive finite number, got -1.0"),
         (["--match-norm", "0"], "error: rescale match target must be a positive finite number, got 0.0"),
-        (["--rescale", "2", "--method", "tied", "untied"], "error: unknown rescale method 'untied' (did you mean 'untie'?); valid: head-norm, projection, tied, untie. Set method in [splade.rescale] or pass one of these"),
+        (["--rescale", "2", "--method", "tied", "untied"], "error: unknown rescale method 'untied' (did you mean 'untie'?); valid: head-norm, once, projection, tied, untie. Set method in [splade.rescale] or pass one of these"),
         (["--match-norm", "3", "--match-stat", "rms"], "error: unknown rescale match statistic 'rms' (did you mean 'row-rms'?); valid: frobenius, logit-std, row-rms. Set match_stat in [splade.rescale] or pass one of these"),
         (["--sample", "0"], "error: --sample must be between 1 and 256 (the shipped abstracts), got 0"),
     ],

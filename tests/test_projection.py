@@ -48,12 +48,13 @@ def logits_and_input(model, tokenizer, texts=TEXTS) -> tuple[torch.Tensor, torch
     return out, seen[0], enc["attention_mask"]
 
 
-def test_projection_is_the_papers_method_and_the_default():
-    assert METHODS["projection"].paper and [m for m in METHODS if METHODS[m].paper] == ["projection"]
-    assert all(METHODS[m].origin == "this harness's extension" for m in METHODS if m != "projection")
-    assert Rescale().method == "projection" and not METHODS["projection"].adds_parameters
+def test_once_is_the_papers_method_and_the_default_projection_an_extension():
+    assert METHODS["once"].paper and [m for m in METHODS if METHODS[m].paper] == ["once"]
+    assert all(METHODS[m].origin == "this harness's extension" for m in METHODS if m != "once")
+    assert Rescale().method == "once" and not METHODS["once"].adds_parameters and not METHODS["projection"].adds_parameters
     assert "k = 16" in Rescale("factor", factor=1 / 16).description
     assert "the paper's method" in Rescale("factor", factor=1 / 16).description
+    assert "this harness's extension" in Rescale("factor", factor=1 / 16, method="projection").description
     assert "this harness's extension" in Rescale("factor", factor=0.25, method="head-norm").description
 
 
@@ -97,8 +98,8 @@ def test_projection_keeps_parameters_and_embeddings_and_scales_logits(models, fa
 
 
 def test_projection_survives_save_and_every_loader(models, tmp_path):
-    record = prepare_backbone(models["modernbert"], Rescale("factor", factor=1 / 16), tmp_path / "model")
-    assert record["method"] == "projection" and record["origin"] == "the paper's method"
+    record = prepare_backbone(models["modernbert"], Rescale("factor", factor=1 / 16, method="projection"), tmp_path / "model")
+    assert record["method"] == "projection" and record["origin"] == "this harness's extension"
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config[PROJECTION_SCALE] == 1 / 16
     reference, tokenizer = load_backbone(models["modernbert"])
@@ -120,7 +121,7 @@ def test_projection_survives_save_and_every_loader(models, tmp_path):
 
 
 def test_encoder_impacts_equal_the_scaled_models_own_logits(models, tmp_path):
-    prepare_backbone(models["bert-tiny"], Rescale("factor", factor=1 / 16), tmp_path / "model")
+    prepare_backbone(models["bert-tiny"], Rescale("factor", factor=1 / 16, method="projection"), tmp_path / "model")
     model, tokenizer = load_model(tmp_path / "model")
     vectors = encode(model, tokenizer, TEXTS, max_length=64, batch_size=2)
     dense = reference_encode(model, tokenizer, TEXTS, max_length=64).numpy()  # the model's own (scaled) logits
@@ -137,7 +138,7 @@ def test_encoder_impacts_equal_the_scaled_models_own_logits(models, tmp_path):
 def test_a_model_that_lost_its_scale_is_refused(models, tmp_path):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    prepare_backbone(models["bert-tiny"], Rescale("factor", factor=1 / 16), tmp_path / "model")
+    prepare_backbone(models["bert-tiny"], Rescale("factor", factor=1 / 16, method="projection"), tmp_path / "model")
     plain = AutoModelForMaskedLM.from_pretrained(tmp_path / "model").eval()  # not a harness loader: no α hook
     with pytest.raises(BenchmarkError, match="mlm_projection_scale = 0.0625 but the loaded MLM head applies 1"):
         encode(plain, AutoTokenizer.from_pretrained(tmp_path / "model"), TEXTS, max_length=16)
@@ -146,7 +147,7 @@ def test_a_model_that_lost_its_scale_is_refused(models, tmp_path):
 def test_match_statistics_see_the_projection_scale(models):
     model, tokenizer = load_backbone(models["bert-tiny"])
     frob = measure("frobenius", model)
-    record = apply_rescale(model, Rescale("match", match=frob / 8, match_stat="frobenius"), tokenizer)
+    record = apply_rescale(model, Rescale("match", match=frob / 8, match_stat="frobenius", method="projection"), tokenizer)
     assert record["factor"] == pytest.approx(1 / 8, rel=1e-15)
     assert record["stat_after"] == pytest.approx(frob / 8, rel=1e-15)
 
@@ -156,10 +157,10 @@ def test_record_tag_names_method_factor_and_matched_statistic(models):
 
     model, tokenizer = load_backbone(models["bert-tiny"])
     assert record_tag(apply_rescale(model, Rescale(), tokenizer)) == ""
-    assert record_tag(apply_rescale(model, Rescale("factor", factor=1 / 16), tokenizer)) == "projection ×0.0625 = 1/16"
+    assert record_tag(apply_rescale(model, Rescale("factor", factor=1 / 16, method="projection"), tokenizer)) == "projection ×0.0625 = 1/16, extension"
     model, tokenizer = load_backbone(models["bert-tiny"])
     assert record_tag(apply_rescale(model, Rescale("factor", factor=4, method="head-norm"))) == "head-norm ×4, extension"
     model, tokenizer = load_backbone(models["bert-tiny"])
     frob = measure("frobenius", model)
-    record = apply_rescale(model, Rescale("match", match=frob / 8, match_stat="frobenius"), tokenizer)
+    record = apply_rescale(model, Rescale("match", match=frob / 8, match_stat="frobenius", method="projection"), tokenizer)
     assert record_tag(record) == f"projection, frobenius {frob:.4g} → {frob / 8:.4g} (×0.125), extension"

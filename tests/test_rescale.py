@@ -92,20 +92,21 @@ def test_bad_mode_method_statistic_are_one_line():
 
 
 def test_registries():
-    assert list(METHODS) == ["projection", "head-norm", "tied", "untie"]
+    assert list(METHODS) == ["once", "projection", "head-norm", "tied", "untie"]
+    assert [m for m in METHODS if METHODS[m].paper] == ["once"]
     assert [m for m in METHODS if METHODS[m].adds_parameters] == ["untie"]
     assert list(STATISTICS) == ["frobenius", "row-rms", "logit-std"]
-    assert Rescale().method == "projection" and Rescale().match_stat == "logit-std"
+    assert Rescale().method == "once" and Rescale().match_stat == "logit-std"
 
 
 def test_labels_name_the_method():
     assert Rescale().label == "none"
-    assert Rescale.from_options(factor=0.25).label == "x0.25@projection"
+    assert Rescale.from_options(factor=0.25).label == "x0.25@once"
     assert Rescale.from_options(factor=0.25, method="head-norm").label == "x0.25@head-norm"
     assert Rescale.from_options(factor=2, scale_bias=False, method="tied").label == "x2-nobias@tied"
     assert Rescale.from_options(factor=0.25, method="untie").label == "x0.25@untie+params"
     assert Rescale.from_options(match="12.5") == Rescale("match", match=12.5)
-    assert Rescale.from_options(match="12.5", match_stat="frobenius").label == "match:12.5/frobenius@projection"
+    assert Rescale.from_options(match="12.5", match_stat="frobenius").label == "match:12.5/frobenius@once"
     assert Rescale.from_options(match="bert-base-uncased", method="head-norm").label == "match:bert-base-uncased/logit-std@head-norm"
     assert Rescale("factor", factor=3).factor == 3.0 and isinstance(Rescale("factor", factor=3).factor, float)
     assert "adds vocab × hidden parameters" in Rescale("factor", factor=0.5, method="untie").description
@@ -389,7 +390,7 @@ def test_match_number(models, method, stat):
     if stat != "logit-std":
         # head-norm does not touch the decoder matrix, which is all a weight statistic reads.
         assert record["stat_after"] == (current if method == "head-norm" else 2 * current)
-    elif method == "tied":
+    elif method in ("tied", "once"):
         # The encoder's input moved: each token's embedding-LayerNorm output is multiplied by
         # r = sqrt((σ²+ε)/(σ²+ε/α²)) (test above). ModernBERT is pre-norm with a final LayerNorm, so
         # no more than that relative move of its input reaches the logits' spread.

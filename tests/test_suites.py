@@ -54,13 +54,14 @@ def test_suite_contents():
 def test_paper_plan_is_the_full_matrix():
     plan = build_plan(load_suite("paper"), Options())
     kinds = Counter(c.system for c in plan.conditions)
-    # the paper's method: the projection × 1/16 for every backbone, bert-base-uncased included
+    # the paper's operation (once) × 1/16 for every backbone; BERT's tie to summed embeddings makes its arm an
+    # untied scaled copy (untie, an extension)
     models = 9 * 2
     assert kinds == {"splade": models * 16, "bm25": 16}
     systems = {c.system_key for c in plan.conditions if c.system == "splade"}
     assert systems == {("splade", b, v, True) for b in PAPER_BACKBONES for v in ("baseline", "rescaled")}
-    rescaled = {c.backbone_stage.config.rescale["method"] for c in plan.conditions if c.variant == "rescaled"}
-    assert rescaled == {"projection"}
+    rescaled = {(c.backbone, c.backbone_stage.config.rescale["method"]) for c in plan.conditions if c.variant == "rescaled"}
+    assert rescaled == {(b, "untie" if b == "bert-base-uncased" else "once") for b in PAPER_BACKBONES}
     assert {c.backbone_stage.config.rescale["factor"] for c in plan.conditions if c.variant == "rescaled"} == {1 / 16}
     stages = Counter(s.kind.name for s in plan.stages())
     # MS MARCO dev, DL19 and DL20 share one passage corpus: 14 corpora to encode per model, 16 query sets.
@@ -78,12 +79,16 @@ def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
     assert "matrix: 9 backbone(s) × 2 variant(s) (trained) = 18 SPLADE system(s) + BM25; " \
            "19 system(s) × 16 dataset(s) = 304 conditions" in out
     assert "backbones: " + ", ".join(PAPER_BACKBONES) in out
-    assert ("variants: baseline (MLM head as pretrained); rescaled (logits × 0.0625 (k = 16, α = 1/k) via projection "
-            "(the paper's method: constant α on W·h (config mlm_projection_scale), decoder bias × α; no parameter added, "
-            "input embeddings unchanged))") in out
-    for backbone in PAPER_BACKBONES:  # per backbone: baseline and the fixed-k arm, with method and k
-        assert f"\n  {backbone}: baseline; rescaled [projection ×0.0625 = 1/16]\n" in out
-    assert "head-norm" not in out and "match" not in out  # the extension arms only when asked for
+    assert ("variants: baseline (MLM head as pretrained); rescaled (logits × 0.0625 (k = 16, α = 1/k) via once "
+            "(the paper's method: decoder matrix and bias × α once, then trained as they are") in out
+    for backbone in PAPER_BACKBONES[1:]:  # per backbone: baseline and the fixed-k arm, with method, k and tie handling
+        assert (f"\n  {backbone}: baseline; rescaled [once ×0.0625 = 1/16]\n    MLM head (modernbert, tied to word "
+                "embeddings that a LayerNorm normalises alone): 'once' scales the shared matrix;") in out
+    assert ("\n  bert-base-uncased: baseline; rescaled [untie ×0.0625 = 1/16, untied copy +vocab × hidden parameters, "
+            "extension]\n    MLM head (bert, tied to word embeddings summed with position and type embeddings before the "
+            "LayerNorm): scaling the shared matrix would change the input, so 'once' runs as 'untie', an untied scaled "
+            "copy, +23,440,896 parameters (vocab × hidden), this harness's extension") in out
+    assert "head-norm" not in out and "match" not in out and "projection" not in out  # extensions only when asked for
     assert "training: recipe msmarco-infonce" in out
     assert "datasets (16): " + ", ".join(MSMARCO + BEIR13) in out
     assert "measures: nDCG@10, R@100, R@1000, RR@10, R(rel=2)@1000" in out
@@ -93,15 +98,16 @@ def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
 
 def test_paper_k_grid_and_extension_arms_when_asked(tmp_path, capsys):
     variants = "baseline,rescaled,k1,k2,k4,k8,k16,k32,head-norm,match-logit-std,match-frobenius,match-row-rms"
+    # (rescaled-projection, the constant-multiplier reading, is asked for in test_projection_arm_only_when_asked)
     assert run_cli("--suite", "paper", "--dry-run", "--backbones", "modernbert-base", "--variants", variants,
                    "--runs-dir", str(tmp_path / "runs")) == 0
     out = capsys.readouterr().out
-    assert ("\n  modernbert-base: baseline = k1; rescaled = k16 [projection ×0.0625 = 1/16]; k2 [projection ×0.5 = 1/2]; "
-            "k4 [projection ×0.25 = 1/4]; k8 [projection ×0.125 = 1/8]; k32 [projection ×0.03125 = 1/32]; "
+    assert ("\n  modernbert-base: baseline = k1; rescaled = k16 [once ×0.0625 = 1/16]; k2 [once ×0.5 = 1/2]; "
+            "k4 [once ×0.25 = 1/4]; k8 [once ×0.125 = 1/8]; k32 [once ×0.03125 = 1/32]; "
             "head-norm [head-norm match:bert-base-uncased, extension]; "
-            "match-logit-std [projection match:bert-base-uncased, extension]; "
-            "match-frobenius [projection match:bert-base-uncased, extension]; "
-            "match-row-rms [projection match:bert-base-uncased, extension]\n") in out
+            "match-logit-std [once match:bert-base-uncased, extension]; "
+            "match-frobenius [once match:bert-base-uncased, extension]; "
+            "match-row-rms [once match:bert-base-uncased, extension]\n") in out
     assert "head-norm (logit-std matched to bert-base-uncased via head-norm (this harness's extension: " in out
     plan = build_plan(load_suite("paper"), Options(backbones=["ettin-17m"], variants=["rescaled"], rescale_method="head-norm"))
     assert {c.backbone_stage.config.rescale["method"] for c in plan.conditions if c.system == "splade"} == {"head-norm"}
@@ -130,15 +136,26 @@ def test_dry_run_loads_no_model_and_is_quick():
 def test_scale_sweep_variants():
     plan = build_plan(load_suite("scale-sweep"), Options())
     cells = [(c.variant, c.factor, c.method, c.seed) for c in plan.conditions if c.system == "splade"]
-    # x1 is the baseline's model: trained once per seed, shown once with both labels; the paper's method
-    # for the sweep, head-norm (this harness's extension) for its own arms and the FLOPS-matched ones
-    p, h = "projection", "head-norm"
-    arms = [("baseline = x1", "1", ""), ("x0.25", "0.25", p), ("x0.5", "0.5", p), ("x2", "2", p), ("x4", "4", p),
-            ("x8", "8", p), ("x16", "16", p), ("x0.25-head-norm", "0.25", h), ("x4-head-norm", "4", h),
-            ("x0.25-flops", "0.25", h), ("x4-flops", "4", h)]
+    # x1 is the baseline's model: trained once per seed, shown once with both labels; the paper's operation
+    # (once) for the main line, which on bert-tiny (tied to summed embeddings) is an untied scaled copy; the
+    # constant multiplier (projection, an extension) at 1/16, 1/4, 4 and 16
+    u, p = "untie", "projection"
+    arms = [("baseline = x1", "1", ""), ("x0.0625", "0.0625", u), ("x0.25", "0.25", u), ("x4", "4", u), ("x16", "16", u),
+            ("x0.0625-projection", "0.0625", p), ("x0.25-projection", "0.25", p), ("x4-projection", "4", p),
+            ("x16-projection", "16", p)]
     assert cells == [(v, f, m, seed) for v, f, m in arms for seed in (42, 43, 44)]
     assert all(c.trained for c in plan.conditions if c.system == "splade")
     assert plan.recipe["name"] == "smoke"
+
+
+def test_projection_arm_only_when_asked(tmp_path, capsys):
+    for suite in ("paper", "msmarco", "trec-dl", "beir"):
+        plan = build_plan(load_suite(suite), Options(backbones=["modernbert-base"],
+                                                     variants=["baseline", "rescaled", "rescaled-projection"]))
+        methods = {c.variant: c.backbone_stage.config.rescale["method"] for c in plan.conditions if c.system == "splade"}
+        assert methods == {"baseline": "once", "rescaled": "once", "rescaled-projection": "projection"}
+        arms = {c.variant: c.arm for c in plan.conditions if c.system == "splade"}
+        assert arms["rescaled-projection"] == "rescaled-projection [projection ×0.0625 = 1/16, extension]"
 
 
 def test_every_bad_name_is_reported_at_once(tmp_path, capsys):
