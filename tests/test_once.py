@@ -68,8 +68,11 @@ def test_input_drift_is_the_layernorms_epsilon_and_bounded(key: str) -> None:
     torch.testing.assert_close(measured, formula, rtol=1e-9, atol=1e-15)
     assert record["input_drift"] == pytest.approx(float(formula.max()), rel=1e-12)
     assert record["params_after"] == record["params_before"]  # no parameter added
+    assert record["input_drift_median"] == pytest.approx(float(torch.quantile(formula, 0.5)), rel=1e-9)
     assert record_tag(record).startswith("once ×0.0625 = 1/16, shared matrix, input drift ")
-    assert 0 < record["input_drift"] < 1
+    # not small on these random-weight models: rows at the 0.02 std of an initialisation have σ² ≈ 4e-4,
+    # below ε/α² = 2.56e-3, so the LayerNorm's ε dominates (a pretrained row of std ≥ 0.35 would move ≤ 1 %)
+    assert 0.5 < record["input_drift"] < 1
 
 
 def _splade_loss(model, tokenizer) -> torch.Tensor:
