@@ -119,7 +119,7 @@ def test_holm_over_every_arm_and_dataset(tmp_path):
         assert cell["test"] == "paired t-test over queries"  # one seed
     # the row-wise correction of before (×2 per row) would give a smaller adjusted p for the smallest
     assert min(adjusted.values()) == pytest.approx(4 * min(ps.values()))
-    assert "Holm-corrected over the table's 4 test(s): 2 arm(s) against their baseline on 2 dataset(s)" in \
+    assert "Holm-corrected over the table's 4 test(s) (2 arm(s) against their baseline on 2 dataset(s))" in \
         (folder / "table.md").read_text()
 
 
@@ -250,7 +250,7 @@ def test_table_delta_bold_dagger_collapsed(tmp_path):
     md = (folder / "table.md").read_text()
     assert "a run stopped at its collapse has no score and its cells read \"collapsed\" with the step, never 0" in md
     assert "Averages include every score shown, collapsed or degraded runs included; *: an average" in md
-    assert "Holm-corrected over the table's 2 test(s): 1 arm(s) against their baseline on 2 dataset(s)" in md
+    assert "Holm-corrected over the table's 2 test(s) (1 arm(s) against their baseline on 2 dataset(s))" in md
     assert "SPLADE bb2 baseline, seed 1: collapsed at step 300 (non_finite), stopped there: no score." in md
 
     cells = cells_csv(folder)
@@ -268,7 +268,13 @@ def test_table_delta_bold_dagger_collapsed(tmp_path):
     assert (d1["significant_bm25"], d2["significant_bm25"]) == ("False", "False")
     shifted = cells[("SPLADE bb2 rescaled", D1)]
     assert (float(shifted["p_bm25"]), shifted["significant_bm25"], shifted["p_value"]) == (0.0, "True", "")
-    assert "‡: significant at α = 0.05 against BM25 by the same test" in md
+    assert ("‡: significant at α = 0.05 against BM25 by a two-sided paired t-test over queries (unit: a query), "
+            "Holm-corrected over the row's 2 dataset(s)") in md
+    assert ("†: significant at α = 0.05 against that baseline by a two-sided paired t-test over queries (unit: a "
+            "query), Holm-corrected") in md
+    page = (folder / "index.html").read_text()
+    assert ("p-values, raw and Holm-adjusted (α = 0.05). † against the baseline: a two-sided paired t-test over "
+            "queries (unit: a query), Holm-corrected over the table&#x27;s 2 test(s)") in page
     collapsed = cells[("SPLADE bb2 baseline", D1)]
     assert (collapsed["status"], collapsed["value"], collapsed["collapse_steps"]) == ("collapsed", "", "step 300")
     avg = cells[("SPLADE bb3 baseline", "avg")]
@@ -329,6 +335,12 @@ def test_seeds_mean_sd_outcome_counts_and_seed_level_test(tmp_path):
     assert "SPLADE bb rescaled, seed 3: collapsed at step 250 (dense), trained to its end and scored." in md
     assert "SPLADE bb rescaled, seed 2: degraded at step 400 (dev_rr_dropped)." in md
     assert "±: sample standard deviation over seeds." in md and "Seeds: 1, 2, 3." in md
+    # the dagger names its own test, unit and family: over seeds here, never "over queries"
+    assert ("†: significant at α = 0.05 against that baseline by a two-sided paired t-test over seeds (unit: a "
+            "seed's score, paired by seed; the seed-to-seed variance counts), Holm-corrected over the table's 2 test(s)") in md
+    page = (folder / "index.html").read_text()
+    assert "† against the baseline: a two-sided paired t-test over seeds (unit: a seed&#x27;s score" in page
+    assert "over queries" not in page.split("p-values, raw and Holm-adjusted")[1].split("</caption>")[0]
 
     with open(folder / "metrics.csv") as fh:
         metrics = {(r["variant"], r["seed"]): r for r in csv.DictReader(fh)}

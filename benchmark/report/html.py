@@ -18,7 +18,7 @@ from benchmark.outcomes import COLLAPSED, DEGRADED, OK
 from benchmark.report.markdown import header, once, sparsity_header
 from benchmark.report.plots import AVERAGES, NORMS, SWEEP, changed_statistic, head_norms
 from benchmark.report.results import ConditionResult, SuiteResults
-from benchmark.report.table import (DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Table, describe_outcome,
+from benchmark.report.table import (DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Table, describe_outcome, mark_tests,
                                     row_id, scope, short_name, slots, system_label)
 from benchmark.report.text import MISSING_TEXT, NORM_DIGITS, num, p_value, parts, scale, sparse
 
@@ -164,8 +164,10 @@ def significance_html(table: Table, labels: dict[str, str] | None) -> str:
     if not rows:
         return ""
     heads = "".join(f"<th>{escape(header(table, c, labels))}</th>" for c in cols)
+    named = "; ".join(f"{mark} {'against the baseline' if mark == DAGGER else 'against BM25'}: {how}"
+                      for mark, how in mark_tests(table).items())
     return (f'<div class="wrap"><table class="pvalues" data-table="{escape(table.title)}"><caption>{escape(table.title)}: '
-            f"p-values (two-sided paired t-test over queries; Holm over the row's datasets; α = {table.alpha:g})</caption>"
+            f"p-values, raw and Holm-adjusted (α = {table.alpha:g}). {escape(named)}.</caption>"
             f"<thead><tr><th>System</th><th>against</th>{heads}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 

@@ -370,31 +370,46 @@ def efficiency_table(headline: Table) -> Table | None:
     return table if table.sparsity else None
 
 
+def mark_tests(table: Table) -> dict[str, str]:
+    """What each significance mark of ``table`` means: its test, its unit of observation and its Holm
+    family, as the cells were actually tested (a sweep's dagger is over seeds, its double dagger over
+    queries on seed-averaged scores)."""
+    cells = [table.cells[(r, c.name)] for r in table.rows for c in table.columns]
+    n = sum(1 for c in table.columns if c.kind != "average")
+    multi = any(len(table.info[r].seeds) > 1 for r in table.rows)
+    out = {}
+    tested = {c.test for c in cells if c.p_holm is not None}
+    if tested:
+        family = sum(1 for c in cells if c.p_holm is not None)
+        arms = len({r for r in table.rows for c in table.columns if table.cells[(r, c.name)].p_holm is not None})
+        how = {QUERY_TEST: "a two-sided paired t-test over queries (unit: a query)",
+               SEED_TEST: "a two-sided paired t-test over seeds (unit: a seed's score, paired by seed; the seed-to-seed "
+                          "variance counts)"}
+        out[DAGGER] = (f"{' or '.join(how[t] for t in sorted(tested))}, Holm-corrected over the table's {family} "
+                       f"test(s) ({arms} arm(s) against their baseline on {n} dataset(s))")
+    if any(c.p_bm25 is not None for c in cells):
+        unit = ("unit: a query, its score averaged over the row's seeds; BM25 has no seed" if multi
+                else "unit: a query")
+        out[DDAGGER] = f"a two-sided paired t-test over queries ({unit}), Holm-corrected over the row's {n} dataset(s)"
+    return out
+
+
 def notes(table: Table, results: SuiteResults) -> list[str]:
     cells = [table.cells[(r, c.name)] for r in table.rows for c in table.columns]
     out = []
     multi = any(len(table.info[r].seeds) > 1 for r in table.rows)
+    tests = mark_tests(table)
     if any(c.delta is not None for c in cells):
-        family = sum(1 for c in cells if c.p_holm is not None)
-        arms = len({r for r in table.rows for c in table.columns if table.cells[(r, c.name)].p_holm is not None})
         text = "In parentheses: Δ to the same backbone's baseline (same training)."
-        tests = {c.test for c in cells if c.p_holm is not None}
-        if tests:
-            how = {QUERY_TEST: "a two-sided paired t-test over queries",
-                   SEED_TEST: "a two-sided paired t-test over seeds (each seed's score one observation, paired by "
-                              "seed; the seed-to-seed variance counts)"}
-            n = sum(1 for c in table.columns if c.kind != "average")
-            text += (f" {DAGGER}: significant at α = {table.alpha:g} by {' or '.join(how[t] for t in sorted(tests))} "
-                     f"against that baseline, Holm-corrected over the table's {family} test(s): {arms} arm(s) "
-                     f"against their baseline on {n} dataset(s).")
+        if DAGGER in tests:
+            text += f" {DAGGER}: significant at α = {table.alpha:g} against that baseline by {tests[DAGGER]}."
         if multi:
             text += (" With several seeds, Δ is between seed means; a per-query test on seed-averaged scores would "
                      "ignore the seed variance, so it is not the dagger (table.csv keeps its p as p_query).")
         out.append(text)
-    if any(c.p_bm25 is not None for c in cells):
-        n = sum(1 for c in table.columns if c.kind != "average")
-        out.append(f"{DDAGGER}: significant at α = {table.alpha:g} against BM25 by the same test, Holm-corrected over "
-                   f"the row's {n} dataset(s). p-values of both tests: the significance table of the page, and table.csv.")
+    if DDAGGER in tests:
+        out.append(f"{DDAGGER}: significant at α = {table.alpha:g} against BM25 by {tests[DDAGGER]}. p-values of both "
+                   "tests: the significance table of the page, and table.csv.")
     if any(c.untested for c in cells):
         out.append("No dagger where per-query values were not recorded (results converted from aggregates): "
                    "those differences are untested.")
