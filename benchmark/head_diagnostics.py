@@ -6,7 +6,7 @@ shipped SciFact sample, the three match statistics before and after rescaling, w
 did to the model (parameters, tie, how far the encoder's hidden states and the logits moved), and
 SPLADE's activity at initialisation.
 
-    python -m benchmark.head_diagnostics --backbones bert-tiny modernbert-base --rescale 0.25 --method projection head-norm tied untie
+    python -m benchmark.head_diagnostics --backbones bert-tiny modernbert-base --rescale 0.25 --method once projection head-norm tied untie
 """
 
 from __future__ import annotations
@@ -259,8 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="rescale so the match statistic equals a "
                        "reference backbone's or a number (default: no rescaling, unless --rescale-factor)")
     parser.add_argument("--rescale-method", "--method", nargs="+", default=None, metavar="METHOD", dest="method",
-                        help="rescaling method(s), comma-separated or as several words: projection (the paper's), "
-                        "head-norm, tied, untie (this harness's extensions); one row per backbone and method (default: projection)")
+                        help="rescaling method(s), comma-separated or as several words: once (the paper's), "
+                        "projection, head-norm, tied, untie (this harness's extensions); one row per backbone and method "
+                        "(default: once)")
     parser.add_argument("--match-stat", default=None, metavar="STAT", help="statistic for --match-norm: logit-std, "
                         "row-rms, frobenius (default: logit-std)")
     parser.add_argument("--keep-bias", action="store_true", help="do not scale the decoder bias")
@@ -296,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         texts = sample[: args.sample] if args.sample is not None else None
         for name in args.backbones:
             resolve_backbone(name)  # every name is valid before any model loads
-        rows = [diagnose(name, spec, texts) for name in args.backbones for spec in specs]
+        # 'once' on a head tied to summed embeddings (BERT) runs as 'untie', as the planner does it
+        rows = [diagnose(name, spec.canonical_for(name) if spec.mode != "none" else spec, texts)
+                for name in args.backbones for spec in specs]
         out = args.results_dir / "norms"
         out.mkdir(parents=True, exist_ok=True)
         write_text(out / "norms.csv", to_csv(rows))

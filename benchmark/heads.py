@@ -166,7 +166,7 @@ def mlm_head(model: nn.Module) -> MLMHead:
     return head
 
 
-# --- the projection's constant α (the paper's method, benchmark.rescale's ``projection``) ------------
+# --- the projection's constant α (benchmark.rescale's ``projection``, this harness's extension) ------
 
 #: Config attribute holding the projection's constant multiplier α (transformers keeps it in config.json).
 PROJECTION_SCALE = "mlm_projection_scale"

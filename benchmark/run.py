@@ -89,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="the 'rescaled' variant matches this backbone's "
                    "(or number's) head statistic (default: the suite's [splade.rescale] match)")
     p.add_argument("--rescale-method", "--method", metavar="METHOD",
-                   help="how 'rescaled' scales the head: projection (the paper's), or this harness's extensions head-norm, "
-                   "tied, untie (default: the suite's, else projection)")
+                   help="how 'rescaled' scales the head: once (the paper's: the weights × α once, then trained), or this "
+                   "harness's extensions projection, head-norm, tied, untie (default: the suite's, else once)")
     p.add_argument("--match-stat", metavar="STAT", help="what --match-norm matches: logit-std, frobenius or row-rms "
                    "(default: the suite's, else logit-std)")
     p.add_argument("--recipe", help="training recipe name or .toml path (default: the suite's; its slice_recipe "

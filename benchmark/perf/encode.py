@@ -28,7 +28,7 @@ def _load_ours(spec: dict[str, Any], info: dict[str, Any]):
     from benchmark.splade import encode
 
     model = AutoModelForMaskedLM.from_pretrained(spec["model"]).eval().to(spec.get("device", "cpu"))
-    attach_projection_scale(model)  # a checkpoint rescaled by the paper's method carries α in its config
+    attach_projection_scale(model)  # a checkpoint rescaled by 'projection' carries α in its config
     tokenizer = AutoTokenizer.from_pretrained(spec["model"])
 
     def run(texts: list[str]):

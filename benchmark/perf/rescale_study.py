@@ -181,10 +181,12 @@ def norms_part(texts, sample: int | None, limit: int | None = None) -> str:
             for alpha in (0.25, 4.0):
                 for method in METHODS:
                     print(f"norms {label} {method} x{alpha:g}", file=sys.stderr, flush=True)
-                    r = diagnose(path, Rescale("factor", factor=alpha, method=method), texts)
+                    spec = Rescale("factor", factor=alpha, method=method).canonical_for(path)  # BERT: once → untie
+                    r = diagnose(path, spec, texts)
                     pair = lambda k, f="{:.4g}": f"{f.format(r[k + '_before'])} → {f.format(r[k])}"  # noqa: E731
+                    shown = method if spec.method == method else f"{method} (as {spec.method})"
                     lines.append(
-                        f"| {label} | {method} | {alpha:g} | {r['params_before']:,} → {r['params']:,} | {r['tied_before']} → {r['tied']} "
+                        f"| {label} | {shown} | {alpha:g} | {r['params_before']:,} → {r['params']:,} | {r['tied_before']} → {r['tied']} "
                         f"| {pair('frobenius')} | {pair('row_rms')} | {pair('logit_std')} | {pair('head_gain')} "
                         f"| {r['logit_scale']:.6g} | {r['logit_dev']:.3g} | {r['hidden_drift']:.3g} |"
                     )

@@ -130,8 +130,11 @@ def _train_st(spec: dict[str, Any], examples: list[dict[str, str]], meter: Any) 
     logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
     recipe = load_recipe(RECIPE)
     set_seed(spec["seed"])
-    model = SparseEncoder(modules=[MLMTransformer(spec["model"], max_seq_length=spec["max_length"]),
-                                   SpladePooling(pooling_strategy="max")], device="cpu")
+    from benchmark.rescale import attach_projection_scale
+
+    mlm = MLMTransformer(spec["model"], max_seq_length=spec["max_length"])
+    attach_projection_scale(mlm.auto_model)  # a checkpoint rescaled by 'projection' carries α in its config
+    model = SparseEncoder(modules=[mlm, SpladePooling(pooling_strategy="max")], device="cpu")
     loss = SpladeLoss(model, loss=SparseMultipleNegativesRankingLoss(model, scale=recipe.mnrl_scale),
                       document_regularizer_weight=recipe.lambda_d, query_regularizer_weight=recipe.lambda_q)
     args = SparseEncoderTrainingArguments(

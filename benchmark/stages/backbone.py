@@ -65,7 +65,7 @@ def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
 
 class Backbone(StageKind):
     name = "backbone"
-    VERSION = 3  # 2: rescaling methods and match statistics; 3: the paper's method projection (the default), its α in the record
+    VERSION = 3  # 2: rescaling methods and match statistics; 3: the constant multiplier projection, its α in the record (the paper's once, the default, since: same output for every earlier config)
     sources = ("benchmark.backbone", "benchmark.checkpoints", "benchmark.rescale", "benchmark.heads",
                "benchmark.samples", "benchmark.stages.backbone")
 

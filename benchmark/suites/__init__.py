@@ -55,7 +55,7 @@ class Encode:
 class RescaleSettings:
     """What the variant ``rescaled`` means in this suite (see benchmark.rescale).
 
-    The default is the paper's: the MLM-head projection × 1/k with k = 16, the same for every backbone.
+    The default is the paper's: the MLM head's weights × 1/k once, k = 16, the same for every backbone.
     ``match`` also names the reference of the extension arms ``head-norm`` and ``match-<statistic>``.
     """
 
@@ -64,7 +64,7 @@ class RescaleSettings:
     k: float | None = 16  # mode factor without a factor: α = 1/k (the paper's k)
     match: str | None = "bert-base-uncased"  # mode match: the reference backbone (or a number)
     scale_bias: bool = True
-    method: str = "projection"  # projection (the paper's) | head-norm | tied | untie (benchmark.rescale.METHODS)
+    method: str = "once"  # once (the paper's) | projection | head-norm | tied | untie (benchmark.rescale.METHODS)
     match_stat: str = "logit-std"  # frobenius | row-rms | logit-std (benchmark.rescale.STATISTICS)
 
     @property
@@ -94,7 +94,7 @@ class Splade:
     recipe: str | None = None  # None: the untrained backbone only
     untrained: bool = False  # with a recipe, also evaluate the untrained backbone
     sweep: list[float] = field(default_factory=list)  # extra variants x<factor>
-    k_grid: list[float] = field(default_factory=list)  # extra variants k<k>: the projection × 1/k (the paper's range)
+    k_grid: list[float] = field(default_factory=list)  # extra variants k<k>: the head × 1/k (the paper's range)
     extra_variants: list[Variant] = field(default_factory=list)
     rescale: RescaleSettings = field(default_factory=RescaleSettings)
     seeds: list[int] = field(default_factory=lambda: [42])  # one training run per seed
