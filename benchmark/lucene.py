@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -334,8 +335,30 @@ def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 
 
 def past_float32(hits: Hits) -> list[str]:
     """Queries whose top score reached ``FLOAT32_EXACT``: Lucene rounded their sums, so scores and near-tie
-    order there are float32 approximations (a result to record, e.g. of a collapsed dense model)."""
+    order there are float32 approximations until :func:`rescore_exact` (e.g. of a collapsed dense model)."""
     return [q for q, ranked in hits.items() if ranked and ranked[0][1] >= FLOAT32_EXACT]
+
+
+def rescore_exact(hits: Hits, queries: dict[str, dict[str, int]],
+                  docs: Iterable[tuple[str, dict[str, int]]]) -> list[str]:
+    """Give the queries past ``FLOAT32_EXACT`` their exact integer dot products, in place, and re-rank their
+    hits by them (ties by document id, as Anserini breaks them); returns those queries.
+
+    ``docs`` is one pass over (id, vector) rows (the encode stage's shards); only the vectors of these
+    queries' hits are kept. What stays float32's is which documents made the top k: one outside it whose
+    exact score exceeds the k-th's by less than Lucene's rounding could be missing (recorded per query
+    as past float32, and marked in the tables).
+    """
+    past = past_float32(hits)
+    if not past:
+        return []
+    needed = {docid for q in past for docid, _ in hits[q]}
+    vectors = {docid: vector for docid, vector in docs if docid in needed}
+    for q in past:
+        query = queries[q]
+        scored = [(docid, float(sum(w * vectors[docid].get(t, 0) for t, w in query.items()))) for docid, _ in hits[q]]
+        hits[q] = sorted(scored, key=lambda hit: (-hit[1], hit[0]))
+    return past
 
 
 def index_stats(index_dir: Path) -> dict[str, int]:

@@ -116,3 +116,46 @@ def test_impact_search_refuses_a_depth_where_tie_offsets_could_hide_exact_scores
     with pytest.raises(BenchmarkError) as err:
         lucene.impact_search(tmp_path / "idx", {"q": {"a": 1}}, k=lucene.MAX_EXACT_K + 1)
     assert "\n" not in str(err.value) and str(lucene.MAX_EXACT_K) in str(err.value) and "k = 1000" in str(err.value)
+
+
+def _collection(tmp_path: Path, docs: dict[str, dict[str, int]]) -> Path:
+    coll = tmp_path / "coll"
+    coll.mkdir()
+    (coll / "docs.jsonl").write_text("".join(json.dumps({"id": d, "contents": "", "vector": v}) + "\n"
+                                             for d, v in docs.items()))
+    lucene.build_impact_index(coll, tmp_path / "idx", threads=1)
+    return tmp_path / "idx"
+
+
+def test_sums_past_float32_are_rescored_to_their_exact_integers(tmp_path):
+    """q = {a: 4096, b: 1}. Hand-computed dot products around 2**24 = 16,777,216: 4095·4096 + 4095 =
+    2**24 − 1 (a float32), 2**24, 2**24 + 1 (rounds to 2**24 in float32: a false tie with the previous,
+    broken by id the wrong way), 2**24 + 2 (a float32) and 2**24 + 3 (rounds half to even: 2**24 + 4).
+    Lucene returns the rounded sums; rescore_exact gives every exact integer back, in exact order."""
+    docs = {"a_minus1": {"a": 4095, "b": 4095}, "b_eq": {"a": 4096}, "c_plus1": {"a": 4096, "b": 1},
+            "d_plus2": {"a": 4096, "b": 2}, "e_plus3": {"a": 4096, "b": 3}, "small": {"b": 7}}
+    query = {"q": {"a": 4096, "b": 1}}
+    hits = lucene.impact_search(_collection(tmp_path, docs), query, k=10, threads=1)
+    two24 = 2**24
+    assert hits["q"] == [("e_plus3", two24 + 4.0), ("d_plus2", two24 + 2.0), ("b_eq", float(two24)),
+                         ("c_plus1", float(two24)), ("a_minus1", two24 - 1.0), ("small", 7.0)]  # Lucene's float32
+    assert lucene.past_float32(hits) == ["q"]
+    assert lucene.rescore_exact(hits, query, ((d, v) for d, v in docs.items())) == ["q"]
+    assert hits["q"] == [("e_plus3", two24 + 3.0), ("d_plus2", two24 + 2.0), ("c_plus1", two24 + 1.0),
+                         ("b_eq", float(two24)), ("a_minus1", two24 - 1.0), ("small", 7.0)]
+    below = {"q": [("a_minus1", two24 - 1.0)]}  # a top score below 2**24 is exact already: left as it is
+    assert lucene.rescore_exact(below, query, iter(())) == [] and below == {"q": [("a_minus1", two24 - 1.0)]}
+
+
+def test_long_tie_runs_keep_exact_scores_in_id_order(tmp_path):
+    """300 documents tied at 6 and 40 tied at 2**24 + 1 (one query each): Anserini lowers the i-th hit of a
+    tie run by 1e-6·i, which rounding removes below 2**24 and float32 cannot even represent above it; every
+    score is the exact integer and a run is in document-id order, after rescoring past 2**24."""
+    low = {f"t{i:03d}": {"a": 2, "b": 1} for i in range(300)}  # 2·2 + 2·1 = 6 under q = {a: 2, b: 2}
+    high = {f"h{i:02d}": {"c": 4096, "d": 1} for i in range(40)}  # 4096·4096 + 1 under q = {c: 4096, d: 1}
+    docs = {**low, **high, "other": {"a": 1}}
+    queries = {"low": {"a": 2, "b": 2}, "high": {"c": 4096, "d": 1}}
+    hits = lucene.impact_search(_collection(tmp_path, docs), queries, k=1000, threads=2)
+    assert hits["low"] == [(d, 6.0) for d in sorted(low)] + [("other", 2.0)]
+    assert lucene.rescore_exact(hits, queries, docs.items()) == ["high"]
+    assert hits["high"] == [(d, 2.0**24 + 1) for d in sorted(high)]

@@ -613,3 +613,23 @@ def test_every_splade_row_names_its_encode_precision(tmp_path):
     assert "Encoded in float32 (the exact path: canonical impacts, the same on every encode path): every SPLADE row." \
         in (uniform / "table.md").read_text()
     assert [c.precision for c in read_results(uniform).conditions] == ["", "float32"]
+
+
+def test_runs_past_float32_are_named_on_the_page_and_in_results_json(tmp_path):
+    """A run whose summed impacts passed 2**24 is named under the table, with what was made exact and what
+    stays float32's; results.json keeps both counts per condition; a run without such queries is not named."""
+    pq: dict = {}
+    conds = [run("b", D1, [0.2, 0.4], perquery=pq),
+             run("r", D1, [0.3, 0.5], variant="rescaled", perquery=pq, past_float32=3, rescored_exactly=3),
+             run("s", D1, [0.3, 0.5], variant="dense", perquery=pq, past_float32=1)]
+    folder = publish(suite(conds, pq), tmp_path / "hand")
+    md = (folder / "table.md").read_text()
+    assert ("Past 2^24: SPLADE bb rescaled, seed 1 on alpha: 3 queries summed impacts beyond 16,777,216, where Lucene's "
+            "float32 scores round; 3 rescored to their exact integer dot products. Which documents made the top k "
+            "was decided in float32.") in md
+    assert "Past 2^24: SPLADE bb dense, seed 1 on alpha: 1 query summed impacts" in md and "not rescored" in md
+    assert "Past 2^24: SPLADE bb baseline" not in md
+    assert "Past 2^24: SPLADE bb rescaled" in (folder / "index.html").read_text()
+    data = json.loads((folder / "results.json").read_text())
+    counts = {c["variant"]: (c["past_float32"], c["rescored_exactly"]) for c in data["conditions"]}
+    assert counts == {"baseline": (0, 0), "rescaled": (3, 3), "dense": (1, 0)}

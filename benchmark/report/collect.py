@@ -93,6 +93,8 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             train_id=train.id if train is not None else "", backbone_id=backbone.id if backbone is not None else "",
             FLOPS=_float(search_record.get("FLOPS")), doc_nnz=_float(search_record.get("doc_nnz")),
             query_nnz=_float(search_record.get("query_nnz")),
+            past_float32=_int(search_record.get("queries_past_float32")) or 0,
+            rescored_exactly=_int(search_record.get("queries_rescored_exactly")) or 0,
             precision=str(docs_record.get("precision") or ""),
             scale=_float(backbone_record.get("factor")),
             rescale=record_tag(backbone_record),

@@ -79,6 +79,8 @@ class ConditionResult:
     run_file: str = ""  # the TREC run (descriptive tag, gzipped), relative to the suite folder
     vocab_size: int | None = None  # the trained model's vocabulary (the dense judgement's |V|)
     checkpoint_step: int | None = None  # the published checkpoint's step (the one encoded, scored and judged)
+    past_float32: int = 0  # queries whose summed impacts reached 2**24, where Lucene's float32 rounds
+    rescored_exactly: int = 0  # of those, the ones whose hits were rescored to exact integers
 
     @property
     def row(self) -> RowKey:

@@ -422,6 +422,7 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
     precision = precision_note(table)
     if precision:
         out.append(precision)
+    out.extend(float32_notes(table))
     marked = [table.info[r] for r in table.rows if table.info[r].mark]
     stopped = any(c.status == COLLAPSED for c in cells)
     if marked or stopped:
@@ -472,6 +473,23 @@ def judgement_notes(table: Table) -> list[str]:
     if skipped:
         reasons = list(dict.fromkeys(j.detail.removeprefix("not judged: ") for j in skipped))
         out.append(f"{len(skipped)} of {len(judged)} judgement(s) not made: " + "; ".join(reasons) + ".")
+    return out
+
+
+def float32_notes(table: Table) -> list[str]:
+    """One line per run whose summed impacts passed 2**24, where Lucene's float32 scores round: what was made
+    exact again, and what stays float32's (which documents made the top k)."""
+    out = []
+    for r in table.rows:
+        for c in table.info[r].runs:
+            if c.past_float32:
+                seed = "" if c.seed is None else f", seed {c.seed}"
+                exact = (f"{c.rescored_exactly} rescored to their exact integer dot products" if c.rescored_exactly
+                         else "not rescored (the encodings were not kept): their scores and near-ties are float32's")
+                out.append(f"Past 2^24: {table.info[r].label}{seed} on {short_name(c.dataset)}: {c.past_float32} "
+                           f"quer{'y' if c.past_float32 == 1 else 'ies'} summed impacts beyond 16,777,216, where "
+                           f"Lucene's float32 scores round; {exact}. Which documents made the top k was decided in "
+                           "float32.")
     return out
 
 

@@ -21,12 +21,13 @@ from benchmark.store import Inputs, StageKind
 
 class Search(StageKind):
     name = "search"
-    VERSION = 2
+    VERSION = 3  # 3: scores past 2**24 rescored to their exact integers (queries_rescored_exactly recorded)
     parents = ("index", "queries")
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
     light_parents = ("docs",)  # its record and df.npy: shards dropped by --keep indexed are not needed
     counted = (("queries", "queries", "searched"),)
-    sources = ("benchmark.flops", "benchmark.formats.trec_run", "benchmark.lucene", "benchmark.stages.search")
+    sources = ("benchmark.flops", "benchmark.formats.trec_run", "benchmark.formats.vectors", "benchmark.lucene",
+               "benchmark.stages.search")
 
     @dataclass(frozen=True)
     class Config:
@@ -57,6 +58,14 @@ class Search(StageKind):
 
             queries = Queries.vectors(inputs.path("queries"))
             hits = lucene.impact_search(index, queries, k=config.k, threads=ctx.threads)
+            if "docs" in inputs:  # sums past 2**24 come back rounded from Lucene's float32: exact integers again
+                from benchmark.formats.vectors import SHARD_GLOB, read_vectors
+                from benchmark.stages.encode import Encode
+
+                shards = sorted(Encode.shards(inputs.path("docs")).glob(SHARD_GLOB))
+                # (shards dropped by --keep indexed: the rounded scores stay, counted as past float32)
+                rows = (row for shard in shards for row in read_vectors(shard))
+                rescored = lucene.rescore_exact(hits, queries, rows) if shards else []
         removed = 0
         if config.remove_query:
             for qid, ranked in hits.items():
@@ -69,6 +78,7 @@ class Search(StageKind):
                   "queries_without_hits": sum(1 for v in hits.values() if not v)}
         if index_type != "bm25":
             record["queries_past_float32"] = len(lucene.past_float32(hits))
+            record["queries_rescored_exactly"] = len(rescored) if "docs" in inputs else 0
         if "docs" in inputs:
             from benchmark.flops import flops
             from benchmark.stages.encode import Encode
