@@ -633,3 +633,16 @@ def test_runs_past_float32_are_named_on_the_page_and_in_results_json(tmp_path):
     data = json.loads((folder / "results.json").read_text())
     counts = {c["variant"]: (c["past_float32"], c["rescored_exactly"]) for c in data["conditions"]}
     assert counts == {"baseline": (0, 0), "rescaled": (3, 3), "dense": (1, 0)}
+
+
+def test_a_recovered_collapse_is_an_event_under_the_table_not_a_mark(tmp_path):
+    """A run whose collapse trigger fired during training but no longer held on the published checkpoint is
+    ok (scored, unmarked), and the event is named under the table."""
+    pq: dict = {}
+    detail = "recovered: degenerate_support fired at step 24 (…) and no longer holds at the published step 26"
+    conds = [run("b", D1, [0.2, 0.4], perquery=pq),
+             run("r", D1, [0.3, 0.5], variant="x16", perquery=pq, outcome_detail=detail)]
+    folder = publish(suite(conds, pq), tmp_path / "hand")
+    assert [line for line in table_lines(folder) if line.startswith("| SPLADE bb x16")][0].startswith(
+        "| SPLADE bb x16 | **0.4000** (+0.1000)")  # no [collapsed] mark after the label
+    assert f"SPLADE bb x16, seed 1: ok, {detail}." in (folder / "table.md").read_text()

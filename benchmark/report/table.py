@@ -459,6 +459,12 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
                 where = f" on {short_name(j.dataset)}" if j.dataset else ""
                 out.append(f"{row.label}{'' if j.seed is None else f', seed {j.seed}'}: {j.label} "
                            f"({j.reference}){where}: {j.detail}.")
+    for r in table.rows:  # a collapse that no longer held on the published checkpoint: an event, not the outcome
+        seen: set[Any] = set()
+        for c in table.info[r].runs:
+            if c.outcome == OK and c.outcome_detail.startswith("recovered: ") and c.seed not in seen:
+                seen.add(c.seed)
+                out.append(f"{table.info[r].label}{'' if c.seed is None else f', seed {c.seed}'}: ok, {c.outcome_detail}.")
     return out
 
 
