@@ -26,6 +26,13 @@ def full_error(where: Path | str) -> OSError:
     return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
 
 
+def disk_usage(path: Path) -> int:
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
 def _size(n: int | float) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
@@ -42,8 +49,6 @@ def _free(folder: Path) -> int | None:
 
 def disk_full_line(stage: Any, out: Path, needed: int | None) -> str:
     """``stage`` ran out of space writing into ``out``: what it wrote, what is free, what it needs."""
-    from benchmark.store import disk_usage
-
     out = Path(out)
     written = disk_usage(out) if out.exists() else 0
     free = _free(out)

@@ -197,7 +197,7 @@ def indexer_command(jdk: Jdk) -> list[str]:
 def _pyserini_index(args: list[str], log: Path) -> None:
     """Run Anserini's indexer in a child JVM so the parent's JVM stays small and clean.
 
-    An interrupt (SIGINT, or SIGTERM raised as ``executor.Interrupted``) makes ``subprocess.run``
+    An interrupt (SIGINT, or SIGTERM raised as ``signals.Interrupted``) makes ``subprocess.run``
     kill the child before it propagates; a SIGKILLed parent takes the child with it (PDEATHSIG)."""
     from benchmark import disk
 

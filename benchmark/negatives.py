@@ -124,7 +124,7 @@ def _arrow_batches(hub: str, subset: str | None, batch_size: int) -> Iterator[An
     import pyarrow.parquet as pq
     from datasets import load_dataset_builder
 
-    from benchmark.training.examples import json_lines_batches
+    from benchmark.formats.json_lines import json_lines_batches
 
     files = load_dataset_builder(hub, subset).config.data_files.get("train") or []
     if not files:

@@ -17,12 +17,12 @@ A CPU stage runs Lucene with as many threads as it has CPUs.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from benchmark.errors import BenchmarkError, unknown
+from benchmark.suites import resource_value
 
 
 @dataclass(frozen=True)
@@ -48,16 +48,6 @@ class Resources:
         return f"{self.workers} workers × ({text})" if self.workers > 1 else text
 
 
-@dataclass(frozen=True)
-class ResourceSpec:
-    """A suite's ``[resources.<kind>]`` table: the fields it sets (None: keep the default)."""
-
-    cpus: float | None = None
-    gpus: float | None = None
-    memory_gb: float | None = None
-    workers: int | None = None
-
-
 #: ``--resources`` names → Resources fields
 CLI_NAMES = {"cpu": "cpus", "gpu": "gpus", "mem": "memory_gb", "workers": "workers"}
 
@@ -66,36 +56,10 @@ def default(kind: Any) -> Resources:
     return Resources(cpus=1.0, gpus=1.0) if getattr(kind, "device", "cpu") == "gpu" else Resources(cpus=1.0)
 
 
-def _check(kind: str, field: str, value: Any, where: str) -> Any:
-    if field == "workers":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise BenchmarkError(f"{where}: workers = {value!r} must be a whole number ≥ 1, e.g. workers = 2")
-        if kind != "train":
-            raise BenchmarkError(f"{where}: workers applies to train only (data-parallel training); remove it from {kind}")
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise BenchmarkError(f"{where}: {field} = {value!r} must be a number ≥ 0")
-    if field == "gpus" and value > 1 and value != int(value):
-        raise BenchmarkError(f"{where}: gpus = {value!r}; above 1 it must be a whole number")
-    return float(value)
-
-
 def _kinds() -> dict[str, Any]:
     from benchmark.stages import KINDS
 
     return dict(KINDS.items())
-
-
-def from_suite(tables: Mapping[str, ResourceSpec], where: str = "suite") -> dict[str, dict[str, Any]]:
-    """A suite's ``[resources]`` as kind → {field: value}, every value checked."""
-    kinds = _kinds()
-    out: dict[str, dict[str, Any]] = {}
-    for kind, spec in tables.items():
-        if kind not in kinds:
-            raise unknown("stage kind", kind, kinds, f"Fix the [resources.{kind}] table of the {where} file")
-        fields = {f: v for f, v in dataclasses.asdict(spec).items() if v is not None}
-        out[kind] = {f: _check(kind, f, v, f"[resources.{kind}]") for f, v in fields.items()}
-    return out
 
 
 def parse_cli(value: str | None) -> dict[str, dict[str, Any]]:
@@ -123,7 +87,7 @@ def parse_cli(value: str | None) -> dict[str, dict[str, Any]]:
                 parsed: Any = int(number) if field == "workers" else float(number)
             except ValueError:
                 raise BenchmarkError(f"--resources {item!r}: {name}:{number!r} is not a number; {fix}") from None
-            out.setdefault(kind, {})[field] = _check(kind, field, parsed, f"--resources {item!r}")
+            out.setdefault(kind, {})[field] = resource_value(kind, field, parsed, f"--resources {item!r}")
     return out
 
 

@@ -41,7 +41,7 @@ def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
     whether this run computed it or found it cached (``results/<suite>/stages.csv``)."""
     from benchmark.atomic import write_csv
     from benchmark.report.build import STAGE_LOG
-    from benchmark.store import disk_usage
+    from benchmark.disk import disk_usage
 
     def rows():
         for stage in plan.stages():
@@ -138,7 +138,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmark.executor import Interrupted, install_signal_handlers
+    from benchmark.signals import Interrupted, install_signal_handlers
 
     args = parse_args(argv)
     install_signal_handlers()
@@ -209,9 +209,10 @@ def load_run_suite(args: argparse.Namespace, opts: Options) -> tuple[Any, str]:
 
 def resources_layers(suite: Any, cli: str | None) -> list[dict[str, dict[str, Any]]]:
     """The suite's ``[resources]`` and the command line's ``--resources``, each checked (later wins)."""
-    from benchmark.resources import from_suite, parse_cli
+    from benchmark.resources import parse_cli
+    from benchmark.suites import suite_resources
 
-    return [from_suite(suite.resources, suite.name), parse_cli(cli)]
+    return [suite_resources(suite.resources, suite.name), parse_cli(cli)]
 
 
 def stage_resources(suite: Any, cli: str | None) -> dict[str, Any]:

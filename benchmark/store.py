@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from benchmark import kill_points
 from benchmark.atomic import write_json
+from benchmark.disk import disk_usage
 from benchmark.errors import BenchmarkError
 
 CONFIG = "config.json"
@@ -50,13 +51,6 @@ def read_meta(stage_dir: Path | str) -> dict[str, Any]:
 def content_digest(meta: Mapping[str, Any]) -> str:
     """What a finished stage holds, as one digest of its recorded outputs (paths, sizes, sha256)."""
     return hashlib.sha256(canonical(meta.get("outputs")).encode()).hexdigest()[:16]
-
-
-def disk_usage(path: Path) -> int:
-    path = Path(path)
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
 def output_files(folder: Path, hashes: bool = True) -> dict[str, list[Any]]:

@@ -27,9 +27,9 @@ def test_every_kind_declares_its_sources():
 
 
 # What a stage module may import without locking it: the machinery around a stage's output (claims,
-# atomic writes, fault points, errors, input fingerprints for ids, typed config parsing), not its values.
+# atomic writes, fault points, errors, input fingerprints for ids, typed config parsing, disk space), not its values.
 INFRASTRUCTURE = {"benchmark.store", "benchmark.atomic", "benchmark.kill_points", "benchmark.errors",
-                  "benchmark.fingerprint", "benchmark.config"}
+                  "benchmark.fingerprint", "benchmark.config", "benchmark.disk"}
 
 
 def test_every_module_a_stage_computes_with_is_locked():

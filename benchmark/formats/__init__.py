@@ -5,7 +5,8 @@ row, one reader and one writer each.
 - ``topics``: ``queries.tsv``;
 - ``qrels``: ``qrels.txt`` (TREC qrels);
 - ``trec_run``: ``run.trec`` (TREC run);
-- ``vectors``: ``docs/part-NNNNN.jsonl`` (JsonVectorCollection shards) and ``queries.jsonl``.
+- ``vectors``: ``docs/part-NNNNN.jsonl`` (JsonVectorCollection shards) and ``queries.jsonl``;
+- ``json_lines``: any JSON-lines file read by Arrow a block of lines at a time (``triples.jsonl``).
 
 They sit low in the import graph (the standard library, ``benchmark.atomic`` and ``benchmark.errors``
 only), so any stage or domain module reads a parent's files without importing the stage that wrote them.

@@ -74,7 +74,7 @@ class Index(StageKind):
     def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:
         """About the source collection's size: Lucene's postings without stored text or positions take
         less than the JSON they come from."""
-        from benchmark.store import disk_usage
+        from benchmark.disk import disk_usage
 
         _, collection = INDEX_TYPE_TO_SOURCE[config.type]
         return disk_usage(collection(inputs.path("source")))

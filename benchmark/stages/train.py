@@ -23,7 +23,7 @@ class Train(StageKind):
     sources = ("benchmark.training", "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.pooling",
                "benchmark.training.telemetry", "benchmark.training.recipe", "benchmark.training.detector",
                "benchmark.training.dev", "benchmark.training.examples", "benchmark.training.ray_cluster", "benchmark.splade.impacts",
-               "benchmark.stages.train")
+               "benchmark.formats.json_lines", "benchmark.stages.train")
 
     @dataclass(frozen=True)
     class Config:

@@ -15,7 +15,7 @@ class Triples(StageKind):
     VERSION = 2  # 2: Hugging Face triples joined to their corpus and queries subsets
     optional_parents = ("topics", "corpus", "run")  # BM25 mining: the training topics, their corpus, a BM25 run
     sources = ("benchmark.formats.corpus", "benchmark.formats.qrels", "benchmark.formats.topics", "benchmark.formats.trec_run",
-               "benchmark.negatives", "benchmark.stages.triples")
+               "benchmark.formats.json_lines", "benchmark.negatives", "benchmark.stages.triples")
 
     @dataclass(frozen=True)
     class Config:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -14,7 +14,6 @@ from typing import Any
 from benchmark.config import apply_overrides, bounded, from_dict, load_toml, with_overrides
 from benchmark.errors import BenchmarkError, unknown
 from benchmark.registry import Registry
-from benchmark.resources import ResourceSpec
 
 #: Java's int: Lucene takes the ranking depth as one.
 MAX_K = 2**31 - 1
@@ -152,6 +151,16 @@ class Expected:
 
 
 @dataclass(frozen=True)
+class ResourceSpec:
+    """A suite's ``[resources.<kind>]`` table: the fields it sets (None: keep the default)."""
+
+    cpus: float | None = None
+    gpus: float | None = None
+    memory_gb: float | None = None
+    workers: int | None = None
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str
     description: str
@@ -273,10 +282,8 @@ class Suite:
             if e.tolerance < 0 or (e.okish is not None and e.okish < e.tolerance):
                 out.append(f"expected[{i}]: need 0 <= tolerance <= okish")
         if self.resources:
-            from benchmark.resources import from_suite
-
             try:
-                from_suite(self.resources)
+                suite_resources(self.resources)
             except BenchmarkError as exc:
                 out.append(str(exc))
         if self.table.digits < 1 or not 0 < self.table.alpha < 1:
@@ -300,6 +307,35 @@ class Suite:
             out.append(f"encode.compile = {self.encode.compile!r}; valid: {', '.join(COMPILERS)} "
                        "('inductor': torch.compile of the documents' encoder body)")
         return out
+
+
+def resource_value(kind: str, field: str, value: Any, where: str) -> Any:
+    """One field of a ``[resources.<kind>]`` table or of ``--resources``, checked (``where`` names it)."""
+    if field == "workers":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BenchmarkError(f"{where}: workers = {value!r} must be a whole number ≥ 1, e.g. workers = 2")
+        if kind != "train":
+            raise BenchmarkError(f"{where}: workers applies to train only (data-parallel training); remove it from {kind}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise BenchmarkError(f"{where}: {field} = {value!r} must be a number ≥ 0")
+    if field == "gpus" and value > 1 and value != int(value):
+        raise BenchmarkError(f"{where}: gpus = {value!r}; above 1 it must be a whole number")
+    return float(value)
+
+
+def suite_resources(tables: Mapping[str, ResourceSpec], where: str = "suite") -> dict[str, dict[str, Any]]:
+    """A suite's ``[resources]`` as kind → {field: value}, every value checked."""
+    from benchmark.stages import KINDS
+
+    kinds = dict(KINDS.items())
+    out: dict[str, dict[str, Any]] = {}
+    for kind, spec in tables.items():
+        if kind not in kinds:
+            raise unknown("stage kind", kind, kinds, f"Fix the [resources.{kind}] table of the {where} file")
+        fields = {f: v for f, v in dataclasses.asdict(spec).items() if v is not None}
+        out[kind] = {f: resource_value(kind, f, v, f"[resources.{kind}]") for f, v in fields.items()}
+    return out
 
 
 SYSTEMS = ("bm25", "splade")

@@ -84,7 +84,7 @@ def plot_png(rows: Sequence[dict[str, Any]], path: Path, title: str = "", outcom
     A PNG already at ``path`` that carries the key of these inputs, this module's code and this
     matplotlib is what drawing would write again (Agg is deterministic), so it is kept: a rebuild of a
     results folder redraws only the plots whose data or code changed."""
-    from benchmark.executor import uninterrupted
+    from benchmark.signals import uninterrupted
 
     key = plot_key(rows, title, outcome_step, outcome_label, armed_step)
     if png_key(path) == key:
