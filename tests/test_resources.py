@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.budget import CORPORA, FIGURES, encode_seconds, estimate
-from benchmark.errors import BenchmarkError
-from benchmark.plan import Options, build_plan
-from benchmark.resources import Resources, parse_cli, resolve
+from benchmark.common.errors import BenchmarkError
+from benchmark.pipeline.budget import CORPORA, FIGURES, encode_seconds, estimate
+from benchmark.pipeline.plan import Options, build_plan
+from benchmark.pipeline.resources import Resources, parse_cli, resolve
 from benchmark.stages import KINDS
 from benchmark.suites import load_suite
 from helpers.pipeline import run_cli

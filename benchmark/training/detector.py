@@ -16,7 +16,7 @@ replays them from its checkpoint's log history and reaches the same verdict.
     ln(candidates), the loss of a model that scores every candidate alike), or for MarginMSE the
     student's margins explain none of the teacher's (R² ≤ 0).
 
-  Terms are counted as the index sees them: impact ≥ 1 after quantisation (``benchmark.splade.quantise``).
+  Terms are counted as the index sees them: impact ≥ 1 after quantisation (``benchmark.splade.impacts.quantise``).
 * ``degraded``: not collapsed, and the held-out dev MRR@10 of the **published** checkpoint (the last
   step, or the best dev step under ``checkpoint = "best"``) is below its step-0 value by more than the
   standard error of that drop (``degraded``). This compares a run with its own start only; the
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmark.outcomes import COLLAPSED, DEGRADED, OK
+from benchmark.training.outcomes import COLLAPSED, DEGRADED, OK
 
 NON_FINITE = "non_finite"
 DENSE = "dense"

@@ -25,8 +25,8 @@ from typing import Any
 
 from sentence_transformers.base.sampler import DefaultBatchSampler
 
-from benchmark.atomic import write_json
-from benchmark.errors import BenchmarkError
+from benchmark.common.atomic import write_json
+from benchmark.common.errors import BenchmarkError
 from benchmark.formats.json_lines import BLOCK_LINES, line_blocks, parse_block
 from benchmark.training.dev import DevBatch
 
@@ -137,7 +137,7 @@ def prepare_examples(source: Path | str | Sequence[dict[str, Any]], columns: Seq
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from benchmark.fingerprint import file_digest
+    from benchmark.common.fingerprint import file_digest
 
     work_dir = Path(work_dir)
     meta_path = work_dir / META
