@@ -10,16 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import BenchmarkError
-from benchmark.plan import Options, Plan, build_plan, check_factor
-from benchmark.store import Store
+from benchmark.common.errors import BenchmarkError
+from benchmark.pipeline.plan import Options, Plan, build_plan, check_factor
+from benchmark.stages.store import Store
 
 
 def validate(plan: Plan, opts: Options, found: list[str] | None = None, deep: bool = True) -> None:
     """Check everything the plan names before any work starts; report every problem at once
     (with ``found``, those build_plan already collected: datasets outside the suite, variants).
     ``deep=False`` (a dry run) skips what needs the network or transformers."""
-    from benchmark.preflight import plan_problems
+    from benchmark.pipeline.preflight import plan_problems
 
     problems = list(found or []) + plan_problems(plan, opts.backbones or plan.backbones, deep=deep)
     if problems:
@@ -39,9 +39,9 @@ def drop_encoded(plan: Plan, store: Store) -> None:
 def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
     """Every finished stage of the plan: the wall time it took when computed, its bytes on disk, and
     whether this run computed it or found it cached (``results/<suite>/stages.csv``)."""
-    from benchmark.atomic import write_csv
+    from benchmark.common.atomic import write_csv
+    from benchmark.common.disk import disk_usage
     from benchmark.report.build import STAGE_LOG
-    from benchmark.store import disk_usage
 
     def rows():
         for stage in plan.stages():
@@ -70,7 +70,7 @@ def dry_run(plan: Plan, store: Store) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from benchmark.cli import parser
+    from benchmark.common.command_line import parser
     from benchmark.suites import suite_names
 
     p = parser("python -m benchmark.run", __doc__ + "\nList flags (--datasets, --backbones, --variants, --seeds) take "
@@ -138,7 +138,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmark.executor import Interrupted, install_signal_handlers
+    from benchmark.common.signals import Interrupted, install_signal_handlers
 
     args = parse_args(argv)
     install_signal_handlers()
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a full disk outside any stage (the tables, a stage's config.json)
-        from benchmark.disk import is_full
+        from benchmark.common.disk import is_full
 
         if not is_full(exc):
             raise
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _seeds(value: str | list[str] | None) -> list[int] | None:
-    from benchmark.cli import split_list
+    from benchmark.common.command_line import split_list
 
     items = split_list(value)
     if items is None:
@@ -195,9 +195,9 @@ def headline(out: Path) -> str:
 
 def load_run_suite(args: argparse.Namespace, opts: Options) -> tuple[Any, str]:
     """(suite, the --suite value for reproduce commands): a packaged or file suite, or an ad-hoc one
-    built from --datasets when --suite is left out (benchmark.adhoc)."""
-    from benchmark.adhoc import ADHOC, load_adhoc
+    built from --datasets when --suite is left out (benchmark.suites.adhoc)."""
     from benchmark.suites import load_suite, suite_names
+    from benchmark.suites.adhoc import ADHOC, load_adhoc
 
     if args.suite is not None:
         return load_suite(args.suite, opts.suite_overrides()), args.suite
@@ -209,14 +209,15 @@ def load_run_suite(args: argparse.Namespace, opts: Options) -> tuple[Any, str]:
 
 def resources_layers(suite: Any, cli: str | None) -> list[dict[str, dict[str, Any]]]:
     """The suite's ``[resources]`` and the command line's ``--resources``, each checked (later wins)."""
-    from benchmark.resources import from_suite, parse_cli
+    from benchmark.pipeline.resources import parse_cli
+    from benchmark.suites import suite_resources
 
-    return [from_suite(suite.resources, suite.name), parse_cli(cli)]
+    return [suite_resources(suite.resources, suite.name), parse_cli(cli)]
 
 
 def stage_resources(suite: Any, cli: str | None) -> dict[str, Any]:
     """Stage kind → the resources one of its tasks asks of a cluster."""
-    from benchmark.resources import resolve
+    from benchmark.pipeline.resources import resolve
     from benchmark.stages import KINDS
 
     return resolve([kind for _, kind in KINDS.items()], *resources_layers(suite, cli))
@@ -225,15 +226,15 @@ def stage_resources(suite: Any, cli: str | None) -> dict[str, Any]:
 def results_folder(plan: Plan) -> str:
     """``<suite>``, or ``<suite>@<subset>`` for a run the command line narrowed (under --results-dir):
     a subset never overwrites the suite's own tables."""
-    from benchmark.plan import subset_folder
+    from benchmark.pipeline.plan import subset_folder
 
     return plan.suite.name + (f"@{subset_folder(plan.subset)}" if plan.subset else "")
 
 
 def _main(args: argparse.Namespace) -> int:
-    from benchmark.cli import set_verbose, split_list
-    from benchmark.config import parse_override
-    from benchmark.runfile import parse_runs
+    from benchmark.common.command_line import set_verbose, split_list
+    from benchmark.common.config import parse_override
+    from benchmark.evaluation.external_runs import parse_runs
 
     for flag in ("max_docs", "max_queries", "threads"):
         value = getattr(args, flag)
@@ -241,7 +242,7 @@ def _main(args: argparse.Namespace) -> int:
             raise BenchmarkError(f"--{flag.replace('_', '-')} {value} must be a positive integer")
     check_factor(args.rescale_factor)
     if not args.dry_run:
-        from benchmark.preflight import check_output_dirs
+        from benchmark.pipeline.preflight import check_output_dirs
 
         check_output_dirs(args.runs_dir, args.results_dir)
     if args.executor != "ray":
@@ -270,14 +271,14 @@ def _main(args: argparse.Namespace) -> int:
     if args.dry_run:
         dry_run(plan, store)
         if args.executor == "ray":
-            from benchmark.budget import describe_estimate
+            from benchmark.pipeline.budget import describe_estimate
 
             print("resources per task: " + "; ".join(f"{k} {r.describe()}" for k, r in resources.items()
                                                      if any(s.kind.name == k for s in plan.stages())))
             print(describe_estimate(plan, args.gpus or 1, resources.get("train")))
         return 0
     store.check_writable()
-    from benchmark.executor import LocalExecutor, follow_training
+    from benchmark.pipeline.executor import LocalExecutor, follow_training
     from benchmark.stages import Context
 
     ctx = Context(threads=args.threads, progress=not args.no_progress)
@@ -288,7 +289,7 @@ def _main(args: argparse.Namespace) -> int:
     targets = [c.evaluate for c in plan.conditions if c.evaluate is not None]
     failed = None
     if args.executor == "ray":
-        from benchmark.ray_executor import execute
+        from benchmark.pipeline.ray_executor import execute
 
         explicit = {k for layer in resources_layers(suite, args.resources) for k, f in layer.items() if "gpus" in f}
         outcome = execute(store, ctx, targets, resources, explicit, args.ray_address, args.gpus)
@@ -298,7 +299,7 @@ def _main(args: argparse.Namespace) -> int:
         LocalExecutor(store, ctx).run(targets)
     if args.keep == "indexed":
         drop_encoded(plan, store)
-    from benchmark.report import write_suite_results
+    from benchmark.report.build import write_suite_results
     from benchmark.report.build import is_complete
 
     results_dir, folder = Path(args.results_dir), results_folder(plan)
@@ -319,7 +320,7 @@ def _main(args: argparse.Namespace) -> int:
         print("\n" + table + "\n")
     print(f"suite {suite.name} finished in {time.perf_counter() - start:.1f}s; tables in {out}")
     if args.check:
-        from benchmark.check import check_suite
+        from benchmark.report.check import check_suite
 
         return check_suite(plan, store)
     return 0

@@ -41,7 +41,7 @@ _offline_env()
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 #: The ir_datasets ids the tests read. ir_datasets fills a document store on first use; the harness does
-#: that under a lock (benchmark.dataset_cache), but some tests read ir_datasets directly.
+#: that under a lock (benchmark.data.dataset_cache), but some tests read ir_datasets directly.
 DATASETS = ("beir/scifact/test", "beir/scifact/train", "beir/nfcorpus/test", "beir/nfcorpus/dev", "beir/nfcorpus/train",
             "cranfield")
 
@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     import ir_datasets
 
-    from benchmark import dataset_cache
+    from benchmark.data import dataset_cache
 
     for name in DATASETS:
         try:

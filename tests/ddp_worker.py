@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from benchmark.training import load_recipe, train_splade
+from benchmark.training.loop import train_splade
+from benchmark.training.recipe import load_recipe
 
 # λ at full strength from step 2 on (warm-up ends after 1 of 2 steps), so the FLOPS gradients count
 OVERRIDES = {

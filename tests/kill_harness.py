@@ -3,7 +3,7 @@ metrics of an uninterrupted run.
 
 CI runs a few points (tests/test_kill.py). The full set, training included:
     python tests/kill_harness.py --all
-Kill points are ``benchmark.kill_points.point`` names; ``name#n`` kills at the n-th pass.
+Kill points are ``benchmark.common.kill_points.point`` names; ``name#n`` kills at the n-th pass.
 """
 
 from __future__ import annotations

@@ -36,8 +36,9 @@ def main(job: str, *args: str) -> None:
     import torch  # noqa: F401  (imported before the baseline, like every step of the pipeline)
     from transformers import TrainerCallback
 
-    from benchmark.negatives import hf_triples
-    from benchmark.training import load_recipe, train_splade
+    from benchmark.data.negatives import hf_triples
+    from benchmark.training.loop import train_splade
+    from benchmark.training.recipe import load_recipe
 
     from benchmark.training.examples import prepare_examples
     from benchmark.training.loop import EXAMPLES_DIR

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.atomic import write_text
-from benchmark.errors import BenchmarkError
-from benchmark.store import Inputs, Stage, StageKind
+from benchmark.common.atomic import write_text
+from benchmark.common.errors import BenchmarkError
+from benchmark.stages.store import Inputs, Stage, StageKind
 
 
 class Leaf(StageKind):
@@ -65,10 +65,10 @@ def toy_plan() -> dict[str, Stage]:
 
 
 def contain(runs: str, address: str) -> None:
-    from benchmark.ray_executor import execute
-    from benchmark.resources import resolve
-    from benchmark.store import Store
+    from benchmark.pipeline.ray_executor import execute
+    from benchmark.pipeline.resources import resolve
     from benchmark.stages import Context
+    from benchmark.stages.store import Store
 
     stages = toy_plan()
     outcome = execute(Store(runs), Context(progress=False), [stages["below"], stages["fine"]],
@@ -83,7 +83,7 @@ def contain(runs: str, address: str) -> None:
 def train(init: str, out: str, address: str) -> None:
     from ddp_worker import run
 
-    from benchmark.ray_executor import connect
+    from benchmark.pipeline.ray_executor import connect
     from benchmark.training.ray_cluster import fit
 
     connect(address)

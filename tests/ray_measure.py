@@ -40,8 +40,8 @@ shard_size = 250
 ENCODE = """
 import sys, time
 from pathlib import Path
-from benchmark.plan import Options, build_plan
-from benchmark.store import Store
+from benchmark.pipeline.plan import Options, build_plan
+from benchmark.stages.store import Store
 from benchmark.stages import Context
 from benchmark.suites import load_suite
 
@@ -54,11 +54,11 @@ def main():
     if sys.argv[3] == "local":
         import torch
         torch.set_num_threads(1)
-        from benchmark.executor import LocalExecutor
+        from benchmark.pipeline.executor import LocalExecutor
         LocalExecutor(store, Context(threads=1, progress=False)).run([encode])
     else:
-        from benchmark.ray_executor import execute
-        from benchmark.resources import resolve
+        from benchmark.pipeline.ray_executor import execute
+        from benchmark.pipeline.resources import resolve
         from benchmark.stages import KINDS
         execute(store, Context(progress=False), [encode], resolve([k for _, k in KINDS.items()]), set(), sys.argv[3])
     print("ENCODE", time.perf_counter() - start, store.timings.get(encode.id))

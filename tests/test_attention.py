@@ -1,6 +1,6 @@
 """The attention implementation is pinned in encoding, and each one gives the SPLADE formula.
 
-``benchmark.splade.encode`` captures the MLM decoder's input with a hook and pools it in blocks,
+``benchmark.splade.encoder.encode`` captures the MLM decoder's input with a hook and pools it in blocks,
 assuming the padded [batch, length, hidden] layout. Under both ``eager`` and ``sdpa`` attention a
 tiny random ModernBERT (sliding-window layers included), loaded through ``load_model``, must give
 what its own full forward gives, one unpadded text at a time: ``max_t log1p(relu(logits_t))``.
@@ -14,8 +14,8 @@ import pytest
 import torch
 from helpers.tiny_models import tiny_modernbert
 
-from benchmark.encoding import load_model
-from benchmark.splade import encode
+from benchmark.retrieval.impact_vectors import load_model
+from benchmark.splade.encoder import encode
 
 # lengths from 1 token to past the 64-token sliding window (tiny_modernbert: local_attention = 64),
 # batched by encode with padding

@@ -9,11 +9,11 @@ import torch
 from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 from safetensors.torch import load_file, save_file
 
-from benchmark.backbone import backbone_key, load_backbone, resolve_backbone
-from benchmark.checkpoints import BACKBONES, registered_key
-from benchmark.errors import BenchmarkError
-from benchmark.heads import MODEL_TYPE_TO_HEAD, head_layout, mlm_head
-from benchmark.rescale import METHODS, Rescale, apply_rescale
+from benchmark.common.errors import BenchmarkError
+from benchmark.model.checkpoints import BACKBONES, registered_key
+from benchmark.model.heads import MODEL_TYPE_TO_HEAD, head_layout, mlm_head
+from benchmark.model.loader import backbone_key, load_backbone, resolve_backbone
+from benchmark.model.rescale import METHODS, Rescale, apply_rescale
 from benchmark.stages.backbone import prepare_backbone
 
 MODEL_DIR = str(BERT_TINY.parent)

@@ -126,7 +126,7 @@ def test_bad_input_gets_one_clear_line(case, tmp_path, capsys, monkeypatch):
 def test_backbone_without_mlm_head(tmp_path, capsys, bert_tiny):
     from transformers import AutoTokenizer, BertModel
 
-    from benchmark.checkpoints import quiet_transformers
+    from benchmark.model.checkpoints import quiet_transformers
 
     headless = tmp_path / "headless"
     with quiet_transformers():
@@ -139,7 +139,7 @@ def test_backbone_without_mlm_head(tmp_path, capsys, bert_tiny):
 
 
 def test_no_usable_java(tmp_path, capsys, monkeypatch):
-    from benchmark import lucene
+    from benchmark.retrieval import lucene
 
     monkeypatch.setattr(lucene, "JVM_ROOT", tmp_path / "no-jvm")
     monkeypatch.delenv("JAVA_HOME", raising=False)
@@ -150,8 +150,8 @@ def test_no_usable_java(tmp_path, capsys, monkeypatch):
 
 
 def test_foreign_index_folder(tmp_path):
-    from benchmark.errors import BenchmarkError
-    from benchmark.lucene import index_stats
+    from benchmark.common.errors import BenchmarkError
+    from benchmark.retrieval.lucene import index_stats
 
     (tmp_path / "index").mkdir()
     (tmp_path / "index" / "segments_1").write_text("not lucene")
@@ -528,8 +528,8 @@ def test_packaged_suite_file_by_path_is_not_a_collision(tmp_path, capsys):
 
 
 def test_search_depth_is_checked_before_the_jvm():
-    from benchmark.errors import BenchmarkError
-    from benchmark.lucene import bm25_search, impact_search
+    from benchmark.common.errors import BenchmarkError
+    from benchmark.retrieval.lucene import bm25_search, impact_search
 
     for search in (bm25_search, impact_search):
         for k in (0, -3, 2**31, 10.0):
@@ -569,7 +569,7 @@ def sparse_encoder_folder(tmp_path_factory, bert_tiny):
     from sentence_transformers.sentence_transformer.modules import Transformer
     from sentence_transformers.sparse_encoder.modules import SpladePooling
 
-    from benchmark.backbone import quiet_transformers
+    from benchmark.model.checkpoints import quiet_transformers
 
     folder = tmp_path_factory.mktemp("st") / "splade-tiny"
     with quiet_transformers():
@@ -671,6 +671,6 @@ def test_all_empty_encodings_get_one_line_before_indexing(factor, tmp_path, caps
 
 
 def test_pickled_weights_of_plain_tensors_pass_validation(tmp_path):
-    from benchmark.backbone import backbone_problems
+    from benchmark.model.loader import backbone_problems
 
     assert backbone_problems(str(_pickled(tmp_path)), deep=True) == []  # what weights-only torch.load accepts

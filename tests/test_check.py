@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.check import check_suite, grade
-from benchmark.plan import Options, build_plan
-from benchmark.store import Store
+from benchmark.pipeline.plan import Options, build_plan
+from benchmark.report.check import check_suite, grade
+from benchmark.stages.store import Store
 from benchmark.suites import load_suite
 from helpers.pipeline import SUBSET, run_cli
 
@@ -139,7 +139,7 @@ def test_numerics_are_recorded_and_a_different_thread_count_is_named():
     another thread count is not these bytes: the record keeps both, and --check names the difference."""
     import torch
 
-    from benchmark.environment import differences, environment
+    from benchmark.common.environment import differences, environment
 
     env = environment()
     threads = torch.get_num_threads()

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
 from helpers.pipeline import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
-    from benchmark.head_diagnostics import build_parser as norms
-    from benchmark.report.cli import build_parser as report
+    from benchmark.model.head_diagnostics import build_parser as norms
+    from benchmark.report.report_cli import build_parser as report
     from benchmark.run import build_parser as run
 
     return {"run": run(), "norms": norms(), "report": report()}
@@ -70,7 +70,7 @@ def test_adhoc_cranfield_bm25_and_its_run_file_as_a_system(tmp_path, capsys):
 
 
 def test_conventional_measures_by_rule():
-    from benchmark.adhoc import conventional_measures
+    from benchmark.suites.adhoc import conventional_measures
 
     assert conventional_measures("beir/scifact/test") == ["nDCG@10", "R@100", "R@1000"]
     assert conventional_measures("msmarco-passage/dev/small") == ["RR@10", "R@1000"]  # official RR@10 is the family's
@@ -80,8 +80,8 @@ def test_conventional_measures_by_rule():
 
 
 def test_adhoc_needs_datasets_and_is_no_packaged_suite(capsys):
-    from benchmark.adhoc import ADHOC
     from benchmark.suites import suite_names
+    from benchmark.suites.adhoc import ADHOC
 
     assert ADHOC not in suite_names()
     assert run_cli("--dry-run") == 2
@@ -90,7 +90,7 @@ def test_adhoc_needs_datasets_and_is_no_packaged_suite(capsys):
 
 
 def _run_line(tmp_path: Path, body: str) -> str | None:
-    from benchmark.runfile import run_file_problem
+    from benchmark.evaluation.external_runs import run_file_problem
 
     path = tmp_path / "r.trec"
     path.write_text(body)
@@ -98,7 +98,7 @@ def _run_line(tmp_path: Path, body: str) -> str | None:
 
 
 def test_run_file_problems_name_the_line(tmp_path):
-    from benchmark.runfile import parse_runs
+    from benchmark.evaluation.external_runs import parse_runs
 
     good = "q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.0 t\n"
     assert _run_line(tmp_path, good) is None
@@ -119,7 +119,7 @@ def test_run_file_problems_name_the_line(tmp_path):
 
 
 def test_run_file_needs_one_dataset(tmp_path):
-    from benchmark.plan import Options, build_plan
+    from benchmark.pipeline.plan import Options, build_plan
     from benchmark.suites import load_suite
 
     run = tmp_path / "r.trec"
@@ -142,8 +142,8 @@ def test_run_file_needs_one_dataset(tmp_path):
 
 
 def test_set_overrides_suite_and_recipe_values():
-    from benchmark.config import parse_override
-    from benchmark.plan import Options, build_plan
+    from benchmark.common.config import parse_override
+    from benchmark.pipeline.plan import Options, build_plan
     from benchmark.suites import load_suite
 
     assert parse_override("encode.precision=bfloat16") == (["encode", "precision"], "bfloat16")
@@ -181,7 +181,7 @@ def test_version_of_every_command_is_the_package_version(capsys):
 
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert benchmark.__version__ == version
-    from benchmark.perf.cli import parse_args as perf
+    from benchmark.perf.perf_cli import parse_args as perf
 
     commands = {name: parser.parse_args for name, parser in _parsers().items()} | {"perf": perf}
     for name, parse in commands.items():
@@ -191,7 +191,7 @@ def test_version_of_every_command_is_the_package_version(capsys):
 
 
 def test_every_flag_says_its_default():
-    from benchmark.cli import HelpFormatter
+    from benchmark.common.command_line import HelpFormatter
 
     for name, parser in _parsers().items():
         formatter = HelpFormatter(parser.prog)
@@ -206,7 +206,7 @@ def test_one_spelling_across_commands():
     parsers = _parsers()
     run, norms = parsers["run"], parsers["norms"]
     for argv in (["--backbones", "a,b"], ["--backbones", "a", "b"]):
-        from benchmark.cli import split_list
+        from benchmark.common.command_line import split_list
 
         assert split_list(run.parse_args(argv).backbones) == ["a", "b"]
         assert split_list(norms.parse_args(argv).backbones) == ["a", "b"]
@@ -235,7 +235,7 @@ def test_console_scripts_license_and_metadata():
 
 
 def test_a_matched_arm_names_its_missing_reference_backbone(tmp_path, capsys):
-    from benchmark.backbone import backbone_problems
+    from benchmark.model.loader import backbone_problems
 
     if not backbone_problems("bert-base-uncased", deep=True):
         pytest.skip("bert-base-uncased loads here: the error cannot happen")
@@ -262,7 +262,7 @@ def test_training_prints_one_compact_line_per_logging_step():
 
 
 def test_progress_line_counts_the_stages_to_run():
-    from benchmark.executor import Progress, duration
+    from benchmark.pipeline.executor import Progress, duration
 
     assert [duration(s) for s in (4.6, 185, 7625)] == ["5s", "3m05s", "2h07m"]
 
@@ -292,7 +292,7 @@ def test_jvm_warnings_stay_off_the_terminal():
     import subprocess
     import sys
 
-    code = ("from benchmark.lucene import start_jvm; start_jvm()\n"
+    code = ("from benchmark.retrieval.lucene import start_jvm; start_jvm()\n"
             "from jnius import autoclass\n"
             "autoclass('org.apache.lucene.store.MMapDirectory')\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

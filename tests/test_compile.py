@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import torch
 
-from benchmark import splade
-from benchmark.encoding import compile_body, encode_docs_stage, load_model, to_vector, vocabulary_terms
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
+from benchmark.retrieval.impact_vectors import compile_body, encode_docs_stage, load_model, to_vector, vocabulary_terms
+from benchmark.splade.encoder import encode
 from benchmark.splade.forward import _decoder
-from benchmark.store import _config_dict
 from benchmark.stages.encode import Encode
+from benchmark.stages.store import _config_dict
 from helpers.forwards import dense, hidden_states, rounding_tolerance, vector_bound
 
 TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), " ".join(["energy"] * 120),
@@ -47,7 +47,7 @@ def test_compiled_body_gives_the_eager_vectors_within_rounding(models):
     assert torch.equal(compiled_mask, mask)
     assert float((compiled - sdpa)[mask].abs().max()) <= tolerance
     weight = _decoder(model).weight.detach()
-    rows = [dense(splade.encode(m, t, TEXTS, max_length=256, batch_size=8), weight.shape[0])
+    rows = [dense(encode(m, t, TEXTS, max_length=256, batch_size=8), weight.shape[0])
             for m, t in (models["compiled"], models["sdpa"])]
     assert rows[1].any(axis=1).all()
     assert np.abs(rows[0] - rows[1]).max() <= vector_bound(tolerance, weight)
@@ -60,7 +60,7 @@ def test_compiled_vectors_do_not_depend_on_batch_or_threads(models):
     try:
         for n_threads, batch in ((2, 8), (1, 16)):  # multiples of benchmark.splade.forward.BODY_DOCS
             torch.set_num_threads(n_threads)
-            runs.append(splade.encode(model, tokenizer, TEXTS, max_length=256, batch_size=batch))
+            runs.append(encode(model, tokenizer, TEXTS, max_length=256, batch_size=batch))
     finally:
         torch.set_num_threads(threads)
     assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(*runs))
@@ -81,7 +81,7 @@ def test_compiled_stage_writes_the_compiled_vectors_and_says_so(tmp_path, models
     model, tokenizer = models["compiled"]
     terms = vocabulary_terms(tokenizer, int(model.config.vocab_size))
     expected = {f"d{i}": to_vector(ids, ws, terms)[1]
-                for i, (ids, ws) in enumerate(splade.encode(model, tokenizer, TEXTS, max_length=256, batch_size=8))}
+                for i, (ids, ws) in enumerate(encode(model, tokenizer, TEXTS, max_length=256, batch_size=8))}
     written = {}
     for line in (tmp_path / "out" / "docs" / "part-00000.jsonl").read_text().splitlines():
         row = json.loads(line)

@@ -50,7 +50,7 @@ def test_a_claim_lost_while_indexing_says_so(tmp_path, capsys, monkeypatch):
     import json
     import shutil
 
-    from benchmark import lucene
+    from benchmark.retrieval import lucene
     from benchmark.run import main
     from test_data import beir_folder
 

@@ -191,7 +191,7 @@ def test_replaced_checkpoint_and_edited_qrels_make_new_stages(world, computed, c
 
 
 def _plan(tmp_path: Path, body: str, **opts):
-    from benchmark.plan import Options, build_plan
+    from benchmark.pipeline.plan import Options, build_plan
     from benchmark.suites import load_suite
 
     suite = tmp_path / "plan.toml"
@@ -220,10 +220,10 @@ def test_one_stage_per_checkpoint_content(tmp_path, bert_tiny):
 def test_rebuilt_rescale_sample_gives_new_matched_backbones(tmp_path, monkeypatch):
     """The shipped sample decides α under the logit-std match: its content is in the backbone's id
     (and its code in the kind's sources); factor-mode backbones do not read it."""
-    from benchmark import samples
-    from benchmark.rescale import Rescale
-    from benchmark.store import Stage
+    from benchmark.data import samples
+    from benchmark.model.rescale import Rescale
     from benchmark.stages import Backbone
+    from benchmark.stages.store import Stage
 
     def ids():
         matched = Rescale(mode="match", match="bert-base-uncased", match_stat="logit-std").to_dict()
@@ -231,7 +231,7 @@ def test_rebuilt_rescale_sample_gives_new_matched_backbones(tmp_path, monkeypatc
         factor = Rescale(mode="factor", factor=2.0).to_dict()
         return [Stage(Backbone, Backbone.Config("bert-tiny", r)).id for r in (matched, frob, factor)]
 
-    assert "benchmark.samples" in Backbone.sources
+    assert "benchmark.data.samples" in Backbone.sources
     before = ids()
     rebuilt = tmp_path / samples.SCIFACT_FILE
     lines = samples.sample_path().read_text(encoding="utf-8").splitlines(keepends=True)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from benchmark.data import materialise, read_docids, read_queries, validate_dataset
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
+from benchmark.data.datasets import materialise, read_docids, read_queries, validate_dataset
 
 
 def beir_folder(root, corpus=None, queries=None, qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t2\n"):
@@ -56,14 +56,14 @@ def test_full_scifact_counts(tmp_path):
 
 READ_CORPUS = """
 import ir_datasets
-from benchmark import dataset_cache
+from benchmark.data import dataset_cache
 print(sum(1 for _ in dataset_cache.docs_iter(ir_datasets.load("beir/scifact/test"))))
 """
 
 
 def test_a_fresh_ir_datasets_cache_is_filled_under_the_lock(tmp_path, monkeypatch):
     """ir_datasets fills SciFact's document store on first use and calls it built after one document, so a
-    second process could read a corpus cut short: the harness (``benchmark.data``, ``negatives``, ``samples``)
+    second process could read a corpus cut short: the harness (``benchmark.data.datasets``, ``negatives``, ``samples``)
     starts every corpus read under the cache's lock. While another holds it, a reader on a fresh cache
     waits and writes no store; released, it reads all 5183 documents."""
     import os
@@ -73,7 +73,7 @@ def test_a_fresh_ir_datasets_cache_is_filled_under_the_lock(tmp_path, monkeypatc
     import time
     from pathlib import Path
 
-    from benchmark.dataset_cache import cache_lock
+    from benchmark.data.dataset_cache import cache_lock
 
     source = Path(os.environ["IR_DATASETS_HOME"]) / "beir" / "scifact" / "source.zip"
     if not source.is_file():
@@ -158,7 +158,7 @@ def test_slice_reads_as_beir_reads_it(scifact_slice):
     """Our strict reader gives BEIR's reference loader's documents (title + " " + text) in its order."""
     from beir.datasets.data_loader import GenericDataLoader
 
-    from benchmark.data import read_local_corpus
+    from benchmark.data.datasets import read_local_corpus
 
     reference = GenericDataLoader(data_folder=str(scifact_slice)).load_corpus()
     ours = list(read_local_corpus(scifact_slice))
@@ -188,7 +188,7 @@ def test_content_aware_keys(tmp_path, scifact_slice):
     """An edit that keeps the size and restores the mtime still changes the stage keys."""
     import os
 
-    from benchmark.data import DatasetRef, corpus_fingerprint
+    from benchmark.data.datasets import DatasetRef, corpus_fingerprint
 
     folder = copy_of(scifact_slice, tmp_path / "edited")
     ref = DatasetRef(str(folder))
@@ -212,7 +212,7 @@ def test_content_aware_keys(tmp_path, scifact_slice):
 def test_an_id_never_reads_the_working_folder(tmp_path, monkeypatch, scifact_slice):
     """A folder beir/scifact/test/ (and beir/scifact/) under the working folder does not replace the
     ir_datasets dataset of the same name: a local folder must be written as a path."""
-    from benchmark.data import DatasetRef, corpus_source, load_source
+    from benchmark.data.datasets import DatasetRef, corpus_source, load_source
 
     copy_of(scifact_slice, tmp_path / "beir" / "scifact" / "test")
     for f in ("corpus.jsonl", "queries.jsonl"):
@@ -229,7 +229,7 @@ def test_an_id_never_reads_the_working_folder(tmp_path, monkeypatch, scifact_sli
 
 def test_at_sign_in_folder_names(tmp_path, monkeypatch, scifact_slice):
     """``@split`` splits at the last '@', and only when that split exists, so 'my@data' is a folder."""
-    from benchmark.data import DatasetRef
+    from benchmark.data.datasets import DatasetRef
 
     monkeypatch.chdir(tmp_path)
     folder = copy_of(scifact_slice, tmp_path / "my@data").resolve()
@@ -265,7 +265,7 @@ def test_numeric_ids_keep_their_coincidental_hits(tmp_path):
 
     import ir_measures
 
-    from benchmark.lucene import start_jvm
+    from benchmark.retrieval.lucene import start_jvm
     from helpers.pipeline import run_cli
 
     start_jvm()  # a JDK >= 21 for pyserini (what the harness finds too)
@@ -304,7 +304,7 @@ def test_folders_of_one_name_in_two_places_stay_apart(tmp_path):
     told apart by their content digest."""
     import csv
 
-    from benchmark.data import DatasetRef
+    from benchmark.data.datasets import DatasetRef
     from helpers.pipeline import run_cli
 
     a = beir_folder(tmp_path / "a" / "slice", qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\n")

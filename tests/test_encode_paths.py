@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 import torch
 
-import benchmark.splade as splade
-from benchmark.splade import SCREENS, encode, probe, quantise, reference_encode, screens
-from benchmark.splade.forward import _capture, _Captured, _pad
+from benchmark.splade import probe, screens
+from benchmark.splade.encoder import encode, reference_encode
+from benchmark.splade.forward import _capture, _Captured, _pad, tokenize
+from benchmark.splade.impacts import quantise
 from benchmark.splade.pooling import _sparse_rows
+from benchmark.splade.screens import SCREENS
 from helpers.tiny_models import tiny_modernbert
 
 PATHS = list(SCREENS)
@@ -38,7 +40,7 @@ def real_bert_tiny(bert_tiny):
 @pytest.fixture(scope="module")
 def scifact_docs():
     """Eight real SciFact abstracts (the start of the corpus) and one very short text."""
-    from benchmark.data import load_source
+    from benchmark.data.datasets import load_source
 
     docs, _, _ = load_source("beir/scifact/test")
     return [text for _, text in itertools.islice(docs, 8)] + ["BRCA1"]
@@ -50,7 +52,7 @@ def _same(a, b) -> bool:
 
 def _hidden(model, tokenizer, texts, max_length):
     """The decoder inputs of ``texts`` as one batch, in encode's order and padding (longest first)."""
-    tokens = splade.tokenize(tokenizer, texts, max_length).ids
+    tokens = tokenize(tokenizer, texts, max_length).ids
     order = np.argsort(-np.array([len(t) for t in tokens]), kind="stable")
     ids, mask = _pad(tokens, order, tokenizer.pad_token_id, torch.device("cpu"))
     hook = model.get_output_embeddings().register_forward_pre_hook(_capture)
@@ -241,7 +243,7 @@ def test_log1p_weights_do_not_depend_on_their_position():
 
 
 def test_unknown_path_and_bfloat16_path_are_clear_errors(real_bert_tiny):
-    from benchmark.errors import BenchmarkError
+    from benchmark.common.errors import BenchmarkError
 
     model, tokenizer = real_bert_tiny
     with pytest.raises(BenchmarkError, match="unknown encode path 'fp8'"):

@@ -1,4 +1,4 @@
-"""benchmark.encoding: shards written by the writer processes equal shards written in line."""
+"""benchmark.retrieval.impact_vectors: shards written by the writer processes equal shards written in line."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 
-from benchmark import encoding as encode_mod
-from benchmark.encoding import encode_docs_stage, read_shard_stats
 from benchmark.formats.vectors import SHARD
+from benchmark.retrieval import impact_vectors as encode_mod
+from benchmark.retrieval.impact_vectors import encode_docs_stage, read_shard_stats
 
 WORDS = ("vitamin deficiency tuberculosis risk microglia macrophage nervous system aspirin trial brca1 "
          "mutation cancer cell protein gene expression patients randomized cohort").split()

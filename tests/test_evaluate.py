@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from benchmark.errors import BenchmarkError
-from benchmark.evaluate import evaluate_stage, parse_measures, read_perquery
+from benchmark.common.errors import BenchmarkError
+from benchmark.evaluation.measures import evaluate_stage, parse_measures, read_perquery
 
 QRELS = "q1 0 d1 1\nq1 0 d3 2\nq2 0 d2 1\nq3 0 d9 1\n"
 RUN = ("q1 Q0 d2 1 3.0 t\nq1 Q0 d1 2 2.0 t\nq1 Q0 d3 3 1.0 t\n"
@@ -52,7 +52,7 @@ def test_run_with_documents_outside_corpus(tmp_path, data_dir):
 
 
 def test_measures_are_normalised_to_the_canonical_spelling():
-    from benchmark.evaluate import normalise_measure
+    from benchmark.evaluation.measures import normalise_measure
 
     assert normalise_measure("nDCG(cutoff=10)") == "nDCG@10"
     assert normalise_measure("RR@10 ") == "RR@10" and normalise_measure(" RR@10") == "RR@10"
@@ -86,6 +86,6 @@ def test_suite_measures_are_canonical_everywhere(tmp_path):
              "use a per-query measure (e.g. R@1000, nDCG@10)"),
 ])
 def test_measure_problems(measure, problem):
-    from benchmark.evaluate import measure_problems
+    from benchmark.evaluation.measures import measure_problems
 
     assert measure_problems(["nDCG@10", measure]) == [problem]

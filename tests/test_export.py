@@ -14,11 +14,13 @@ import pytest
 import torch
 from helpers.forwards import hidden_states, rounding_tolerance, vector_bound
 
-from benchmark import export, splade
-from benchmark.encoding import load_model
-from benchmark.report import publish
+from benchmark.report import model_export as export
+from benchmark.report.build import publish
 from benchmark.report.results import ConditionResult, SuiteResults
+from benchmark.retrieval.impact_vectors import load_model
+from benchmark.splade.encoder import encode
 from benchmark.splade.forward import _decoder
+from benchmark.splade.impacts import QUANT_SCALE
 
 TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), "insulin and glucose",
          " ".join(["the immune system trains on vaccines and pathogens"] * 20), "brca1 mutation and cancer risk"]
@@ -71,7 +73,7 @@ def test_sparse_encoder_reproduces_the_harness_vectors(exported, bert_tiny):
     from sentence_transformers import SparseEncoder
 
     model, tokenizer = load_model(bert_tiny, "sdpa")
-    harness = splade.encode(model, tokenizer, TEXTS, max_length=DOC_LEN, batch_size=8)
+    harness = encode(model, tokenizer, TEXTS, max_length=DOC_LEN, batch_size=8)
     weight = _decoder(model).weight.detach()
     sdpa, mask, _ = hidden_states(model, tokenizer, TEXTS)
     tolerance = rounding_tolerance(sdpa, hidden_states(*load_model(bert_tiny, "eager"), TEXTS)[0], mask)
@@ -87,16 +89,16 @@ def test_sparse_encoder_reproduces_the_harness_vectors(exported, bert_tiny):
     assert want.any(axis=1).all()
     assert np.abs(got - want).max() <= bound
     # and the indexed impacts round(100·w) agree wherever w is not within the bound of a rounding boundary
-    near = np.abs((want * splade.QUANT_SCALE) % 1 - 0.5) <= bound * splade.QUANT_SCALE
+    near = np.abs((want * QUANT_SCALE) % 1 - 0.5) <= bound * QUANT_SCALE
     indexed = (want > 0) | (got > 0)
     assert (near & indexed).sum() < 0.5 * indexed.sum()  # most indexed terms are compared (~2·bound·100 are not)
-    assert np.array_equal(np.rint(got * splade.QUANT_SCALE)[~near], np.rint(want * splade.QUANT_SCALE)[~near])
+    assert np.array_equal(np.rint(got * QUANT_SCALE)[~near], np.rint(want * QUANT_SCALE)[~near])
 
 
 def test_pyserini_query_encoder_loads_it(exported, bert_tiny):
     """Pyserini's SPLADE query encoder on the folder: its weights are round(w / 5 · 256) of the harness's
     query vectors (within half a unit plus the rounding bound of the previous test, 1e-3 here)."""
-    from benchmark.lucene import start_jvm
+    from benchmark.retrieval.lucene import start_jvm
 
     start_jvm()  # pyserini.encode starts the JVM on import: the JDK the harness found
     from pyserini.encode import SpladeQueryEncoder
@@ -104,7 +106,7 @@ def test_pyserini_query_encoder_loads_it(exported, bert_tiny):
     model, tokenizer = load_model(bert_tiny, "sdpa")
     encoder = SpladeQueryEncoder(str(exported))
     scale = 256 / 5  # Pyserini's quantisation: weight_range 5 over quant_range 256
-    for text, (ids, ws) in zip(QUERIES, splade.encode(model, tokenizer, QUERIES, max_length=QUERY_LEN)):
+    for text, (ids, ws) in zip(QUERIES, encode(model, tokenizer, QUERIES, max_length=QUERY_LEN)):
         theirs = encoder.encode(text, max_length=QUERY_LEN)
         ours = dict(zip(tokenizer.convert_ids_to_tokens(ids.tolist()), (float(w) * scale for w in ws)))
         assert ours and all(abs(theirs.get(t, 0) - v) <= 0.5 + 1e-3 * scale for t, v in ours.items())
@@ -132,7 +134,8 @@ def test_fold_for_export_carries_the_projection_scale_into_plain_weights(bert_ti
     power of two, so every product is exact and the logits are bit-identical."""
     from transformers import AutoModelForMaskedLM
 
-    from benchmark.rescale import PROJECTION_SCALE, Rescale, apply_rescale, projection_scale
+    from benchmark.model.heads import PROJECTION_SCALE, projection_scale
+    from benchmark.model.rescale import Rescale, apply_rescale
 
     model, tokenizer = load_model(bert_tiny, "sdpa")
     apply_rescale(model, Rescale(mode="factor", factor=1 / 16, method="projection"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.errors import BenchmarkError
-from benchmark.formats import corpus, qrels, topics, trec_run, vectors
+from benchmark.common.errors import BenchmarkError
+from benchmark.formats import documents as corpus, qrels, query_texts as topics, trec_run, vectors
 
 
 def test_corpus_bytes_and_round_trip(tmp_path):
@@ -89,7 +89,7 @@ def test_formats_sit_below_every_stage_and_domain_module():
     import ast
     import importlib
 
-    allowed = {"benchmark.atomic", "benchmark.errors"}
+    allowed = {"benchmark.common.atomic", "benchmark.common.errors"}
     for module in (corpus, qrels, topics, trec_run, vectors, importlib.import_module("benchmark.formats")):
         tree = ast.parse(open(module.__file__, encoding="utf-8").read())
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}

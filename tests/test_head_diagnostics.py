@@ -15,10 +15,11 @@ import torch
 from helpers.tiny_models import BERT_TINY, tiny_modernbert
 from safetensors.torch import load_file
 
-from benchmark.backbone import load_backbone
-from benchmark.head_diagnostics import COLUMNS, head_stats, main, sample_pass, splade_logits, splade_reps, splade_stats
-from benchmark.rescale import Rescale, apply_rescale
-from benchmark.samples import scifact_abstracts
+from benchmark.data.samples import scifact_abstracts
+from benchmark.model.head_diagnostics import (COLUMNS, head_stats, main, sample_pass, splade_logits, splade_reps,
+                                              splade_stats)
+from benchmark.model.loader import load_backbone
+from benchmark.model.rescale import Rescale, apply_rescale
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,7 +96,7 @@ def test_rescale_keeps_support_and_scales_logits(modernbert):
 
 def _cli(tmp_path, *args):
     env = {**os.environ, "BENCHMARK_MODEL_DIR": str(BERT_TINY.parent), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "benchmark.head_diagnostics", *args, "--format", "csv", "--results-dir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "benchmark.model.head_diagnostics", *args, "--format", "csv", "--results-dir", str(tmp_path)]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -135,7 +136,7 @@ def test_cli_three_methods_on_bert_tiny(tmp_path):
 def test_cli_uncached_hub_id_is_one_line(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "OMP_NUM_THREADS": "1"}
     env.pop("BENCHMARK_MODEL_DIR", None)
-    cmd = [sys.executable, "-m", "benchmark.head_diagnostics", "--backbones", "ettin-17m", "--results-dir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "benchmark.model.head_diagnostics", "--backbones", "ettin-17m", "--results-dir", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == (

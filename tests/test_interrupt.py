@@ -87,7 +87,7 @@ PLOT_UNDER_SIGTERM = """
 import os, signal, sys
 from pathlib import Path
 import matplotlib.axes
-from benchmark.executor import Interrupted, install_signal_handlers
+from benchmark.common.signals import Interrupted, install_signal_handlers
 from benchmark.training.telemetry import plot_png
 
 install_signal_handlers()

@@ -1,4 +1,4 @@
-"""benchmark.kill_points: named kill points, several at once, and once across processes (BENCHMARK_KILL_ONCE)."""
+"""benchmark.common.kill_points: named kill points, several at once, and once across processes (BENCHMARK_KILL_ONCE)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PASSES = "from benchmark import kill_points\nfor name in ['a', 'b', 'a', 'b', 'a']:\n    print(name, flush=True)\n    kill_points.point(name)\n"
+PASSES = "from benchmark.common import kill_points\nfor name in ['a', 'b', 'a', 'b', 'a']:\n    print(name, flush=True)\n    kill_points.point(name)\n"
 
 
 def _run(env: dict[str, str]) -> subprocess.CompletedProcess:

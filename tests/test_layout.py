@@ -1,5 +1,7 @@
-"""The package reads in one direction: no module imports one that imports it back, directly or through
-a folder (a subpackage counts as one unit, so ``stages/`` → ``negatives.py`` → ``stages/`` is a circle
+"""The package reads in one direction. Its top level holds folders, one per layer of the pipeline, and
+``run.py``; ``LAYERS`` orders them from the bottom up, and a unit imports only units of its own layer or
+below it, never one above (an arrow back up). No module imports one that imports it back, directly or
+through a folder (a subpackage counts as one unit, so ``stages/`` → ``data/`` → ``stages/`` is a circle
 too). Imports inside functions count: one placed there to dodge a circle is still a circle."""
 
 from __future__ import annotations
@@ -9,9 +11,16 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "benchmark"
 
+#: The units of the package from the bottom up, in the pipeline's order (suite → data → backbone (+ rescale)
+#: → train → encode → index → search → evaluate → report): each may import only the units listed before it.
+LAYERS = ["common/", "formats/", "data/", "model/", "splade/", "training/", "retrieval/", "evaluation/", "stages/",
+          "suites/", "pipeline/", "report/", "perf/", "run.py"]
+#: What may stand loose at the top beside the folders.
+TOP_FILES = {"__init__.py", "__main__.py", "run.py"}
+
 
 def _unit(module: str, package: Path) -> str:
-    """``benchmark.stages.search`` → ``stages/``; ``benchmark.plan`` → ``plan.py``."""
+    """``benchmark.stages.search`` → ``stages/``; ``benchmark.run`` → ``run.py``."""
     parts = module.split(".")[1:]
     if len(parts) > 1 or (parts and (package / parts[0]).is_dir()):
         return parts[0] + "/"
@@ -104,12 +113,48 @@ def test_no_import_circle() -> None:
 def test_the_check_sees_a_circle(tmp_path: Path) -> None:
     """The detector itself: a two-unit circle through an import inside a function is found."""
     pkg = tmp_path / "benchmark"
-    (pkg / "stages").mkdir(parents=True)
+    for folder in ("data", "stages"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    (pkg / "stages" / "__init__.py").write_text("")
-    (pkg / "stages" / "triples.py").write_text("from benchmark.negatives import mine\n")
-    (pkg / "negatives.py").write_text("def mine():\n    from benchmark.stages.search import RUN\n")
+    (pkg / "stages" / "triples.py").write_text("from benchmark.data.negatives import mine\n")
+    (pkg / "data" / "negatives.py").write_text("def mine():\n    from benchmark.stages.search import RUN\n")
     (pkg / "stages" / "search.py").write_text("RUN = 'run.trec'\n")
     graph = import_graph(pkg)
-    assert circles(graph) == [["negatives.py", "stages/"]]
-    assert graph["negatives.py"]["stages/"] == ["benchmark/negatives.py:2"]
+    assert circles(graph) == [["data/", "stages/"]]
+    assert graph["data/"]["stages/"] == ["benchmark/data/negatives.py:2"]
+
+
+def arrows_back_up(graph: dict[str, dict[str, list[str]]], layers: list[str]) -> list[str]:
+    """``a -> b (file:line, …)`` for every import of a unit by one below it in ``layers``."""
+    floor = {unit: n for n, unit in enumerate(layers)}
+    return [f"{a} -> {b} ({', '.join(graph[a][b])})" for a in sorted(graph) for b in sorted(graph[a])
+            if floor[b] > floor[a]]
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {p.name + "/" for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    units |= {p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    assert units == set(LAYERS), \
+        f"units without a layer: {sorted(units - set(LAYERS))}; layers without a unit: {sorted(set(LAYERS) - units)}"
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in TOP_FILES)
+    assert not loose, f"loose modules at the top of benchmark/ (move each into the folder of its layer): {loose}"
+
+
+def test_no_import_runs_back_up() -> None:
+    graph = import_graph()
+    assert not (up := arrows_back_up(graph, LAYERS)), "import(s) from a lower layer to a higher one:\n" + "\n".join(up)
+
+
+def test_the_check_sees_an_arrow_back_up(tmp_path: Path) -> None:
+    """The layer check itself: an import from a lower layer to a higher one, inside a function, is found."""
+    pkg = tmp_path / "benchmark"
+    for folder in ("common", "stages"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "common" / "disk.py").write_text("def usage():\n    from benchmark.stages.store import Store\n")
+    (pkg / "stages" / "store.py").write_text("from benchmark.common.disk import usage\nclass Store: ...\n")
+    graph = import_graph(pkg)
+    assert arrows_back_up(graph, ["common/", "stages/"]) == ["common/ -> stages/ (benchmark/common/disk.py:2)"]
+    assert arrows_back_up(graph, ["stages/", "common/"]) == ["stages/ -> common/ (benchmark/stages/store.py:1)"]

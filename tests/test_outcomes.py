@@ -21,22 +21,14 @@ from helpers.tiny_models import tiny_bert, tiny_modernbert
 from helpers.triples import scifact_triples
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-from benchmark.outcomes import COLLAPSED, DEGRADED, OK
-from benchmark.splade import quantise
-from benchmark.training import load_recipe, train_splade
-from benchmark.training.detector import (
-    CHANCE,
-    DENSE,
-    DEV_DROP,
-    NON_FINITE,
-    SUPPORT,
-    DevDrop,
-    OutcomeDetector,
-    outcome,
-    published_drop,
-)
+from benchmark.splade.impacts import quantise
+from benchmark.training.detector import (CHANCE, DENSE, DEV_DROP, NON_FINITE, SUPPORT, DevDrop, OutcomeDetector,
+                                         outcome, published_drop)
 from benchmark.training.dev import reciprocal_ranks
+from benchmark.training.loop import train_splade
 from benchmark.training.losses import indexed_threshold, mean_pairwise_cosine
+from benchmark.training.outcomes import COLLAPSED, DEGRADED, OK
+from benchmark.training.recipe import load_recipe
 
 # ---------------------------------------------------------------- the rules, on synthetic rows
 
@@ -376,7 +368,7 @@ def test_rescaled_head_x16_is_flagged_and_x1_stays_ok(tmp_path: Path, scifact_tr
     Collapse is seed- and order-sensitive: the same ×16 run on these triples sorted by (query id,
     doc id) ended at 8 terms per query, unflagged; this test shows that a degenerate run is flagged
     and a healthy one is not."""
-    from benchmark.rescale import Rescale
+    from benchmark.model.rescale import Rescale
     from benchmark.stages.backbone import prepare_backbone
 
     prepare_backbone("bert-tiny", Rescale("factor", factor=factor, method="head-norm") if factor != 1 else Rescale(), tmp_path / "model")

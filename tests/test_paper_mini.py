@@ -9,7 +9,7 @@ import pytest
 
 from helpers.pipeline import run_cli
 
-from benchmark.outcomes import TRAINING_OUTCOMES
+from benchmark.training.outcomes import TRAINING_OUTCOMES
 
 
 @pytest.mark.slow  # trains every backbone family
@@ -50,7 +50,7 @@ def test_synthetic_backbone_builds_in_an_empty_cache(tmp_path, monkeypatch):
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from benchmark.synthetic import ACTIVE_FRACTION, CALIBRATION_TEXTS, ensure
+    from benchmark.model.synthetic import ACTIVE_FRACTION, CALIBRATION_TEXTS, ensure
 
     monkeypatch.setenv("BENCHMARK_CACHE_DIR", str(tmp_path / "cache"))
     folder = ensure("tiny-ettin")

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from benchmark.perf.cli import main
-from benchmark.perf.train import triples
+from benchmark.perf.perf_cli import main
+from benchmark.perf.train_speed import triples
 
 
 def test_bad_arguments_are_one_line_before_any_work(capsys, tmp_path):
@@ -22,7 +22,7 @@ def test_bad_arguments_are_one_line_before_any_work(capsys, tmp_path):
 
 
 def test_training_triples_are_deterministic_with_off_topic_negatives():
-    from benchmark.data import load_source
+    from benchmark.data.datasets import load_source
 
     a, b = triples(40), triples(40)
     assert a == b and len(a) == 40
@@ -80,7 +80,7 @@ def test_skip_bounds_smoke(tmp_path):
 
 def test_rescale_study_smoke(tmp_path):
     """The reference backbone is matched to itself: α = 1 by every statistic."""
-    from benchmark.rescale import METHODS
+    from benchmark.model.rescale import METHODS
 
     assert main(["rescale-study", "match", "--sample", "2", "--models", "3", "--out", str(tmp_path)]) == 0
     assert main(["rescale-study", "norms", "--sample", "2", "--models", "1", "--out", str(tmp_path)]) == 0

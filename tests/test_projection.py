@@ -16,14 +16,14 @@ import pytest
 import torch
 from helpers.tiny_models import BERT_TINY, tiny_modernbert
 
-from benchmark.backbone import load_backbone
+from benchmark.common.errors import BenchmarkError
+from benchmark.model.heads import mlm_head
+from benchmark.model.heads import PROJECTION_SCALE, attach_projection_scale
+from benchmark.model.loader import load_backbone
+from benchmark.model.rescale import METHODS, Rescale, apply_rescale, count_parameters, measure
+from benchmark.retrieval.impact_vectors import load_model
+from benchmark.splade.encoder import encode, reference_encode
 from benchmark.stages.backbone import prepare_backbone
-from benchmark.encoding import load_model
-from benchmark.errors import BenchmarkError
-from benchmark.heads import mlm_head
-from benchmark.rescale import (METHODS, PROJECTION_SCALE, Rescale, apply_rescale, attach_projection_scale,
-                               count_parameters, measure)
-from benchmark.splade import encode, reference_encode
 
 TEXTS = ["the quick brown fox jumps over the lazy dog", "capital of france", "sparse retrieval with an mlm head"]
 U32 = 2.0**-24  # unit roundoff of float32
@@ -107,7 +107,7 @@ def test_projection_survives_save_and_every_loader(models, tmp_path):
     for load in (lambda: load_backbone(str(tmp_path / "model")), lambda: load_model(tmp_path / "model")):
         model, tok = load()
         assert torch.equal(logits_and_input(model, tok)[0], expected)
-    from benchmark.training.pooling import SpladeMLM
+    from benchmark.training.max_pool import SpladeMLM
 
     module = SpladeMLM(str(tmp_path / "model"), chunk_size=4)
     features = module.tokenize(TEXTS)
@@ -153,7 +153,7 @@ def test_match_statistics_see_the_projection_scale(models):
 
 
 def test_record_tag_names_method_factor_and_matched_statistic(models):
-    from benchmark.rescale import record_tag
+    from benchmark.model.rescale import record_tag
 
     model, tokenizer = load_backbone(models["bert-tiny"])
     assert record_tag(apply_rescale(model, Rescale(), tokenizer)) == ""

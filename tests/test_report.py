@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.plan import Condition
-from benchmark.report import main as report_main
-from benchmark.report import publish
+from benchmark.evaluation.significance import holm, paired_ttest
+from benchmark.pipeline.plan import Condition
+from benchmark.report.build import publish
 from benchmark.report.collect import collect
+from benchmark.report.report_cli import main as report_main
 from benchmark.report.results import ConditionResult, SuiteResults, read_results
-from benchmark.significance import holm, paired_ttest
-from benchmark.store import Stage, StageKind, Store
+from benchmark.stages.store import Stage, StageKind, Store
 
 
 def _kind(name: str) -> type[StageKind]:
@@ -82,7 +82,7 @@ def test_seed_ttest_pairs_seed_level_scores():
     on the seed means (a seed on one side only does not count)."""
     from scipy.stats import ttest_rel
 
-    from benchmark.significance import seed_ttest
+    from benchmark.evaluation.significance import seed_ttest
 
     a = {42: 0.7468, 43: 0.7431, 44: 0.7503, 45: 0.9}
     b = {42: 0.7354, 43: 0.7250, 44: 0.7460}
@@ -129,7 +129,8 @@ def test_judged_against_baseline_and_reference(tmp_path):
     above √ρ_ref · |V| with hand-computed thresholds."""
     from scipy.stats import ttest_rel
 
-    from benchmark.report.judgements import DEV_MEASURE, dense_threshold
+    from benchmark.report.judgements import dense_threshold
+    from benchmark.report.results import DEV_MEASURE
 
     dev = {  # train id → per-query dev RR@10 of the published checkpoint (q4 only in the reference: not shared by mb)
         "t-bert": {"q1": 1.0, "q2": 1.0, "q3": 0.5, "q4": 1.0},
@@ -544,7 +545,7 @@ def test_exports_tagged_runs_mteb_json_and_titled_telemetry(tmp_path):
     telemetry plot redrawn from telemetry.csv under a title naming row, method, factor, seed and outcome."""
     from PIL import Image
 
-    from benchmark.report.exports import mteb_key, task_and_split
+    from benchmark.report.mteb import mteb_key, task_and_split
     from benchmark.report.plots import telemetry_title
 
     store = Store(tmp_path / "runs", log=lambda line: None)

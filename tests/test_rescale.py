@@ -10,10 +10,10 @@ import torch
 from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 from safetensors.torch import load_file
 
-from benchmark.backbone import load_backbone
-from benchmark.errors import BenchmarkError
-from benchmark.heads import mlm_head
-from benchmark.rescale import METHODS, STATISTICS, Rescale, apply_rescale, logit_std, measure, token_logit_std
+from benchmark.common.errors import BenchmarkError
+from benchmark.model.heads import mlm_head
+from benchmark.model.loader import load_backbone
+from benchmark.model.rescale import METHODS, STATISTICS, Rescale, apply_rescale, logit_std, measure, token_logit_std
 
 TEXTS = ["the quick brown fox jumps over the lazy dog", "capital of france"]
 FAMILIES = ["bert", "modernbert"]
@@ -24,7 +24,7 @@ U64 = 2.0**-53  # unit roundoff of float64
 def short_sample(monkeypatch):
     """logit-std reads 16 of the shipped abstracts here (the full 256 cost ~10 s a pass on 2 cores);
     every property tested (homogeneity, matching) holds for any fixed sample."""
-    from benchmark import samples
+    from benchmark.data import samples
 
     full = samples.scifact_abstracts()
     monkeypatch.setattr(samples, "scifact_abstracts", lambda: full[:16])
@@ -350,8 +350,8 @@ def test_record_keys(models):
 
 
 def test_logit_std_reads_the_whole_shipped_sample(models, monkeypatch):
-    from benchmark import samples
-    from benchmark.rescale import SAMPLE_MAX_LENGTH, sample_logits
+    from benchmark.data import samples
+    from benchmark.model.rescale import SAMPLE_MAX_LENGTH, sample_logits
 
     monkeypatch.undo()  # the full sample, as the match statistic defines it
     model, tokenizer = load_backbone(str(models["modernbert"]))

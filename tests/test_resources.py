@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.budget import CORPORA, FIGURES, encode_seconds, estimate
-from benchmark.errors import BenchmarkError
-from benchmark.plan import Options, build_plan
-from benchmark.resources import Resources, parse_cli, resolve
+from benchmark.common.errors import BenchmarkError
+from benchmark.pipeline.budget import CORPORA, FIGURES, encode_seconds, estimate
+from benchmark.pipeline.plan import Options, build_plan
+from benchmark.pipeline.resources import Resources, parse_cli, resolve
 from benchmark.stages import KINDS
 from benchmark.suites import load_suite
 from helpers.pipeline import run_cli
@@ -48,9 +48,9 @@ def test_defaults_then_suite_then_command_line(tmp_path):
     suite = tmp_path / "s.toml"
     suite.write_text('name = "s"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
                      '[resources.index]\ncpus = 4\nmemory_gb = 16\n[resources.encode]\ncpus = 2\n')
-    from benchmark.resources import from_suite
+    from benchmark.suites import suite_resources
 
-    got = resolve([k for _, k in KINDS.items()], from_suite(load_suite(str(suite)).resources),
+    got = resolve([k for _, k in KINDS.items()], suite_resources(load_suite(str(suite)).resources),
                   parse_cli("encode=gpu:0,index=mem:32"))
     assert got["index"] == Resources(cpus=4.0, memory_gb=32.0)
     assert got["encode"] == Resources(cpus=2.0, gpus=0.0)

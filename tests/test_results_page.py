@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.report import publish
+from benchmark.report.build import publish
 from benchmark.report.results import ConditionResult, SuiteResults
 
 ROOT = Path(__file__).resolve().parents[1]

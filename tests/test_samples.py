@@ -6,11 +6,11 @@ import json
 import random
 from importlib import resources
 
-from benchmark.samples import SCIFACT_FILE, SCIFACT_MAX_CHARS, SCIFACT_SIZE, scifact_abstracts, select_scifact
+from benchmark.data.samples import SCIFACT_FILE, SCIFACT_MAX_CHARS, SCIFACT_SIZE, scifact_abstracts, select_scifact
 
 
 def _shipped() -> list[dict[str, str]]:
-    text = resources.files("benchmark.samples").joinpath(SCIFACT_FILE).read_text(encoding="utf-8")
+    text = resources.files("benchmark.data.samples").joinpath(SCIFACT_FILE).read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines()]
 
 
@@ -28,7 +28,7 @@ def test_sample_shape_and_attribution():
     assert len(rows) == SCIFACT_SIZE == len({r["doc_id"] for r in rows})
     assert all(len(r["title"]) + len(r["text"]) <= SCIFACT_MAX_CHARS for r in rows)
     assert scifact_abstracts()[0] == f"{rows[0]['title']} {rows[0]['text']}"
-    folder = resources.files("benchmark.samples")
+    folder = resources.files("benchmark.data.samples")
     assert len(folder.joinpath(SCIFACT_FILE).read_bytes()) < 400_000  # "a few hundred KB at most"
     attribution = folder.joinpath("ATTRIBUTION.md").read_text(encoding="utf-8")
     assert "ODC-By 1.0" in attribution and "github.com/allenai/scifact" in attribution

@@ -12,9 +12,11 @@ import pytest
 import torch
 from torch import nn
 
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
 import benchmark.splade.forward as splade_forward
-from benchmark.splade import QUANT_SCALE, encode, quantise, quantise_vector, reference_encode, tokenize
+from benchmark.splade.encoder import encode, reference_encode
+from benchmark.splade.forward import tokenize
+from benchmark.splade.impacts import QUANT_SCALE, quantise, quantise_vector
 from helpers.tiny_models import tiny_bert, tiny_modernbert
 
 

@@ -27,9 +27,10 @@ def test_every_kind_declares_its_sources():
 
 
 # What a stage module may import without locking it: the machinery around a stage's output (claims,
-# atomic writes, fault points, errors, input fingerprints for ids, typed config parsing), not its values.
-INFRASTRUCTURE = {"benchmark.store", "benchmark.atomic", "benchmark.kill_points", "benchmark.errors",
-                  "benchmark.fingerprint", "benchmark.config"}
+# atomic writes, fault points, errors, input fingerprints for ids, typed config parsing, disk space), not its values.
+INFRASTRUCTURE = {"benchmark.stages.store", "benchmark.common.atomic", "benchmark.common.kill_points",
+                  "benchmark.common.errors", "benchmark.common.fingerprint", "benchmark.common.config",
+                  "benchmark.common.disk"}
 
 
 def test_every_module_a_stage_computes_with_is_locked():
@@ -37,13 +38,21 @@ def test_every_module_a_stage_computes_with_is_locked():
     would keep old bytes under the same id after that module changed."""
     import ast
     import importlib
+    import importlib.util
+
+    def is_module(package: str, name: str) -> bool:
+        spec = importlib.util.find_spec(package)
+        is_package = bool(spec and spec.submodule_search_locations)
+        return is_package and importlib.util.find_spec(f"{package}.{name}") is not None
 
     for name, kind in KINDS.items():
         module = importlib.import_module(kind.__module__)
         imported = set()
         for node in ast.walk(ast.parse(open(module.__file__, encoding="utf-8").read())):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("benchmark"):
-                imported |= ({f"benchmark.{a.name}" for a in node.names} if node.module == "benchmark" else {node.module})
+                # ``from benchmark.common import kill_points`` imports the module benchmark.common.kill_points
+                imported |= {f"{node.module}.{a.name}" if is_module(node.module, a.name) else node.module
+                             for a in node.names}
         unlocked = {m for m in imported - INFRASTRUCTURE - set(kind.sources) if not m.startswith("benchmark.stages.")}
         assert not unlocked, (name, sorted(unlocked))
 

@@ -14,8 +14,8 @@ from typing import ClassVar
 
 import pytest
 
-from benchmark.errors import BenchmarkError
-from benchmark.store import Stage, StageKind, Store, added_field
+from benchmark.common.errors import BenchmarkError
+from benchmark.stages.store import Stage, StageKind, Store, added_field
 
 
 class Demo(StageKind):
@@ -236,7 +236,7 @@ def test_a_dead_holders_claim_and_partial_folder_are_taken_over(tmp_path):
     stage = Stage(Demo, Demo.Config(9))
     store = _store(tmp_path)
     # a holder that died (SIGKILL) mid-stage: its claim file and half-written partial folder stay behind
-    code = ("import sys; from benchmark.claims import Claims; from pathlib import Path\n"
+    code = ("import sys; from benchmark.stages.claims import Claims; from pathlib import Path\n"
             "c = Claims(ttl=60).acquire(Path(sys.argv[1])); print(c.path)\n")
     dead = subprocess.run([sys.executable, "-c", code, str(tmp_path / "demo" / f".{stage.id}")],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
@@ -254,7 +254,7 @@ def test_a_dead_holders_claim_and_partial_folder_are_taken_over(tmp_path):
 
 
 def test_a_silent_holder_on_another_machine_expires_after_the_ttl(tmp_path):
-    from benchmark.claims import Claims
+    from benchmark.stages.claims import Claims
 
     base = tmp_path / ".demo-x"
     base.parent.mkdir(parents=True, exist_ok=True)
@@ -270,7 +270,7 @@ def test_a_silent_holder_on_another_machine_expires_after_the_ttl(tmp_path):
 
 
 def test_a_superseded_holder_does_not_publish(tmp_path):
-    from benchmark.claims import Claims
+    from benchmark.stages.claims import Claims
 
     base = tmp_path / ".demo-y"
     base.parent.mkdir(parents=True, exist_ok=True)

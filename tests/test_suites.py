@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.data import validate_dataset
-from benchmark.plan import Options, build_plan
+from benchmark.data.datasets import validate_dataset
+from benchmark.pipeline.plan import Options, build_plan
 from benchmark.suites import load_suite, suite_names
 from helpers.pipeline import run_cli
 
@@ -46,7 +46,7 @@ def test_suite_contents():
     assert paper.measures_of("beir/nq") == ["nDCG@10", "R@100", "R@1000"]
     assert load_suite("trec-dl").measures == ["nDCG@10", "R(rel=2)@1000"]
     assert load_suite("msmarco").measures == ["RR@10", "R@1000"]
-    from benchmark.checkpoints import BACKBONES
+    from benchmark.model.checkpoints import BACKBONES
 
     assert all(b in BACKBONES for b in PAPER_BACKBONES)
 
@@ -196,7 +196,7 @@ def test_headline_suites_plan_offline(name):
 
 
 def test_a_long_subset_is_shown_in_full_and_stored_under_a_short_folder():
-    from benchmark.plan import subset_folder
+    from benchmark.pipeline.plan import subset_folder
     from benchmark.run import results_folder
 
     opts = Options(datasets=["beir/scifact/test", "beir/nfcorpus/test"], backbones=["bert-tiny"],
@@ -252,7 +252,7 @@ def test_an_encode_profile_gives_the_stage_ids_of_its_settings_written_out(tmp_p
 
 
 def test_an_unknown_encode_profile_is_one_line(tmp_path):
-    from benchmark.errors import BenchmarkError
+    from benchmark.common.errors import BenchmarkError
 
     path = tmp_path / "bad.toml"
     path.write_text('name = "bad"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'

@@ -18,10 +18,11 @@ from helpers.tiny_models import tiny_bert, tiny_modernbert
 from helpers.triples import scifact_triples
 from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
 
-from benchmark.errors import BenchmarkError
-from benchmark.outcomes import COLLAPSED, DEGRADED, OK
-from benchmark.training import RECIPES, load_recipe, train_splade
+from benchmark.common.errors import BenchmarkError
 from benchmark.training.detector import DENSE
+from benchmark.training.loop import train_splade
+from benchmark.training.outcomes import COLLAPSED, DEGRADED, OK
+from benchmark.training.recipe import RECIPES, load_recipe
 from benchmark.training.recipe import LOSS_COLUMNS
 from benchmark.training.telemetry import COLUMNS
 
@@ -138,7 +139,7 @@ def _reference_and_ours(folder: Path, chunk: int):
     from sentence_transformers.sparse_encoder import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import SpladePooling
 
-    from benchmark.training.pooling import SpladeMLM
+    from benchmark.training.max_pool import SpladeMLM
 
     ref = SparseEncoder(modules=[Transformer(str(folder), transformer_task="fill-mask"), SpladePooling("max")])
     ours = SparseEncoder(modules=[SpladeMLM(str(folder), chunk_size=chunk)])
@@ -179,7 +180,7 @@ def test_pooling_blocks_are_linears_bits_and_the_first_arg_max(with_bias: bool, 
     ``max(dim=1)`` over the masked logits, the first token on ties (numpy's argmax, whose
     first-occurrence rule is documented). Non-contiguous blocks, a short last block, one block of the
     whole length, with and without bias, at hidden 24 and 768."""
-    from benchmark.training.pooling import _LogitBlocks, _SpladeMaxPool
+    from benchmark.training.max_pool import _LogitBlocks, _SpladeMaxPool
 
     g = torch.Generator().manual_seed(0)
     batch, length, vocab = 6, 37, 3001
@@ -273,7 +274,7 @@ def test_resumed_run_ends_with_the_same_model(tmp_path: Path, bert_dir: Path, tr
     from sentence_transformers.sparse_encoder import SparseEncoder
 
     from benchmark.training.dev import DevBatch
-    from benchmark.training.pooling import SpladeMLM
+    from benchmark.training.max_pool import SpladeMLM
 
     settings = {**TINY, "max_steps": 6, "save_steps": 2, "lambda_q": 1e-2, "lambda_d": 1e-2, "trigger_patience": 2,
                 "checkpoint": "best"}
@@ -359,7 +360,7 @@ def test_two_seeds_give_two_runs(tmp_path: Path, bert_dir: Path, triples: list[d
 
 def test_untied_rescaled_head_is_loaded_as_saved(tmp_path: Path, bert_dir: Path) -> None:
     from benchmark.training.loop import _check_head_as_saved
-    from benchmark.training.pooling import SpladeMLM
+    from benchmark.training.max_pool import SpladeMLM
 
     folder = _head_variant(bert_dir, tmp_path / "scaled", weight_scale=0.25, bias=0.0)
     embeddings = AutoModelForMaskedLM.from_pretrained(bert_dir).get_input_embeddings().weight

@@ -21,11 +21,12 @@ import numpy as np
 import pytest
 from helpers.tiny_models import tiny_bert
 
-from benchmark.errors import BenchmarkError
-from benchmark.negatives import hf_triples, triples_path
-from benchmark.outcomes import DEGRADED, OK
-from benchmark.training import load_recipe, train_splade
+from benchmark.common.errors import BenchmarkError
+from benchmark.data.negatives import hf_triples, triples_path
 from benchmark.training.examples import NoDuplicatesPermutedBatchSampler, PermutedBatchSampler, Permutation
+from benchmark.training.loop import train_splade
+from benchmark.training.outcomes import DEGRADED, OK
+from benchmark.training.recipe import load_recipe
 
 TESTS = Path(__file__).resolve().parent
 SUBSET = "bert-ensemble-margin-mse"

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from benchmark import splade, varlen
-from benchmark.backbone import resolve_backbone
-from benchmark.encoding import load_model
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
+from benchmark.model import varlen
+from benchmark.model.loader import resolve_backbone
+from benchmark.model.synthetic import ensure
+from benchmark.retrieval.impact_vectors import load_model
+from benchmark.splade.encoder import encode
 from benchmark.splade.forward import _decoder
-from benchmark.synthetic import ensure
 from helpers.forwards import dense, hidden_states, rounding_tolerance, vector_bound
 
 TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), " ".join(["energy"] * 120),
@@ -53,7 +54,7 @@ def test_packed_hidden_states_equal_the_padded_ones(models, tolerance):
 def test_packed_encode_gives_the_padded_vectors(models, tolerance):
     """Within ``vector_bound`` of the hidden states' tolerance."""
     weight = _decoder(models["varlen"][0]).weight.detach()
-    rows = [dense(splade.encode(m, tok, TEXTS, max_length=256, batch_size=2), weight.shape[0])
+    rows = [dense(encode(m, tok, TEXTS, max_length=256, batch_size=2), weight.shape[0])
             for m, tok in (models["varlen"], models["sdpa"])]
     assert rows[1].any(axis=1).all()  # every document has terms
     assert np.abs(rows[0] - rows[1]).max() <= vector_bound(tolerance, weight)

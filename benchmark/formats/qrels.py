@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmark.atomic import write_lines
+from benchmark.common.atomic import write_lines
 
 QRELS = "qrels.txt"
 

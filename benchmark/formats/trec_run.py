@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from benchmark.atomic import write_text
+from benchmark.common.atomic import write_text
 
 RUN = "run.trec"
 TAG = "benchmark"

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from benchmark.atomic import write_jsonl
+from benchmark.common.atomic import write_jsonl
 
 SHARDS = "docs"  # the JsonVectorCollection folder, what the impact index reads
 SHARD = "part-{:05d}.jsonl"

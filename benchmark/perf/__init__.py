@@ -2,15 +2,15 @@
 
 Parts (``--only``, comma-separated, or ``all``; the default leaves out ``e2e``, which takes minutes):
 
-* ``encode`` (``perf.encode``): corpus encoding, ``benchmark.splade.encode`` (float32, path chosen by
+* ``encode`` (``perf.encode_speed``): corpus encoding, ``benchmark.splade.encoder.encode`` (float32, path chosen by
   measurement; and bfloat16) against sentence-transformers ``SparseEncoder.encode_document`` on
   the same model, documents, max length, batch size and threads; docs/s, CPU s/doc, peak RSS, the
   chosen path with every path's measured time, the roofline of the vocabulary head, and the same
   retrieval (nDCG@10 over exact integer dot products of the quantised vectors).
 * ``large``: peak memory at a 50368 vocabulary (tiny random ModernBERT), batch 64 × length 512.
-* ``search`` (``perf.search``): queries/s of ``benchmark.lucene.impact_search`` against Pyserini's
+* ``search`` (``perf.search_speed``): queries/s of ``benchmark.retrieval.lucene.impact_search`` against Pyserini's
   pre-encoded path (``LuceneImpactSearcher`` with a ``CachedDataQueryEncoder`` jsonl), 1 and 2 threads.
-* ``train`` (``perf.train``): ``train_splade`` against stock sentence-transformers
+* ``train`` (``perf.train_speed``): ``train_splade`` against stock sentence-transformers
   (``SparseEncoderTrainer`` + ``SpladeLoss`` over ``SparseMultipleNegativesRankingLoss``,
   ``SpladePooling``) on the same model, SciFact train triples, batch, lengths, steps and threads:
   samples/s, peak RSS, the first losses of each, and a profile of one step.

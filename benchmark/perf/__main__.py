@@ -1,5 +1,5 @@
 import sys
 
-from benchmark.perf.cli import main
+from benchmark.perf.perf_cli import main
 
 sys.exit(main())

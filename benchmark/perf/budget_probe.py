@@ -1,7 +1,7 @@
-"""``python -m benchmark.perf budget-probe``: the GPU throughput probe behind the compute budget (``benchmark.budget``).
+"""``python -m benchmark.perf budget-probe``: the GPU throughput probe behind the compute budget (``benchmark.pipeline.budget``).
 
 For each paper backbone, built from its published config with random weights (speed does not
-depend on the weights): SPLADE document encoding through ``benchmark.splade.encode`` at fixed token
+depend on the weights): SPLADE document encoding through ``benchmark.splade.encoder.encode`` at fixed token
 lengths, and one SPLADE training step (InfoNCE with in-batch + 1 hard negative, FLOPS, AdamW) at
 the msmarco-infonce recipe's batch size. Prints one JSON line per measurement.
 
@@ -19,9 +19,9 @@ import time
 import numpy as np
 import torch
 
-from benchmark.errors import BenchmarkError
-from benchmark.perf.cli import positive_ints, subset
-from benchmark.splade import encode
+from benchmark.common.errors import BenchmarkError
+from benchmark.perf.perf_cli import positive_ints, subset
+from benchmark.splade.encoder import encode
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to try the script out
 

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
 from benchmark.perf.report import Row
 from benchmark.perf.workers import load
 

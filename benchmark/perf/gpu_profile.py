@@ -13,7 +13,7 @@ runs), with the JSON rewritten after each and a time budget checked before each:
 
 1. encode, ModernBERT-base, bf16, SDPA attention: docs/s of a second pass over the passages (the
    first pass meets every padded width once: warm-up), and MS MARCO minutes (8,841,823 passages);
-2. the same with packed documents (``attn_implementation="varlen"``, ``benchmark.varlen``: no
+2. the same with packed documents (``attn_implementation="varlen"``, ``benchmark.model.varlen``: no
    padding, flash varlen attention with ModernBERT's window);
 3. SDPA for BERT-base;
 4. packed ModernBERT-base with ``torch.compile`` of the encoder body (dynamic shapes: one
@@ -51,10 +51,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmark import splade, varlen
-from benchmark.atomic import write_text
-from benchmark.encoding import encode_docs_stage
-from benchmark.errors import unknown
+from benchmark.common.atomic import write_text
+from benchmark.common.errors import unknown
+from benchmark.model import varlen
+from benchmark.retrieval.impact_vectors import encode_docs_stage
+from benchmark.splade.encoder import encode
 
 MSMARCO_PASSAGES = 8_841_823
 TARGET_NNZ = 200
@@ -224,7 +225,7 @@ def calibrate_bias(model: Any, tokenizer: Any, docs: list[str], max_length: int,
         mid = (lo + hi) / 2
         with torch.no_grad():
             bias.copy_(base - mid)
-        reps = splade.encode(model, tokenizer, sample, max_length=max_length, batch_size=256, precision="bfloat16")
+        reps = encode(model, tokenizer, sample, max_length=max_length, batch_size=256, precision="bfloat16")
         nnz = sum(len(i) for i, _ in reps) / len(sample)
         if abs(nnz - TARGET_NNZ) < 0.1 * TARGET_NNZ:
             break
@@ -238,11 +239,11 @@ def encode_rate(model: Any, tokenizer: Any, docs: list[str], *, batch_size: int,
     """Steady state: one pass over ``docs`` to meet every width, then a timed pass."""
     _sync()
     t = time.perf_counter()
-    splade.encode(model, tokenizer, docs, max_length=max_length, batch_size=batch_size, precision=precision)
+    encode(model, tokenizer, docs, max_length=max_length, batch_size=batch_size, precision=precision)
     first = _sync() - t
     info: dict[str, Any] = {}
     t = time.perf_counter()
-    reps = splade.encode(model, tokenizer, docs, max_length=max_length, batch_size=batch_size, precision=precision,
+    reps = encode(model, tokenizer, docs, max_length=max_length, batch_size=batch_size, precision=precision,
                          info=info)
     secs = _sync() - t
     rate = len(docs) / secs
@@ -263,7 +264,7 @@ def build(arch: str, attn: str, small: bool, device: Any, tokenizer: Any, docs: 
     """A random-weight model of ``arch`` on ``device``, bias calibrated; optionally its body compiled."""
     import torch
 
-    if attn == "varlen":  # benchmark.varlen: packed documents, flash varlen attention on CUDA
+    if attn == "varlen":  # benchmark.model.varlen: packed documents, flash varlen attention on CUDA
         varlen.register()
     model = ARCHITECTURES[arch](small, attn).eval().to(device)
     # the dry run's small models check the code path; 3 steps do that, a CPU step takes seconds
@@ -288,7 +289,7 @@ def measure_encode(arch: str, attn: str, args: argparse.Namespace, device: Any, 
                              backend="aot_eager" if args.dry_run else "inductor")  # CPU inductor builds take minutes
         t = time.perf_counter()
         if compiled:  # compilation happens on the first call: time it apart
-            splade.encode(model, tokenizer, docs[:512], max_length=256, batch_size=batch_size or args.batch_size,
+            encode(model, tokenizer, docs[:512], max_length=256, batch_size=batch_size or args.batch_size,
                    precision=precision)
             notes["compile_and_first_batches_s"] = round(_sync() - t, 1)
         return {**notes, **encode_rate(model, tokenizer, docs, batch_size=batch_size or args.batch_size,
@@ -316,7 +317,8 @@ def measure_train(args: argparse.Namespace, device: Any) -> Callable[[], dict[st
     def fn() -> dict[str, Any]:
         import torch
 
-        from benchmark.training import load_recipe, train_splade  # the training stack: imported when measured
+        from benchmark.training.loop import train_splade  # the training stack: imported when measured
+        from benchmark.training.recipe import load_recipe
 
         with tempfile.TemporaryDirectory() as tmp:
             init = Path(tmp) / "init"

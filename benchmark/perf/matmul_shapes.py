@@ -23,10 +23,10 @@ from pathlib import Path
 
 import torch
 
-from benchmark.atomic import write_json
-from benchmark.errors import BenchmarkError
-from benchmark.perf.cli import subset
-from benchmark.splade import BLOCK_ELEMENTS
+from benchmark.common.atomic import write_json
+from benchmark.common.errors import BenchmarkError
+from benchmark.perf.perf_cli import subset
+from benchmark.splade.pooling import BLOCK_ELEMENTS
 
 DTYPES = ("float32", "bfloat16", "float16", "int8")
 ROWS, HIDDEN, VOCAB = 512, 128, 30522

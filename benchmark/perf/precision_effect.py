@@ -16,13 +16,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmark.atomic import write_csv, write_text
-from benchmark.encoding import read_query_vectors
-from benchmark.environment import machine_class
+from benchmark.common.atomic import write_csv, write_text
+from benchmark.common.environment import machine_class
+from benchmark.evaluation.significance import paired_ttest
 from benchmark.formats import vectors
-from benchmark.report import read_results
+from benchmark.report.results import read_results
 from benchmark.report.table import short_name
-from benchmark.significance import paired_ttest
+from benchmark.retrieval.impact_vectors import read_query_vectors
 
 
 def _parents(runs: Path, search_id: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ SPLADE's document weight is w_j = max_t log(1 + relu(α·z_tj)) = log(1 + α·m_
 m_j = max_t relu(z_tj), so one pass per model gives the activations for every α.
 
 Part ``norms``: every method at α ∈ {0.25, 4} on bert-tiny and tiny random ModernBERT / Ettin-like
-configs, through ``benchmark.head_diagnostics.diagnose`` (parameters, tie, the three statistics before/after,
+configs, through ``benchmark.model.head_diagnostics.diagnose`` (parameters, tie, the three statistics before/after,
 the logit scale check, and the drift of the encoder's hidden states).
 
     python -m benchmark.perf rescale-study {match,norms,all} [--sample N] [--out results/rescale-study]
@@ -26,13 +26,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmark.atomic import write_text
-from benchmark.backbone import load_backbone, resolve_backbone
-from benchmark.heads import mlm_head
-from benchmark.head_diagnostics import diagnose
-from benchmark.rescale import METHODS, Rescale, measure, sample_logits, token_logit_std
-from benchmark.samples import scifact_abstracts
-from benchmark.synthetic import save_random_mlm
+from benchmark.common.atomic import write_text
+from benchmark.data.samples import scifact_abstracts
+from benchmark.model.head_diagnostics import diagnose
+from benchmark.model.heads import mlm_head
+from benchmark.model.loader import load_backbone, resolve_backbone
+from benchmark.model.rescale import METHODS, Rescale, measure, sample_logits, token_logit_std
+from benchmark.model.synthetic import save_random_mlm
 
 STATS = ("frobenius", "row-rms", "logit-std")
 

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import torch
 
-from benchmark import splade
-from benchmark.atomic import write_json
-from benchmark.backbone import load_backbone
-from benchmark.errors import BenchmarkError
-from benchmark.heads import mlm_head
-from benchmark.perf.cli import positive_ints
-from benchmark.perf.encode import scifact
+from benchmark.common.atomic import write_json
+from benchmark.common.errors import BenchmarkError
+from benchmark.model.heads import mlm_head
+from benchmark.model.loader import load_backbone
+from benchmark.perf.encode_speed import scifact
+from benchmark.perf.perf_cli import positive_ints
+from benchmark.splade.encoder import encode
 
 
 def _kmeans(w: torch.Tensor, per_block: int, iters: int = 8, seed: int = 0) -> torch.Tensor:
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         hook.remove()
 
     info: dict = {}
-    splade.encode(model, tokenizer, texts, max_length=args.max_length, path="int8", info=info)
+    encode(model, tokenizer, texts, max_length=args.max_length, path="int8", info=info)
     cost = {"exact (floor)": 0.0, "ball": 2 / tokens_total * len(texts), "box": 4 / tokens_total * len(texts),
             **{f"box/{g} tokens": 2 / g for g in groups}, **{f"vocab-blocks/{n} terms": 1 / n for n in block_sizes},
             **{f"pca/rank {r}": r / k for r in ranks}}

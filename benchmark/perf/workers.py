@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
 
 #: spec ``kind`` → "module:function" run in the child with the spec; returns the result dict
-KINDS = {"encode": "benchmark.perf.encode:encode_worker", "train": "benchmark.perf.train:train_worker"}
+KINDS = {"encode": "benchmark.perf.encode_speed:encode_worker", "train": "benchmark.perf.train_speed:train_worker"}
 
 
 def status_mb(key: str) -> float:

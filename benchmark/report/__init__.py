@@ -5,15 +5,8 @@ results page is rendered from that folder alone.
   one reader of a plan and its runs folder; ``portable``: no machine path in a results folder;
 * ``table``: the table model (seed means, Δ, paired t-test + Holm, bold, outcomes, averages);
 * ``markdown``, ``latex``, ``tidy`` (CSV), ``html``: the renderers; ``plots``: the figures;
-* ``build``: one folder written and rendered, all folders rebuilt; ``cli``: ``python -m benchmark.report``.
+* ``build``: one folder written and rendered, all folders rebuilt; ``report_cli``: ``python -m benchmark.report``;
+* ``mteb``: the scores as MTEB result files; ``check``: a run's scores against the suite's expected ones
+  (``--check``); ``model_export``: trained models as sentence-transformers folders
+  (``python -m benchmark.report.model_export``).
 """
-
-from __future__ import annotations
-
-from benchmark.report.build import publish, rebuild, refresh_suites, render, write_suite_results
-from benchmark.report.cli import main
-from benchmark.report.collect import collect
-from benchmark.report.results import SuiteResults, ConditionResult, read_results, write_results
-
-__all__ = ["ConditionResult", "SuiteResults", "collect", "main", "publish", "read_results", "rebuild",
-           "refresh_suites", "render", "write_results", "write_suite_results"]

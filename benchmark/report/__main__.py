@@ -1,5 +1,5 @@
 import sys
 
-from benchmark.report.cli import main
+from benchmark.report.report_cli import main
 
 sys.exit(main())

@@ -9,17 +9,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmark.atomic import replace_folder, write_csv, write_text
-from benchmark.errors import BenchmarkError
-from benchmark.outcomes import MISSING
+from benchmark.common.atomic import replace_folder, write_csv, write_text
+from benchmark.common.errors import BenchmarkError
 from benchmark.report import html, latex, markdown, tidy
-from benchmark.report.exports import write_mteb
-from benchmark.report.judgements import JUDGEMENT_COLUMNS, judgement_rows
-from benchmark.report.plots import (AVERAGES, NORMS, PLOTS, SWEEP, averages_plot, norms_plot, sweep_plot,
-                                    telemetry_plots)
 from benchmark.report.collect import collect, refresh
+from benchmark.report.judgements import JUDGEMENT_COLUMNS, judgement_rows
+from benchmark.report.mteb import write_mteb
+from benchmark.report.plots import AVERAGES, NORMS, PLOTS, SWEEP, averages_plot, norms_plot, sweep_plot, telemetry_plots
 from benchmark.report.results import PERQUERY, RESULTS, SuiteResults, read_results, write_results
 from benchmark.report.table import suite_tables
+from benchmark.training.outcomes import MISSING
 
 TABLES = ("table.md", "table.csv", "table.tex")
 PAGE = "index.html"

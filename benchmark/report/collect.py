@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import BenchmarkError
-from benchmark.evaluate import read_perquery
+from benchmark.common.errors import BenchmarkError
+from benchmark.evaluation.measures import read_perquery
 from benchmark.formats import trec_run
-from benchmark.outcomes import MISSING, OK
+from benchmark.model.rescale import record_tag
 from benchmark.report.portable import dataset_labels, is_machine_path, portable_dataset, scrub
-from benchmark.report.results import (DEV_MEASURE, RUNS_DIR, TELEMETRY_DIR, ConditionResult, SuiteResults, TrainOutcome, _float,
-                                      _int, read_results, run_tag)
-from benchmark.rescale import record_tag
-from benchmark.store import Store
+from benchmark.report.results import (DEV_MEASURE, RUNS_DIR, TELEMETRY_DIR, ConditionResult, SuiteResults, TrainOutcome,
+                                      _float, _int, read_results, run_tag)
+from benchmark.stages.store import Store
+from benchmark.training.outcomes import MISSING, OK
 
 def collect(plan: Any, store: Any) -> SuiteResults:
     """The suite's results from a plan and its runs folder; nothing is computed.

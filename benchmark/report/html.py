@@ -14,13 +14,14 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from benchmark.outcomes import COLLAPSED, DEGRADED, OK
+from benchmark.report.labels import row_id, system_label
 from benchmark.report.markdown import header, once, sparsity_header
 from benchmark.report.plots import AVERAGES, NORMS, SWEEP, changed_statistic, head_norms
 from benchmark.report.results import ConditionResult, SuiteResults
-from benchmark.report.table import (DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Table, describe_outcome, mark_tests,
-                                    row_id, scope, short_name, slots, system_label)
+from benchmark.report.table import (DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Table, describe_outcome,
+                                    mark_tests, scope, short_name, slots)
 from benchmark.report.text import MISSING_TEXT, NORM_DIGITS, num, p_value, parts, scale, sparse
+from benchmark.training.outcomes import COLLAPSED, DEGRADED, OK
 
 CSS = """
 :root { color-scheme: light dark; --fg: #1d1d1f; --bg: #ffffff; --muted: #5f6368; --line: #d9dce1; --head: #f3f4f6;

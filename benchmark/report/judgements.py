@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from benchmark.outcomes import DEGRADED
 from benchmark.report.labels import baseline_of, is_baseline, system_label
 from benchmark.report.results import DEV_MEASURE, ConditionResult, RowKey, SuiteResults
+from benchmark.training.outcomes import DEGRADED
 
 DENSE = "dense"
 BASELINE_ARM = "baseline"
@@ -85,7 +85,7 @@ def _dev(results: SuiteResults, c: ConditionResult | None) -> dict[str, float] |
 
 def degraded(results: SuiteResults, row: RowKey, seed: Any, run: ConditionResult, other: ConditionResult | None,
              against: str, label: str, alpha: float) -> Judgement:
-    from benchmark.significance import paired_ttest
+    from benchmark.evaluation.significance import paired_ttest
 
     rule = (f"published checkpoint's held-out dev RR@10 below {label}'s: two-sided paired t-test over the shared dev "
             f"queries, same seed, p < α = {alpha:g}")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from benchmark.outcomes import COLLAPSED, OK
 from benchmark.report.markdown import header, once, sparsity_header
 from benchmark.report.table import DAGGER, DDAGGER, PARTIAL, SPARSITY, Table, slots
 from benchmark.report.text import parts, sparse
+from benchmark.training.outcomes import COLLAPSED, OK
 
 _ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
             "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from benchmark.outcomes import COLLAPSED, OK
 from benchmark.report.table import DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Column, Table, short_name, slots
 from benchmark.report.text import MISSING_TEXT, parts, sparse
+from benchmark.training.outcomes import COLLAPSED, OK
 
 
 def header(table: Table, col: Column, labels: dict[str, str] | None) -> str:

@@ -8,10 +8,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benchmark.atomic import save_figure
-from benchmark.outcomes import COLLAPSED, OK
+from benchmark.common.atomic import save_figure
+from benchmark.report.labels import is_baseline, system_label
 from benchmark.report.results import TELEMETRY_DIR, ConditionResult, SuiteResults
-from benchmark.report.table import Table, is_baseline, short_name, system_label
+from benchmark.report.table import Table, short_name
+from benchmark.training.outcomes import COLLAPSED, OK
 
 SWEEP, AVERAGES, NORMS = "sweep.png", "averages.png", "norms.png"
 PLOTS = (SWEEP, AVERAGES, NORMS)
@@ -190,7 +191,7 @@ def head_norms(results: SuiteResults) -> list[tuple[tuple[str, str, str, bool], 
 def changed_statistic(c: ConditionResult) -> tuple[str, float | None, float | None]:
     """(the statistic c's rescale method moves, before, after); ‖W‖_F for records that do not say
     (those the norms plot leaves out: under head-norm ‖W‖_F does not move)."""
-    from benchmark.rescale import SNAPSHOT_LABELS
+    from benchmark.model.rescale import SNAPSHOT_LABELS
 
     if c.changed and c.changed_before is not None:
         return SNAPSHOT_LABELS.get(c.changed, c.changed), c.changed_before, c.changed_after

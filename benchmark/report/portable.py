@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from benchmark.data import DatasetRef
+from benchmark.data.datasets import DatasetRef
 
 # an absolute or home path: not after a word, a URL or a '<' (a closing tag such as '</script>'), and
 # ending before quotes, whitespace or markup ('<', '>')

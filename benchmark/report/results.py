@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.atomic import atomic_write, write_json
-from benchmark.errors import BenchmarkError
+from benchmark.common.atomic import atomic_write, write_json
+from benchmark.common.errors import BenchmarkError
 from benchmark.formats import trec_run
-from benchmark.outcomes import COLLAPSED, DEGRADED, MISSING, OK, TRAINING_OUTCOMES
+from benchmark.training.outcomes import COLLAPSED, DEGRADED, MISSING, OK, TRAINING_OUTCOMES
 
 FORMAT = 1
 RESULTS = "results.json"
@@ -66,7 +66,7 @@ class ConditionResult:
     rescale: str = ""  # method and factor as applied, and for a matched arm its statistic before → after
     head_norm_before: float | None = None
     head_norm_after: float | None = None
-    changed: str = ""  # the head statistic the rescale method moves (benchmark.rescale.SNAPSHOT_LABELS)
+    changed: str = ""  # the head statistic the rescale method moves (benchmark.model.rescale.SNAPSHOT_LABELS)
     changed_before: float | None = None
     changed_after: float | None = None
     command: str = ""
@@ -134,7 +134,7 @@ class SuiteResults:
         return list(self.dataset_measures.get(members[0], self.measures))
 
     def settings(self) -> Any:
-        from benchmark.config import from_dict
+        from benchmark.common.config import from_dict
         from benchmark.suites import Table as TableSettings
 
         return from_dict(TableSettings, self.table or {}, f"{RESULTS} table")
@@ -249,7 +249,7 @@ def tagged_run(source: Path, tag: str) -> bytes:
 
 def perquery_bytes(perquery: Mapping[str, Mapping[str, Mapping[str, float]]]) -> bytes:
     """Gzipped CSV, sorted, without a timestamp: the same values give the same bytes."""
-    from benchmark.atomic import csv_text
+    from benchmark.common.atomic import csv_text
 
     rows = ({"condition": key, "measure": measure, "query_id": qid, "value": repr(float(value))}
             for key in sorted(perquery) for measure in sorted(perquery[key])

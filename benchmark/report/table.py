@@ -4,7 +4,7 @@ their Δ to the same backbone's baseline and a Holm-corrected paired t-test.
 A row is (system, backbone, variant, trained) and gathers every seed. A cell's value is the mean over
 seeds of that seed's value (a group's: the mean over its members), with the sample sd over seeds.
 The dagger tests the row against its baseline over queries (one seed) or over seeds (several; see
-``benchmark.significance``), Holm-corrected over every test of the table. A run stopped at its collapse has no score: its cell reads "collapsed" (never 0). A run
+``benchmark.evaluation.significance``), Holm-corrected over every test of the table. A run stopped at its collapse has no score: its cell reads "collapsed" (never 0). A run
 that trained to its end keeps its score; its row carries the outcome ("collapsed", "1/3 degraded").
 """
 
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.outcomes import COLLAPSED, DEGRADED, MISSING, OK
 from benchmark.report.judgements import judge, marks
-from benchmark.report.labels import BASELINE, baseline_of, bm25_of, is_baseline, row_id, system_label
+from benchmark.report.labels import baseline_of, bm25_of, system_label
 from benchmark.report.results import ConditionResult, RowKey, SuiteResults, outcome_counts
+from benchmark.training.outcomes import COLLAPSED, DEGRADED, MISSING, OK
 
 SUBSET_MEAN = "mean over shown"
 DAGGER = "†"  # significant against the same backbone's baseline
@@ -146,7 +146,7 @@ def _rescale_tag(c: ConditionResult) -> str:
     """The backbone stage's own account, else (results written before it) the planned method and factor."""
     if c.rescale or not c.method or c.system != "splade":
         return c.rescale
-    from benchmark.plan import rescale_tag
+    from benchmark.pipeline.plan import rescale_tag
 
     return rescale_tag(c.method, c.factor)
 
@@ -242,7 +242,7 @@ def _combine(parts: list[Cell]) -> Cell:
 def build_table(results: SuiteResults, measure_for: Callable[[str], str | None], title: str, settings: Any,
                 rows: dict[RowKey, Row] | None = None) -> Table:
     """The cells of one table; ``measure_for`` gives each dataset/group column its measure (None: no column)."""
-    from benchmark.significance import holm, paired_ttest, seed_ttest
+    from benchmark.evaluation.significance import holm, paired_ttest, seed_ttest
 
     rows = rows if rows is not None else build_rows(results)
     groups = results.groups
@@ -536,7 +536,7 @@ def describe_outcome(c: ConditionResult) -> str:
 
 def scope(results: SuiteResults) -> str:
     """Which data the table comes from: the subset, the suite's own slice, and the seeds."""
-    from benchmark.adhoc import ADHOC
+    from benchmark.suites.adhoc import ADHOC
 
     if results.suite == ADHOC:
         text = f"Ad hoc: {results.subset} (no suite file; each dataset's measures from its conventions)."

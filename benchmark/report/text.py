@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchmark.outcomes import COLLAPSED, OK
 from benchmark.report.table import Cell
+from benchmark.training.outcomes import COLLAPSED, OK
 
 FLOPS_DIGITS = 3
 NNZ_DIGITS = 1

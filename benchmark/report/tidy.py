@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmark.report.labels import row_id
 from benchmark.report.results import SuiteResults
-from benchmark.report.table import SPARSITY, Table, row_id
+from benchmark.report.table import SPARSITY, Table
 from benchmark.report.text import steps
 
 METRIC_COLUMNS = ["suite", "dataset", "system", "backbone", "variant", "factor", "trained", "measure", "value", "status",

@@ -16,13 +16,3 @@ vocabulary, ≈3 GB peak RSS). Here the same vectors come from
 
 ``encoder`` holds ``encode`` and its paths; ``impacts`` the integer impacts the index stores.
 """
-
-from benchmark.splade.encoder import PRECISIONS, encode, reference_encode
-from benchmark.splade.forward import Tokenized, tokenize
-from benchmark.splade.impacts import QUANT_SCALE, quantise, quantise_vector
-from benchmark.splade.pooling import BLOCK_ELEMENTS
-from benchmark.splade.probe import has_fast_bf16
-from benchmark.splade.screens import SCREENS
-
-__all__ = ["BLOCK_ELEMENTS", "PRECISIONS", "QUANT_SCALE", "SCREENS", "Tokenized", "encode", "has_fast_bf16",
-           "quantise", "quantise_vector", "reference_encode", "tokenize"]

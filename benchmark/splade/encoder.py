@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from benchmark.errors import BenchmarkError
-from benchmark.registry import Registry
+from benchmark.common.errors import BenchmarkError
+from benchmark.common.registry import Registry
 from benchmark.splade.forward import (WIDTH_MULTIPLE, Tokenized, _capture, _check_inputs, _decoder, _forward, _pad,
                                       _tokenize)
 from benchmark.splade.pooling import _pool_logits, _pool_plain, _pool_screened, _sparse_rows, _Stats
@@ -159,7 +159,7 @@ def encode(
     order = np.argsort(-lengths, kind="stable")  # longest first: peak memory shows up at once
 
     decoder = _decoder(model)
-    from benchmark.rescale import check_projection_scale
+    from benchmark.model.heads import check_projection_scale
 
     check_projection_scale(model)  # the captured head input must carry the projection's α
     dtype = getattr(torch, autocast) if autocast else None

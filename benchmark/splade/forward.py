@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
 
 if TYPE_CHECKING:
     import torch
@@ -129,10 +129,10 @@ def _hidden(model: Any, **inputs: Any) -> torch.Tensor:
 def _hidden_batch(model: Any, tokens: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any,
                   multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(hidden [n, L, H], mask [n, L]) of ``rows``: one padded batch, or one packed row unpacked
-    (``attn_implementation='varlen'``, see ``benchmark.varlen``)."""
+    (``attn_implementation='varlen'``, see ``benchmark.model.varlen``)."""
     import torch
 
-    from benchmark import varlen
+    from benchmark.model import varlen
 
     if not varlen.is_packed(model):
         input_ids, mask = _pad(tokens, rows, pad_id, device, multiple)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
 
 QUANT_SCALE = 100
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from benchmark.registry import Registry
+from benchmark.common.registry import Registry
 
 if TYPE_CHECKING:
     import torch

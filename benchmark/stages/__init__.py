@@ -3,6 +3,9 @@
 topics, corpus → backbone (+ rescale) → triples → train → encode, queries → index → search → evaluate;
 runfile: a TREC run made elsewhere (``--run``), evaluated like a search stage's.
 
+``store`` holds what every kind stands on: the kinds' base class, stage nodes and the ``runs/`` store
+(``claims``: no stage computed twice at once); ``versions`` locks each kind's code.
+
 ``KINDS`` maps a kind's name to its class (a registry that refuses duplicates). Importing this
 package imports no heavy library: each kind imports torch, transformers or pyserini inside ``run``.
 """
@@ -12,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from benchmark.registry import Registry
-from benchmark.store import StageKind
+from benchmark.common.registry import Registry
 from benchmark.stages.backbone import Backbone
 from benchmark.stages.corpus import Corpus
 from benchmark.stages.encode import Encode
@@ -22,6 +24,7 @@ from benchmark.stages.index import Index
 from benchmark.stages.queries import Queries
 from benchmark.stages.runfile import RunFile
 from benchmark.stages.search import Search
+from benchmark.stages.store import StageKind
 from benchmark.stages.topics import Topics
 from benchmark.stages.train import Train
 from benchmark.stages.triples import Triples
@@ -34,7 +37,7 @@ for _kind in (Topics, Corpus, Backbone, Triples, Train, Encode, Queries, Index, 
 @dataclass
 class Context:
     """How stages run in this process (not part of any id): threads, progress bars, the log, and
-    the cluster a stage may spread its work over (``benchmark.ray_executor.Cluster``: encode shards
+    the cluster a stage may spread its work over (``benchmark.pipeline.ray_executor.Cluster``: encode shards
     as tasks, training as data-parallel workers); None runs everything in this process."""
 
     threads: int = 1

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark import kill_points, samples
-from benchmark.backbone import backbone_fingerprint, backbone_key, load_backbone, resolve_backbone
-from benchmark.checkpoints import quiet_transformers
-from benchmark.errors import BenchmarkError
-from benchmark.fingerprint import file_digest
-from benchmark.rescale import STATISTICS, Rescale, apply_rescale
-from benchmark.store import Inputs, StageKind, label_field
+from benchmark.common import kill_points
+from benchmark.common.errors import BenchmarkError
+from benchmark.common.fingerprint import file_digest
+from benchmark.data import samples
+from benchmark.model.checkpoints import quiet_transformers
+from benchmark.model.loader import backbone_fingerprint, backbone_key, load_backbone, resolve_backbone
+from benchmark.model.rescale import STATISTICS, Rescale, apply_rescale
+from benchmark.stages.store import Inputs, StageKind, label_field
 
 
 def _replace_dir(tmp: Path, out_dir: Path) -> None:
@@ -38,7 +39,7 @@ def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
 
     The folder is written next to ``out_dir`` first and moved into place when complete, so an
     interrupted run never leaves a half-saved backbone. Returns the record for the stage's config:
-    the backbone, the spec, and ``benchmark.rescale.apply_rescale``'s record (method, factor,
+    the backbone, the spec, and ``benchmark.model.rescale.apply_rescale``'s record (method, factor,
     params/tied/norms before and after, and the match statistic in match mode).
     """
     out_dir = Path(out_dir)
@@ -66,13 +67,13 @@ def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
 class Backbone(StageKind):
     name = "backbone"
     VERSION = 3  # 2: rescaling methods and match statistics; 3: the constant multiplier projection, its α in the record (the paper's once, the default, since: same output for every earlier config)
-    sources = ("benchmark.backbone", "benchmark.checkpoints", "benchmark.rescale", "benchmark.heads",
-               "benchmark.samples", "benchmark.stages.backbone")
+    sources = ("benchmark.data.samples", "benchmark.model.checkpoints", "benchmark.model.heads",
+               "benchmark.model.loader", "benchmark.model.rescale", "benchmark.stages.backbone")
 
     @dataclass(frozen=True)
     class Config:
         backbone: str = label_field()  # registry key, hub id or local folder (its content is in external())
-        rescale: dict[str, Any] = field(default_factory=dict)  # a benchmark.rescale.Rescale as a dict
+        rescale: dict[str, Any] = field(default_factory=dict)  # a benchmark.model.rescale.Rescale as a dict
 
     @classmethod
     def external(cls, config: Config) -> dict[str, Any]:

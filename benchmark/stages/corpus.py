@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind
 
 
 class Corpus(StageKind):
     name = "corpus"
     VERSION = 1
     optional_parents = ("topics",)  # with max_docs: the judged documents to keep
-    sources = ("benchmark.data", "benchmark.formats.corpus", "benchmark.formats.qrels", "benchmark.formats.topics",
-               "benchmark.stages.corpus")
+    sources = ("benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
+               "benchmark.data.datasets", "benchmark.stages.corpus")
 
     @dataclass(frozen=True)
     class Config:
@@ -29,7 +29,7 @@ class Corpus(StageKind):
 
     @classmethod
     def external(cls, config: Config) -> dict[str, Any]:
-        from benchmark.data import corpus_fingerprint
+        from benchmark.data.datasets import corpus_fingerprint
 
         fingerprint = corpus_fingerprint(config.source)
         return {"content": fingerprint} if fingerprint is not None else {}
@@ -40,7 +40,7 @@ class Corpus(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.data import materialise_corpus
+        from benchmark.data.datasets import materialise_corpus
         from benchmark.stages.topics import Topics
 
         keep = Topics.judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()
@@ -50,19 +50,19 @@ class Corpus(StageKind):
     @staticmethod
     def collection(folder: Path) -> Path:
         """The JsonCollection folder (what the BM25 index reads)."""
-        from benchmark.formats.corpus import COLLECTION
+        from benchmark.formats.documents import COLLECTION
 
         return Path(folder) / COLLECTION
 
     @staticmethod
     def docs(folder: Path) -> Iterator[tuple[str, str]]:
-        from benchmark.data import iter_docs
+        from benchmark.data.datasets import iter_docs
 
         return iter_docs(folder)
 
     @staticmethod
     def docids(folder: Path) -> list[str]:
-        from benchmark.data import read_docids
+        from benchmark.data.datasets import read_docids
 
         return read_docids(folder)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.store import Inputs, StageKind, added_field
+from benchmark.stages.store import Inputs, StageKind, added_field
 
 
 class Encode(StageKind):
@@ -21,10 +21,11 @@ class Encode(StageKind):
     resumable = True
     device = "gpu"
     counted = (("documents", "corpus", "encoded"),)
-    sources = ("benchmark.encoding", "benchmark.formats.corpus", "benchmark.formats.topics", "benchmark.formats.vectors",
-               "benchmark.splade", "benchmark.splade.encoder", "benchmark.splade.forward", "benchmark.splade.impacts",
-               "benchmark.splade.pooling", "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.stages.encode",
-               "benchmark.varlen")
+    sources = ("benchmark.formats.documents", "benchmark.formats.query_texts", "benchmark.formats.vectors",
+               "benchmark.model.heads", "benchmark.model.varlen", "benchmark.splade.encoder",
+               "benchmark.splade.forward", "benchmark.splade.impacts", "benchmark.splade.pooling",
+               "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.retrieval.impact_vectors",
+               "benchmark.stages.encode")
 
     @dataclass(frozen=True)
     class Config:
@@ -33,11 +34,11 @@ class Encode(StageKind):
         shard_size: int = 10000
         precision: str = "float32"
         attn_implementation: str = "sdpa"
-        compile: str = added_field("none")  # benchmark.encoding.COMPILERS
+        compile: str = added_field("none")  # benchmark.retrieval.impact_vectors.COMPILERS
 
     @classmethod
     def describe(cls, config: Config) -> str:
-        from benchmark.splade import QUANT_SCALE
+        from benchmark.splade.impacts import QUANT_SCALE
 
         body = "" if config.compile == "none" else f", body compiled ({config.compile})"
         return (f"max length {config.max_length}, impacts round(w·{QUANT_SCALE}), {config.precision}, "
@@ -45,7 +46,7 @@ class Encode(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.encoding import encode_docs_stage
+        from benchmark.retrieval.impact_vectors import encode_docs_stage
 
         return encode_docs_stage(_model(inputs), inputs.path("corpus"), out, max_length=config.max_length,
                                  batch_size=config.batch_size, shard_size=config.shard_size,

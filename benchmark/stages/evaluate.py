@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind
 
 
 class Evaluate(StageKind):
@@ -15,8 +15,8 @@ class Evaluate(StageKind):
     VERSION = 2  # 2: perquery.tsv through the one CSV writer (\n line ends)
     parents = ("run", "topics", "corpus")
     counted = (("queries", "topics", "evaluated"),)
-    sources = ("benchmark.evaluate", "benchmark.formats.corpus", "benchmark.formats.qrels", "benchmark.formats.trec_run",
-               "benchmark.stages.evaluate")
+    sources = ("benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.trec_run",
+               "benchmark.evaluation.measures", "benchmark.stages.evaluate")
 
     @dataclass(frozen=True)
     class Config:
@@ -28,7 +28,7 @@ class Evaluate(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.evaluate import evaluate_stage
+        from benchmark.evaluation.measures import evaluate_stage
         from benchmark.stages.search import Search
 
         return evaluate_stage(Search.run_file(inputs.path("run")), inputs.path("topics"), inputs.path("corpus"),
@@ -36,6 +36,6 @@ class Evaluate(StageKind):
 
     @staticmethod
     def perquery(folder: Path) -> dict[str, dict[str, float]]:
-        from benchmark.evaluate import read_perquery
+        from benchmark.evaluation.measures import read_perquery
 
         return read_perquery(folder)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind
 
 
 def _bm25_input(folder: Path) -> Path:
@@ -25,7 +25,7 @@ def _impact_input(folder: Path) -> Path:
 
 
 def _builder(index_type: str) -> Callable[..., None]:
-    from benchmark import lucene
+    from benchmark.retrieval import lucene
 
     return {"bm25": lucene.build_bm25_index, "impact": lucene.build_impact_index}[index_type]
 
@@ -41,7 +41,7 @@ class Index(StageKind):
     name = "index"
     VERSION = 1
     parents = ("source",)
-    sources = ("benchmark.lucene", "benchmark.stages.index")
+    sources = ("benchmark.retrieval.lucene", "benchmark.stages.index")
 
     @dataclass(frozen=True)
     class Config:
@@ -53,8 +53,9 @@ class Index(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark import kill_points, lucene
-        from benchmark.errors import BenchmarkError
+        from benchmark.common import kill_points
+        from benchmark.common.errors import BenchmarkError
+        from benchmark.retrieval import lucene
 
         _, collection = INDEX_TYPE_TO_SOURCE[config.type]
         problem = cls.nothing_to_index(config.type, inputs.record("source"), inputs.path("source"))
@@ -74,7 +75,7 @@ class Index(StageKind):
     def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:
         """About the source collection's size: Lucene's postings without stored text or positions take
         less than the JSON they come from."""
-        from benchmark.store import disk_usage
+        from benchmark.common.disk import disk_usage
 
         _, collection = INDEX_TYPE_TO_SOURCE[config.type]
         return disk_usage(collection(inputs.path("source")))

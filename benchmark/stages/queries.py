@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind
 
 
 class Queries(StageKind):
@@ -16,10 +16,11 @@ class Queries(StageKind):
     parents = ("model", "topics")
     device = "gpu"
     counted = (("queries", "topics", "encoded"),)
-    sources = ("benchmark.encoding", "benchmark.formats.corpus", "benchmark.formats.topics", "benchmark.formats.vectors",
-               "benchmark.splade", "benchmark.splade.encoder", "benchmark.splade.forward", "benchmark.splade.impacts",
-               "benchmark.splade.pooling", "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.stages.queries",
-               "benchmark.varlen")
+    sources = ("benchmark.formats.documents", "benchmark.formats.query_texts", "benchmark.formats.vectors",
+               "benchmark.model.heads", "benchmark.model.varlen", "benchmark.splade.encoder",
+               "benchmark.splade.forward", "benchmark.splade.impacts", "benchmark.splade.pooling",
+               "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.retrieval.impact_vectors",
+               "benchmark.stages.queries")
 
     @dataclass(frozen=True)
     class Config:
@@ -30,14 +31,14 @@ class Queries(StageKind):
 
     @classmethod
     def describe(cls, config: Config) -> str:
-        from benchmark.splade import QUANT_SCALE
+        from benchmark.splade.impacts import QUANT_SCALE
 
         return (f"max length {config.max_length}, impacts round(w·{QUANT_SCALE}), {config.precision}, "
                 f"{config.attn_implementation} attention")
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.encoding import encode_queries_stage
+        from benchmark.retrieval.impact_vectors import encode_queries_stage
 
         return encode_queries_stage(Path(inputs.path("model")) / "model", inputs.path("topics"), out,
                                     max_length=config.max_length, batch_size=config.batch_size,
@@ -47,7 +48,7 @@ class Queries(StageKind):
     # readers for later stages
     @staticmethod
     def vectors(folder: Path) -> dict[str, dict[str, int]]:
-        from benchmark.encoding import read_query_vectors
+        from benchmark.retrieval.impact_vectors import read_query_vectors
 
         return read_query_vectors(folder)
 

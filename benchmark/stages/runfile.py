@@ -7,15 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind
 
 
 class RunFile(StageKind):
     name = "runfile"
     VERSION = 1
     parents = ("topics", "corpus")
-    sources = ("benchmark.data", "benchmark.formats.corpus", "benchmark.formats.trec_run", "benchmark.runfile",
-               "benchmark.stages.runfile")
+    sources = ("benchmark.formats.documents", "benchmark.formats.trec_run", "benchmark.data.datasets",
+               "benchmark.evaluation.external_runs", "benchmark.stages.runfile")
 
     @dataclass(frozen=True)
     class Config:
@@ -23,7 +23,7 @@ class RunFile(StageKind):
 
     @classmethod
     def external(cls, config: Config) -> dict[str, Any]:
-        from benchmark.fingerprint import file_digest
+        from benchmark.common.fingerprint import file_digest
 
         return {"content": file_digest(config.path)}
 
@@ -33,8 +33,8 @@ class RunFile(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.data import read_docids
-        from benchmark.runfile import materialise_run
+        from benchmark.data.datasets import read_docids
+        from benchmark.evaluation.external_runs import materialise_run
 
         dataset = inputs.record("topics").get("dataset", "the dataset")
         return materialise_run(Path(config.path), set(read_docids(inputs.path("corpus"))), str(dataset), out)

@@ -1,7 +1,7 @@
 """The search stage: top-k retrieval from an index into a TREC run file (``run.trec``).
 
 BM25 searches the topics' query texts; impact search the queries stage's pre-encoded vectors (scores:
-exact integer dot products over every query term, ``benchmark.lucene.impact_search``), and records the
+exact integer dot products over every query term, ``benchmark.retrieval.lucene.impact_search``), and records the
 queries whose scores passed float32's exact integers, and FLOPS from the encode stage's document
 frequencies (a declared parent). With
 ``remove_query`` (on for BEIR, as Pyserini's ``--remove-query`` in 2CR) a hit whose document id
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.formats.trec_run import RUN, read_run, write_run
-from benchmark.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind
 
 
 class Search(StageKind):
@@ -26,7 +26,8 @@ class Search(StageKind):
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
     light_parents = ("docs",)  # its record and df.npy: shards dropped by --keep indexed are not needed
     counted = (("queries", "queries", "searched"),)
-    sources = ("benchmark.flops", "benchmark.formats.trec_run", "benchmark.formats.vectors", "benchmark.lucene",
+    sources = ("benchmark.formats.trec_run", "benchmark.formats.vectors", "benchmark.retrieval.flops",
+               "benchmark.retrieval.lucene",
                "benchmark.stages.search")
 
     @dataclass(frozen=True)
@@ -43,7 +44,8 @@ class Search(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark import kill_points, lucene
+        from benchmark.common import kill_points
+        from benchmark.retrieval import lucene
         from benchmark.stages.index import Index
 
         index_type = inputs.record("index")["type"]
@@ -80,7 +82,7 @@ class Search(StageKind):
             record["queries_past_float32"] = len(lucene.past_float32(hits))
             record["queries_rescored_exactly"] = len(rescored) if "docs" in inputs else 0
         if "docs" in inputs:
-            from benchmark.flops import flops
+            from benchmark.retrieval.flops import flops
             from benchmark.stages.encode import Encode
             from benchmark.stages.queries import Queries
 

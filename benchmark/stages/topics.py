@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind
 
 
 class Topics(StageKind):
     name = "topics"
     VERSION = 1
-    sources = ("benchmark.data", "benchmark.formats.corpus", "benchmark.formats.qrels", "benchmark.formats.topics",
-               "benchmark.stages.topics")
+    sources = ("benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
+               "benchmark.data.datasets", "benchmark.stages.topics")
 
     @dataclass(frozen=True)
     class Config:
@@ -23,7 +23,7 @@ class Topics(StageKind):
 
     @classmethod
     def external(cls, config: Config) -> dict[str, Any]:
-        from benchmark.data import DatasetRef
+        from benchmark.data.datasets import DatasetRef
 
         ref = DatasetRef(config.dataset)
         return {"content": ref.key()} if ref.local is not None else {}
@@ -34,26 +34,26 @@ class Topics(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.data import materialise_topics
+        from benchmark.data.datasets import materialise_topics
 
         return materialise_topics(config.dataset, out, config.max_queries, config.seed)
 
     # readers for later stages
     @staticmethod
     def queries(folder: Path) -> dict[str, str]:
-        from benchmark.data import read_queries
+        from benchmark.data.datasets import read_queries
 
         return read_queries(folder)
 
     @staticmethod
     def qrels(folder: Path) -> Path:
-        from benchmark.data import qrels_path
+        from benchmark.data.datasets import qrels_path
 
         return qrels_path(folder)
 
     @staticmethod
     def judged_docs(folder: Path) -> set[str]:
-        from benchmark.data import judged_docs
+        from benchmark.data.datasets import judged_docs
 
         return judged_docs(folder)
 

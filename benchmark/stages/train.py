@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind
 
 
 class Train(StageKind):
@@ -21,10 +21,11 @@ class Train(StageKind):
     parents = ("init", "triples")
     resumable = True
     device = "gpu"
-    sources = ("benchmark.training", "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.pooling",
-               "benchmark.training.telemetry", "benchmark.training.recipe", "benchmark.training.detector",
-               "benchmark.training.dev", "benchmark.training.examples", "benchmark.training.ray_cluster", "benchmark.splade.impacts",
-               "benchmark.stages.train")
+    sources = ("benchmark.formats.json_lines", "benchmark.model.heads", "benchmark.splade.impacts",
+               "benchmark.training.detector", "benchmark.training.dev", "benchmark.training.examples",
+               "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.max_pool",
+               "benchmark.training.outcomes", "benchmark.training.ray_cluster", "benchmark.training.recipe",
+               "benchmark.training.telemetry", "benchmark.stages.train")
 
     @dataclass(frozen=True)
     class Config:
@@ -51,10 +52,11 @@ class Train(StageKind):
 
 def train(config: Train.Config, inputs: Inputs, out: Path, progress: bool) -> dict[str, Any]:
     """One process's part of a train stage (all of it, or one rank's under torchrun or Ray Train)."""
-    from benchmark.config import from_dict
+    from benchmark.common.config import from_dict
     from benchmark.stages.backbone import Backbone
     from benchmark.stages.triples import Triples
-    from benchmark.training import Recipe, train_splade
+    from benchmark.training.loop import train_splade
+    from benchmark.training.recipe import Recipe
 
     recipe = from_dict(Recipe, config.recipe, f"recipe {config.recipe.get('name')!r}")
     return train_splade(Backbone.model(inputs.path("init")), Triples.file(inputs.path("triples")), recipe, out,

@@ -1,5 +1,5 @@
 """The triples stage: (query, positive, negative[, score]) training examples, by the recipe's ``negatives``
-(``benchmark.negatives``): BM25-mined hard negatives, a collection's own triples, or a Hugging Face dataset."""
+(``benchmark.data.negatives``): BM25-mined hard negatives, a collection's own triples, or a Hugging Face dataset."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind
 
 
 class Triples(StageKind):
     name = "triples"
     VERSION = 2  # 2: Hugging Face triples joined to their corpus and queries subsets
     optional_parents = ("topics", "corpus", "run")  # BM25 mining: the training topics, their corpus, a BM25 run
-    sources = ("benchmark.formats.corpus", "benchmark.formats.qrels", "benchmark.formats.topics", "benchmark.formats.trec_run",
-               "benchmark.negatives", "benchmark.stages.triples")
+    sources = ("benchmark.formats.documents", "benchmark.formats.json_lines", "benchmark.formats.qrels",
+               "benchmark.formats.query_texts", "benchmark.formats.trec_run", "benchmark.data.negatives",
+               "benchmark.stages.triples")
 
     @dataclass(frozen=True)
     class Config:
@@ -33,7 +34,7 @@ class Triples(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.negatives import NEGATIVES_TO_MINER
+        from benchmark.data.negatives import NEGATIVES_TO_MINER
 
         options = {k: v for k, v in vars(config).items() if k != "negatives" and v is not None}
         return NEGATIVES_TO_MINER[config.negatives](dict(inputs.paths), out, **options)
@@ -41,6 +42,6 @@ class Triples(StageKind):
     @staticmethod
     def file(folder: Path) -> Path:
         """The triples, one JSON object per line: training streams them from here."""
-        from benchmark.negatives import triples_path
+        from benchmark.data.negatives import triples_path
 
         return triples_path(folder)

@@ -5,16 +5,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import apply_overrides, bounded, from_dict, load_toml, with_overrides
-from benchmark.errors import BenchmarkError, unknown
-from benchmark.registry import Registry
-from benchmark.resources import ResourceSpec
+from benchmark.common.config import apply_overrides, bounded, from_dict, load_toml, with_overrides
+from benchmark.common.errors import BenchmarkError, unknown
+from benchmark.common.registry import Registry
 
 #: Java's int: Lucene takes the ranking depth as one.
 MAX_K = 2**31 - 1
@@ -48,12 +47,12 @@ class Encode:
     shard_size: int = bounded(10000, ge=1, hint="documents per shard, e.g. 10000")
     precision: str = "float32"
     attn_implementation: str = "sdpa"  # pinned: part of the encode stages' ids and records
-    compile: str = "none"  # the documents' encoder body: benchmark.encoding.COMPILERS
+    compile: str = "none"  # the documents' encoder body: benchmark.retrieval.impact_vectors.COMPILERS
 
 
 @dataclass(frozen=True)
 class RescaleSettings:
-    """What the variant ``rescaled`` means in this suite (see benchmark.rescale).
+    """What the variant ``rescaled`` means in this suite (see benchmark.model.rescale).
 
     The default is the paper's: the MLM head's weights × 1/k once, k = 16, the same for every backbone.
     ``match`` also names the reference of the extension arms ``head-norm`` and ``match-<statistic>``.
@@ -64,8 +63,8 @@ class RescaleSettings:
     k: float | None = 16  # mode factor without a factor: α = 1/k (the paper's k)
     match: str | None = "bert-base-uncased"  # mode match: the reference backbone (or a number)
     scale_bias: bool = True
-    method: str = "once"  # once (the paper's) | projection | head-norm | tied | untie (benchmark.rescale.METHODS)
-    match_stat: str = "logit-std"  # frobenius | row-rms | logit-std (benchmark.rescale.STATISTICS)
+    method: str = "once"  # once (the paper's) | projection | head-norm | tied | untie (benchmark.model.rescale.METHODS)
+    match_stat: str = "logit-std"  # frobenius | row-rms | logit-std (benchmark.model.rescale.STATISTICS)
 
     @property
     def alpha(self) -> float | None:
@@ -152,6 +151,16 @@ class Expected:
 
 
 @dataclass(frozen=True)
+class ResourceSpec:
+    """A suite's ``[resources.<kind>]`` table: the fields it sets (None: keep the default)."""
+
+    cpus: float | None = None
+    gpus: float | None = None
+    memory_gb: float | None = None
+    workers: int | None = None
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str
     description: str
@@ -174,7 +183,7 @@ class Suite:
     # unlisted datasets: on for the ir_datasets BEIR ids (beir/…), as 2CR runs every BEIR dataset;
     # off for local folders, whose equal ids may be coincidences (numeric ids), unless listed here
     remove_query: dict[str, bool] = field(default_factory=dict)
-    # stage kind → what one of its tasks asks of a cluster (--executor ray; see benchmark.resources)
+    # stage kind → what one of its tasks asks of a cluster (--executor ray; see benchmark.pipeline.resources)
     resources: dict[str, ResourceSpec] = field(default_factory=dict)
 
     def removes_query(self, dataset: str) -> bool:
@@ -223,7 +232,7 @@ class Suite:
                 out.append("splade.backbones is empty; list at least one, e.g. backbones = [\"bert-tiny\"]")
             if not self.splade.seeds:
                 out.append("splade.seeds is empty; list at least one training seed, e.g. seeds = [42]")
-            from benchmark.lucene import MAX_EXACT_K
+            from benchmark.retrieval.lucene import MAX_EXACT_K
 
             if self.k > MAX_EXACT_K:
                 out.append(f"k = {self.k} is above {MAX_EXACT_K}, the deepest impact search whose scores stay the exact "
@@ -240,7 +249,7 @@ class Suite:
                 out.append(f"splade.rescale.k = {rs.k!r}; k is a positive finite number (α = 1/k), e.g. k = 16")
             if rs.mode == "factor" and rs.factor is None and rs.k is None:
                 out.append("splade.rescale: mode 'factor' needs k (α = 1/k, e.g. k = 16) or factor")
-            from benchmark.rescale import METHODS
+            from benchmark.model.rescale import METHODS
 
             for v in self.splade.extra_variants:
                 if v.method is not None and v.method not in METHODS:
@@ -273,10 +282,8 @@ class Suite:
             if e.tolerance < 0 or (e.okish is not None and e.okish < e.tolerance):
                 out.append(f"expected[{i}]: need 0 <= tolerance <= okish")
         if self.resources:
-            from benchmark.resources import from_suite
-
             try:
-                from_suite(self.resources)
+                suite_resources(self.resources)
             except BenchmarkError as exc:
                 out.append(str(exc))
         if self.table.digits < 1 or not 0 < self.table.alpha < 1:
@@ -284,9 +291,9 @@ class Suite:
         if self.table.reference and self.splade is not None and self.table.reference not in self.splade.backbones:
             out.append(f"table.reference = {self.table.reference!r} is not one of splade.backbones "
                        f"({', '.join(self.splade.backbones)}); name the BERT reference's backbone or leave it out")
-        from benchmark.splade import PRECISIONS
+        from benchmark.model.varlen import NAME as VARLEN
+        from benchmark.splade.encoder import PRECISIONS
         from benchmark.training.recipe import ATTN_IMPLEMENTATIONS
-        from benchmark.varlen import NAME as VARLEN
 
         if self.encode.precision not in PRECISIONS:
             out.append(f"encode.precision = {self.encode.precision!r}; valid: {', '.join(PRECISIONS)}")
@@ -294,12 +301,41 @@ class Suite:
         if self.encode.attn_implementation not in attention:
             out.append(f"encode.attn_implementation = {self.encode.attn_implementation!r}; valid: "
                        f"{', '.join(attention)} ({VARLEN!r}: ModernBERT documents packed without padding)")
-        from benchmark.encoding import COMPILERS
+        from benchmark.retrieval.impact_vectors import COMPILERS
 
         if self.encode.compile not in COMPILERS:
             out.append(f"encode.compile = {self.encode.compile!r}; valid: {', '.join(COMPILERS)} "
                        "('inductor': torch.compile of the documents' encoder body)")
         return out
+
+
+def resource_value(kind: str, field: str, value: Any, where: str) -> Any:
+    """One field of a ``[resources.<kind>]`` table or of ``--resources``, checked (``where`` names it)."""
+    if field == "workers":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BenchmarkError(f"{where}: workers = {value!r} must be a whole number ≥ 1, e.g. workers = 2")
+        if kind != "train":
+            raise BenchmarkError(f"{where}: workers applies to train only (data-parallel training); remove it from {kind}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise BenchmarkError(f"{where}: {field} = {value!r} must be a number ≥ 0")
+    if field == "gpus" and value > 1 and value != int(value):
+        raise BenchmarkError(f"{where}: gpus = {value!r}; above 1 it must be a whole number")
+    return float(value)
+
+
+def suite_resources(tables: Mapping[str, ResourceSpec], where: str = "suite") -> dict[str, dict[str, Any]]:
+    """A suite's ``[resources]`` as kind → {field: value}, every value checked."""
+    from benchmark.stages import KINDS
+
+    kinds = dict(KINDS.items())
+    out: dict[str, dict[str, Any]] = {}
+    for kind, spec in tables.items():
+        if kind not in kinds:
+            raise unknown("stage kind", kind, kinds, f"Fix the [resources.{kind}] table of the {where} file")
+        fields = {f: v for f, v in dataclasses.asdict(spec).items() if v is not None}
+        out[kind] = {f: resource_value(kind, f, v, f"[resources.{kind}]") for f, v in fields.items()}
+    return out
 
 
 SYSTEMS = ("bm25", "splade")
@@ -340,7 +376,7 @@ def canonical_measures(suite: Suite) -> Suite:
     values would be computed under one key and looked up under another. Unparsable strings are
     left as written for validation to report.
     """
-    from benchmark.evaluate import normalise_measure as norm
+    from benchmark.evaluation.measures import normalise_measure as norm
 
     def many(names: list[str]) -> list[str]:
         return list(dict.fromkeys(norm(n) for n in names))
@@ -353,9 +389,9 @@ def canonical_measures(suite: Suite) -> Suite:
                                dataset_measures={d: many(ms) for d, ms in suite.dataset_measures.items()})
 
 
-#: ``[encode] profile = NAME``: shared encode settings, one TOML file each in ``benchmark/encode_profiles/``
+#: ``[encode] profile = NAME``: shared encode settings, one TOML file each in ``benchmark/suites/encode_profiles/``
 ENCODE_PROFILES: Registry[Path] = Registry("encode profile", fix="Set [encode] profile to one of these, or leave it out")
-for _path in sorted(Path(str(resources.files("benchmark.encode_profiles"))).glob("*.toml")):
+for _path in sorted(Path(str(resources.files("benchmark.suites.encode_profiles"))).glob("*.toml")):
     ENCODE_PROFILES.register(_path.stem, _path)
 
 
@@ -381,7 +417,7 @@ def with_encode_profile(data: dict[str, Any], where: str) -> dict[str, Any]:
 
 def load_suite(name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> Suite:
     """A packaged suite by name, or a suite TOML file by path; ``overrides`` (``--set key=value``, as
-    parsed by ``benchmark.config.parse_override``) change its values before they are checked."""
+    parsed by ``benchmark.common.config.parse_override``) change its values before they are checked."""
     path = Path(name)
     custom = path.suffix == ".toml" and path.is_file()
     if not custom:

@@ -1,25 +1,8 @@
-"""SPLADE training API: ``load_recipe``, ``RECIPES`` and ``train_splade``.
+"""SPLADE training: recipes as data (``recipe``, the TOML files in ``recipes/``), the training loop
+(``loop.train_splade``), the training max-pool (``max_pool``), losses, the held-out dev batch, the
+outcome detector and its vocabulary (``detector``, ``outcomes``), examples on disk, telemetry, and
+data-parallel workers on Ray (``ray_cluster``).
 
-Recipes load without torch; ``train_splade`` (:func:`benchmark.training.loop.train_splade`) is
-imported on first access, with the training stack (torch, transformers, sentence-transformers), so
-the CLI stays fast to start.
+Recipes load without torch; ``loop`` imports the training stack (torch, transformers,
+sentence-transformers), so import it where training runs, and the CLI stays fast to start.
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-from benchmark.training.recipe import LOSS_COLUMNS, RECIPES, Recipe, load_recipe
-
-if TYPE_CHECKING:
-    from benchmark.training.loop import train_splade
-
-__all__ = ["LOSS_COLUMNS", "RECIPES", "Recipe", "load_recipe", "train_splade"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "train_splade":
-        from benchmark.training.loop import train_splade
-
-        return train_splade
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,7 +16,7 @@ replays them from its checkpoint's log history and reaches the same verdict.
     ln(candidates), the loss of a model that scores every candidate alike), or for MarginMSE the
     student's margins explain none of the teacher's (R² ≤ 0).
 
-  Terms are counted as the index sees them: impact ≥ 1 after quantisation (``benchmark.splade.quantise``).
+  Terms are counted as the index sees them: impact ≥ 1 after quantisation (``benchmark.splade.impacts.quantise``).
 * A collapse trigger that fired during training but whose condition no longer holds on the **published**
   checkpoint's armed row is kept as an event (``recovered``: the step it fired and the step published)
   and is not the outcome: the model that is encoded and scored is judged. A non-finite step stops
@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmark.outcomes import COLLAPSED, DEGRADED, OK
+from benchmark.training.outcomes import COLLAPSED, DEGRADED, OK
 
 NON_FINITE = "non_finite"
 DENSE = "dense"

@@ -6,7 +6,7 @@ fitting. So a fixed batch of held-out queries (their triples never reach the opt
 query's positive among the positives and negatives of all dev queries, as in-batch InfoNCE sees them.
 
 Scores are what the index would compute: dot products of quantised impacts
-(``benchmark.splade.quantise`` semantics: ``round(w · QUANT_SCALE)`` half to even), in float64 so
+(``benchmark.splade.impacts.quantise`` semantics: ``round(w · QUANT_SCALE)`` half to even), in float64 so
 integer sums are exact. Ties count against the query (its positive ranks below every candidate that
 scores as high), so a model that scores every candidate alike (all-zero vectors) ranks nothing.
 """
@@ -67,7 +67,7 @@ def impacts(reps: Any) -> Any:
     """Quantised impacts as the index stores them (float64); non-finite weights are not indexable (0)."""
     import torch
 
-    from benchmark.splade import QUANT_SCALE
+    from benchmark.splade.impacts import QUANT_SCALE
 
     out = torch.nan_to_num_(reps.double(), nan=0.0, posinf=0.0, neginf=0.0)
     return out.mul_(QUANT_SCALE).round_()  # half to even, as numpy's rint in quantise

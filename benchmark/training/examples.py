@@ -15,26 +15,23 @@ Arrow ``BLOCK_LINES`` lines at a time, validated, filtered and written block by 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 from collections import deque
 from collections.abc import Iterator, Sequence
-from itertools import islice
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sentence_transformers.base.sampler import DefaultBatchSampler
 
-from benchmark.atomic import write_json
-from benchmark.errors import BenchmarkError
+from benchmark.common.atomic import write_json
+from benchmark.common.errors import BenchmarkError
+from benchmark.formats.json_lines import BLOCK_LINES, line_blocks, parse_block
 from benchmark.training.dev import DevBatch
 
 TRAIN = "train.arrow"
 META = "examples.json"
-#: lines of JSON parsed per block (about 10 MB of MS MARCO triples)
-BLOCK_LINES = 10_000
 #: rows per Arrow batch for list input
 LIST_CHUNK = 10_000
 #: rows of train.arrow are written in batches of about this many bytes: ``datasets`` opens an Arrow
@@ -113,38 +110,15 @@ def _bad_line(path: Path, lines: list[bytes], first: int, columns: Sequence[str]
                           f"object with keys {', '.join(columns)}")
 
 
-def _line_blocks(fh: Any, lines_per_block: int) -> Iterator[list[bytes]]:
-    while lines := list(islice(fh, lines_per_block)):
-        yield lines
-
-
-def _parse_block(lines: list[bytes], schema: Any = None) -> Any:
-    import pyarrow.json as pj
-
-    block = b"".join(lines)
-    parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore") if schema is not None else None
-    return pj.read_json(io.BytesIO(block), parse_options=parse,
-                        read_options=pj.ReadOptions(use_threads=False, block_size=len(block) + 1))
-
-
-def json_lines_batches(fh: Any, lines_per_block: int = BLOCK_LINES) -> Iterator[Any]:
-    """Arrow record batches of a JSON-lines file object, ``lines_per_block`` lines at a time. (Arrow's
-    streaming JSON reader reads ahead by whole blocks: its peak memory grows with the file up to tens
-    of MB; this holds one block.)"""
-    for lines in _line_blocks(fh, lines_per_block):
-        if any(line.strip() for line in lines):
-            yield from _parse_block(lines).to_batches()
-
-
 def _file_batches(path: Path, columns: Sequence[str], loss: str) -> Iterator[Any]:
     """``BLOCK_LINES`` lines at a time, parsed by Arrow against the columns' schema."""
     import pyarrow as pa
 
     schema, first = _schema(columns), 1
     with open(path, "rb") as fh:
-        for lines in _line_blocks(fh, BLOCK_LINES):
+        for lines in line_blocks(fh, BLOCK_LINES):
             try:
-                table = _parse_block(lines, schema)
+                table = parse_block(lines, schema)
             except pa.ArrowInvalid as exc:
                 raise _bad_line(path, lines, first, columns, loss, str(exc)) from None
             if any(table.column(c).null_count for c in columns):
@@ -163,7 +137,7 @@ def prepare_examples(source: Path | str | Sequence[dict[str, Any]], columns: Seq
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from benchmark.fingerprint import file_digest
+    from benchmark.common.fingerprint import file_digest
 
     work_dir = Path(work_dir)
     meta_path = work_dir / META

@@ -40,14 +40,14 @@ from sentence_transformers.sparse_encoder.data_collator import SparseEncoderData
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
-from benchmark import kill_points
-from benchmark.atomic import write_json
-from benchmark.errors import BenchmarkError
+from benchmark.common import kill_points
+from benchmark.common.atomic import write_json
+from benchmark.common.errors import BenchmarkError
 from benchmark.training.detector import DEV_DROP, TRIGGERS, OutcomeDetector, outcome, published_drop
 from benchmark.training.dev import DevBatch
 from benchmark.training.examples import NoDuplicatesPermutedBatchSampler, PermutedBatchSampler, prepare_examples
 from benchmark.training.losses import Probe, build_loss
-from benchmark.training.pooling import SpladeMLM
+from benchmark.training.max_pool import SpladeMLM
 from benchmark.training.recipe import LOSS_COLUMNS, Recipe
 from benchmark.training.telemetry import plot_png, telemetry_rows, write_csv
 
@@ -298,7 +298,7 @@ def _training_args(
 
 def _quiet(progress: bool) -> contextlib.AbstractContextManager[None]:
     """transformers' load reports, warnings and progress bars, only when progress is wanted."""
-    from benchmark.backbone import quiet_transformers
+    from benchmark.model.checkpoints import quiet_transformers
 
     return contextlib.nullcontext() if progress else quiet_transformers()
 

@@ -32,7 +32,7 @@ from sentence_transformers.sparse_encoder.losses import (
 from sentence_transformers.util import all_gather_with_grad
 from torch import Tensor
 
-from benchmark.registry import Registry
+from benchmark.common.registry import Registry
 from benchmark.training.detector import SUPPORT_MAX_TERMS
 
 
@@ -41,14 +41,14 @@ def world_size() -> int:
 
 
 def indexed_threshold() -> float:
-    """The smallest float32 weight the index keeps: ``benchmark.splade.quantise`` gives it impact >= 1.
+    """The smallest float32 weight the index keeps: ``benchmark.splade.impacts.quantise`` gives it impact >= 1.
 
     ``quantise`` rounds ``w · QUANT_SCALE`` half to even in float64 and is monotone in ``w``, so
     ``w >= indexed_threshold()`` is exactly ``quantise(w) >= 1`` for every float32 ``w``.
     """
     import numpy as np
 
-    from benchmark.splade import QUANT_SCALE, quantise
+    from benchmark.splade.impacts import QUANT_SCALE, quantise
 
     def kept(w: np.float32) -> bool:
         return int(quantise(np.array([w], dtype=np.float32))[0]) >= 1

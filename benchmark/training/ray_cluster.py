@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError
 
 
 def fit(fn: Callable[..., Any], args: Sequence[Any], *, workers: int, cpus: float = 1.0, gpus: float = 0.0,
@@ -39,7 +39,7 @@ def fit(fn: Callable[..., Any], args: Sequence[Any], *, workers: int, cpus: floa
     def loop(_config: dict[str, Any]) -> None:
         import torch
 
-        from benchmark.atomic import atomic_path
+        from benchmark.common.atomic import atomic_path
 
         torch.set_num_threads(threads)
         value = fn(*args)

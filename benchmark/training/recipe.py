@@ -1,4 +1,4 @@
-"""Training recipes are data: one TOML file each in ``benchmark/recipes/``, loaded strictly.
+"""Training recipes are data: one TOML file each in ``benchmark/training/recipes/``, loaded strictly.
 
 A recipe fixes everything that decides the trained model except the backbone, the examples and
 the seed: the loss, the optimiser schedule, max lengths, the FLOPS weights λ_q / λ_d and their
@@ -16,9 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import apply_overrides, from_dict, load_toml, with_overrides
-from benchmark.errors import BenchmarkError, unknown
-from benchmark.registry import Registry
+from benchmark.common.config import apply_overrides, from_dict, load_toml, with_overrides
+from benchmark.common.errors import BenchmarkError, unknown
+from benchmark.common.registry import Registry
 
 #: Ranking loss → the example keys it needs, in column order (the first column is the query).
 LOSS_COLUMNS: Registry[tuple[str, ...]] = Registry("loss", fix="Set loss to one of these in the recipe")
@@ -40,7 +40,7 @@ CHECKPOINTS = ("last", "best")
 
 @dataclass(frozen=True)
 class Recipe:
-    """One SPLADE training recipe; see ``benchmark/recipes/*.toml`` for what each key means."""
+    """One SPLADE training recipe; see ``benchmark/training/recipes/*.toml`` for what each key means."""
 
     name: str
     description: str
@@ -143,7 +143,7 @@ class Recipe:
 
 
 def _recipe_dir() -> Path:
-    return Path(str(resources.files("benchmark.recipes")))
+    return Path(str(resources.files("benchmark.training.recipes")))
 
 
 #: Packaged recipe name → TOML path (the folder is scanned once, at import).

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmark.atomic import save_figure, write_text
+from benchmark.common.atomic import save_figure, write_text
 
 #: CSV columns, in order. Loss parts: ``loss = ranking_loss + lambda_q·flops_reg_q + lambda_d·flops_reg_d``.
 #: Non-zeros, FLOPS and support count indexed terms: impact >= 1 after quantisation.
@@ -84,7 +84,7 @@ def plot_png(rows: Sequence[dict[str, Any]], path: Path, title: str = "", outcom
     A PNG already at ``path`` that carries the key of these inputs, this module's code and this
     matplotlib is what drawing would write again (Agg is deterministic), so it is kept: a rebuild of a
     results folder redraws only the plots whose data or code changed."""
-    from benchmark.executor import uninterrupted
+    from benchmark.common.signals import uninterrupted
 
     key = plot_key(rows, title, outcome_step, outcome_label, armed_step)
     if png_key(path) == key:

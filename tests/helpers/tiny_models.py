@@ -3,15 +3,15 @@
 Each factory writes a ``*ForMaskedLM`` plus a tokenizer that ``AutoTokenizer`` loads offline and
 returns the folder, so tests exercise the same ``from_pretrained`` path as real backbones.
 The tokenizer vocabulary is built from the bert-tiny WordPiece vocabulary and always has exactly
-``vocab_size`` entries, so every logit column maps to a token string (``benchmark.synthetic``).
+``vocab_size`` entries, so every logit column maps to a token string (``benchmark.model.synthetic``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from benchmark.backbone import resolve_backbone
-from benchmark.synthetic import save_random_mlm, wordpiece_tokenizer
+from benchmark.model.loader import resolve_backbone
+from benchmark.model.synthetic import save_random_mlm, wordpiece_tokenizer
 
 BERT_TINY = Path(resolve_backbone("bert-tiny"))  # as the pipeline finds it ($BENCHMARK_MODEL_DIR, set by conftest)
 

@@ -1,0 +1,141 @@
+"""The evaluate stage: ir_measures on a run file, aggregate and per-query (for significance tests)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmark.common import kill_points
+from benchmark.common.atomic import write_csv
+from benchmark.common.errors import BenchmarkError
+from benchmark.formats import documents as corpus, qrels as qrels_format, trec_run
+
+PERQUERY = "perquery.tsv"
+MEASURE_HELP = "use ir_measures strings such as nDCG@10, RR@10, R@100, R@1000, AP, R(rel=2)@1000"
+
+# A trial evaluation for every measure before any work starts: two judged queries (one with graded
+# relevance), a run with a hit, a miss and an unjudged document. Query ids are numeric because
+# gdeval (ERR, nDCG for graded relevance in TREC Web) rejects others.
+_TRIAL_QRELS = [("1", "d1", 1), ("1", "d2", 0), ("2", "d2", 2), ("2", "d3", 1)]
+_TRIAL_RUN = [("1", "d1", 3.0), ("1", "d4", 2.0), ("2", "d3", 2.0), ("2", "d2", 1.0)]
+
+
+def normalise_measure(name: str) -> str:
+    """ir_measures' canonical spelling of ``name`` (``nDCG(cutoff=10)`` → ``nDCG@10``); a name that is
+    not a valid measure comes back as written, for ``measure_problems`` to report in the user's words."""
+    import ir_measures
+
+    try:
+        canonical = str(ir_measures.parse_measure(name.strip()))
+    except Exception:  # ir_measures raises ValueError, NameError or SyntaxError; all mean 'not a measure'
+        return name
+    return name if _measure_problem(name) else canonical
+
+
+def _measure_problem(name: str) -> str | None:
+    """Why ``name`` cannot be evaluated here, or None. ``name`` parses (checked by the caller)."""
+    import ir_measures
+    from ir_measures.measures.base import MeanAgg
+
+    measure = ir_measures.parse_measure(name.strip())
+    # pytrec_eval aborts the whole process (SIGABRT) on a cutoff of 0; no measure means anything below 1.
+    cutoff = measure.params.get("cutoff")
+    if cutoff is not None and (not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff < 1):
+        return (f"measure {name!r} has cutoff {cutoff!r}; a cutoff is a positive integer written in digits "
+                f"(e.g. {measure.NAME or type(measure).__name__}@10)")
+    try:
+        measure.validate_params()
+    except AssertionError as exc:  # ir_measures checks parameter types and ranges with assert
+        return f"measure {name!r} has {str(exc).replace('invalid param ', 'an invalid parameter ')}; {MEASURE_HELP}"
+    if not isinstance(measure.aggregator(), MeanAgg):
+        return (f"measure {name!r} is a total over queries, but the tables report means over the judged queries; "
+                "use a per-query measure (e.g. R@1000, nDCG@10)")
+    qrels = [ir_measures.Qrel(q, d, r) for q, d, r in _TRIAL_QRELS]
+    run = [ir_measures.ScoredDoc(q, d, s) for q, d, s in _TRIAL_RUN]
+    try:
+        list(ir_measures.evaluator([measure], qrels).iter_calc(run))
+    except Exception as exc:  # any provider failure: the stage would fail the same way, after all the work
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        return f"measure {name!r} cannot be evaluated here ({detail}); {MEASURE_HELP}"
+    return None
+
+
+def parse_measures(names: Sequence[str]) -> list[Any]:
+    """ir_measures measure objects, each checked to evaluate; every bad string is reported at once."""
+    import ir_measures
+
+    problems = measure_problems(names)
+    if problems:
+        raise BenchmarkError(" | ".join(problems))
+    return [ir_measures.parse_measure(name.strip()) for name in names]
+
+
+def measure_problems(names: Sequence[str]) -> list[str]:
+    """One line per problem: unknown strings together, then each measure that cannot be evaluated.
+
+    Every evaluator is built and run on a trial qrels/run pair, so a measure that would fail (or
+    abort pytrec_eval) after all the retrieval work fails here instead.
+    """
+    import ir_measures
+
+    if not names:
+        return [f"no measures given; {MEASURE_HELP}"]
+    bad, problems = [], []
+    for name in dict.fromkeys(names):
+        try:
+            ir_measures.parse_measure(name.strip())
+        except Exception:  # ValueError, NameError, SyntaxError: not a measure string
+            bad.append(name)
+            continue
+        problem = _measure_problem(name)
+        if problem:
+            problems.append(problem)
+    if bad:
+        problems.insert(0, f"unknown measure(s) {', '.join(map(repr, bad))}; {MEASURE_HELP}")
+    return problems
+
+
+def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures: Sequence[str], out: Path) -> dict[str, Any]:
+    import ir_measures
+
+    parsed = parse_measures(measures)
+    run = [ir_measures.ScoredDoc(r.query_id, r.doc_id, float(r.score)) for _, r in trec_run.read_run_lines(run_file)]
+    documents = set(corpus.read_docids(corpus.docids_path(corpus_dir)))
+    foreign = sorted({d.doc_id for d in run} - documents)
+    if foreign:
+        raise BenchmarkError(
+            f"run file {run_file} ranks {len(foreign)} document(s) absent from the corpus of {corpus_dir}, e.g. {foreign[0]!r}; "
+            "the run was made against another collection: rerun its search stage with --force"
+        )
+    qrels = [ir_measures.Qrel(q.query_id, q.doc_id, q.relevance)
+             for q in qrels_format.read_qrels(Path(topics_dir) / qrels_format.QRELS)]
+    judged = sorted({q.query_id for q in qrels})
+    per_query: dict[tuple[str, str], float] = {}
+    try:
+        for m in ir_measures.iter_calc(parsed, qrels, run):
+            per_query[(str(m.measure), m.query_id)] = float(m.value)
+    except Exception as exc:  # a provider that passed the trial but fails on these ids (gdeval on non-numeric ids)
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise BenchmarkError(f"evaluating {', '.join(map(str, parsed))} on {run_file} failed ({detail}); "
+                             f"drop the measure that fails from the suite; {MEASURE_HELP}") from None
+    # a judged query the system returned nothing for scores 0, as trec_eval -c
+    write_csv(out / PERQUERY, ({"measure": str(m), "query_id": q, "value": per_query.get((str(m), q), 0.0)}
+                               for m in parsed for q in judged), ["measure", "query_id", "value"], delimiter="\t")
+    kill_points.point("evaluate:written")
+    # Mean over every judged query, 0 where the run has none (trec_eval -c, as Pyserini's BEIR 2CR).
+    aggregate = {str(m): sum(per_query.get((str(m), q), 0.0) for q in judged) / len(judged) for m in parsed}
+    return {"metrics": aggregate, "queries": len(judged),
+            "run_queries": len({d.query_id for d in run})}
+
+
+def read_perquery(eval_dir: Path) -> dict[str, dict[str, float]]:
+    """measure → {query_id: value}."""
+    out: dict[str, dict[str, float]] = {}
+    with open(Path(eval_dir) / PERQUERY, encoding="utf-8") as fh:
+        rows = csv.reader(fh, delimiter="\t")
+        next(rows)
+        for measure, qid, value in rows:
+            out.setdefault(measure, {})[qid] = float(value)
+    return out

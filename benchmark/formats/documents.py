@@ -1,0 +1,62 @@
+"""A corpus stage's documents: ``corpus/docs.jsonl``, a Pyserini JsonCollection (``{"id", "contents"}``
+per line; contents = title + " " + text, as BEIR and Pyserini build it), and ``docids.txt`` (one id a
+line, in the same order)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from benchmark.common.atomic import atomic_write
+
+COLLECTION = "corpus"  # the JsonCollection folder, what the BM25 index reads
+DOCS = "docs.jsonl"
+DOCIDS = "docids.txt"
+
+
+class Doc(NamedTuple):
+    doc_id: str
+    contents: str
+
+
+def docs_path(folder: Path | str) -> Path:
+    return Path(folder) / COLLECTION / DOCS
+
+
+def docids_path(folder: Path | str) -> Path:
+    return Path(folder) / DOCIDS
+
+
+def format_doc(doc: Doc) -> str:
+    return json.dumps({"id": doc.doc_id, "contents": doc.contents}, ensure_ascii=False)
+
+
+def parse_doc(line: str) -> Doc:
+    d = json.loads(line)
+    return Doc(d["id"], d["contents"])
+
+
+def read_docs(path: Path | str) -> Iterator[Doc]:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            yield parse_doc(line)
+
+
+def read_docids(path: Path | str) -> list[str]:
+    return Path(path).read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def write_corpus(folder: Path | str, docs: Iterable[Doc]) -> int:
+    """``docs.jsonl`` and ``docids.txt`` in one pass, each appearing whole (``docs.jsonl`` first); an
+    error raised by ``docs`` leaves neither. Returns how many documents were written."""
+    (Path(folder) / COLLECTION).mkdir(parents=True, exist_ok=True)
+    n = 0
+    with atomic_write(docids_path(folder), fsync=False) as ids:
+        with atomic_write(docs_path(folder), fsync=False) as fh:
+            for doc in docs:
+                fh.write(format_doc(doc) + "\n")
+                ids.write(doc.doc_id + "\n")
+                n += 1
+    return n

@@ -1,0 +1,185 @@
+"""Running a plan's stages: the local executor (one process, parents first) and what every executor shares.
+
+An executor gets the plan's evaluate stages and makes each one exist in the store, computing what
+is missing. The store decides what is reused (``Store.run``: verified, claimed, atomic); the
+executor decides where and in which order stages run. ``benchmark.pipeline.ray_executor`` runs the same
+stages as Ray tasks over a cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmark.stages.store import Inputs, Stage, Store
+from benchmark.training.outcomes import COLLAPSED
+
+
+def stops_pipeline(meta: Mapping[str, Any] | None) -> bool:
+    """A training run that stopped at a collapse trigger has no model worth encoding."""
+    if meta is None:
+        return True
+    record = meta.get("record", {})
+    if "stopped_early" in record:
+        return bool(record["stopped_early"])
+    return record.get("status") == COLLAPSED  # records written before training ran to its end
+
+
+def inputs_of(stage: Stage, store: Store, metas: Mapping[str, Mapping[str, Any]]) -> Inputs:
+    return Inputs({role: store.path(p) for role, p in stage.parents.items()},
+                  {role: metas[p.id] for role, p in stage.parents.items()})
+
+
+def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Compute (or reuse) one stage whose parents are finished; ``parents`` maps parent ids to their metas."""
+    inputs = inputs_of(stage, store, parents)
+
+    def compute(out: Path) -> dict[str, Any]:
+        from benchmark.common import disk
+
+        try:
+            return stage.kind.run(stage.config, inputs, out, ctx)
+        except OSError as exc:
+            if not disk.is_full(exc):
+                raise
+            from benchmark.common.errors import BenchmarkError
+
+            raise BenchmarkError(disk.disk_full_line(stage, out, stage.kind.space_needed(stage.config, inputs, out))) from None
+
+    return store.run(stage, compute)
+
+
+def duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``2h07m``: an elapsed time or an ETA, to the unit that matters."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class Progress:
+    """The overall line above each stage's own output: ``stage k of N (kind), elapsed, ETA``.
+
+    N counts the stages that were not finished when the run started. The ETA sums, over the stages
+    still to run, the mean time of the finished stages of the same kind (of all finished stages
+    for a kind not seen yet): a rough guide (one training run outlasts many searches), hence ``~``.
+    """
+
+    def __init__(self, pending: list[Stage], log: Any) -> None:
+        self.pending = {s.id: s.kind.name for s in pending}
+        self.total, self.k, self.log = len(pending), 0, log
+        self.start = time.perf_counter()
+        self.seconds: dict[str, list[float]] = {}
+        self._began: float | None = None
+
+    def eta(self) -> str:
+        every = [t for ts in self.seconds.values() for t in ts]
+        if not every:
+            return "ETA unknown"
+        mean = sum(every) / len(every)
+        left = sum(sum(ts) / len(ts) if (ts := self.seconds.get(kind)) else mean for kind in self.pending.values())
+        return f"ETA ~{duration(left)}"
+
+    def begin(self, stage: Stage) -> None:
+        if stage.id not in self.pending:
+            return
+        self.pending.pop(stage.id)
+        self.k += 1
+        self.log(f"stage {self.k} of {self.total} ({stage.kind.name}), {duration(time.perf_counter() - self.start)} "
+                 f"elapsed, {self.eta()}")
+        self._began = time.perf_counter()
+
+    def end(self, stage: Stage, seconds: float | None = None) -> None:
+        """``stage`` finished, after ``seconds`` (default: since its ``begin``)."""
+        if seconds is None and self._began is not None:
+            seconds = time.perf_counter() - self._began
+        if seconds is not None:
+            self.seconds.setdefault(stage.kind.name, []).append(seconds)
+        self._began = None
+
+
+class LocalExecutor:
+    """Every stage in this process, parents before children, stopping at the first failure."""
+
+    def __init__(self, store: Store, ctx: Any) -> None:
+        self.store, self.ctx = store, ctx
+        self.done: dict[str, dict[str, Any] | None] = {}
+        self.progress: Progress | None = None
+
+    def execute(self, stage: Stage, reading: bool = False, light: bool = False) -> dict[str, Any] | None:
+        """Run ``stage`` after its parents; None when an ancestor training run stopped early.
+
+        ``reading``: a stage about to be computed reads this one, so its hashes are checked first (a
+        file changed in place at the same size is found before anything is built from it).
+        ``light``: the child reads no dropped intermediate of it (``StageKind.light_parents``)."""
+        if stage.id in self.done:
+            done = self.done[stage.id]
+            if (light or not (done or {}).get("dropped")) and (
+                    not reading or done is None or self.store.lookup(stage, hashes=True, dropped_ok=light) is not None):
+                return done
+            del self.done[stage.id]  # damaged since it was reused, or dropped for a child that reads it: recomputed below
+        for parent in self.store.reached(stage):  # --verify: damage below a finished stage is found too
+            self.execute(parent)
+        if self.store.is_done(stage, hashes=reading, dropped_ok=light):  # a finished stage needs nothing from its parents
+            self.done[stage.id] = self.store.run(stage, lambda out: {}, light)
+            return self.done[stage.id]
+        metas: dict[str, dict[str, Any]] = {}
+        for role, parent in stage.parents.items():
+            meta = self.execute(parent, reading=True, light=role in stage.kind.light_parents)
+            if meta is None or (parent.kind.name == "train" and stops_pipeline(meta)):
+                self.done[stage.id] = None
+                return None
+            metas[parent.id] = meta
+        if self.progress is not None:
+            self.progress.begin(stage)
+        self.done[stage.id] = run_stage(stage, self.store, self.ctx, metas)
+        if self.progress is not None:
+            self.progress.end(stage)
+        return self.done[stage.id]
+
+    def run(self, targets: list[Stage]) -> dict[str, dict[str, Any] | None]:
+        self.progress = Progress(self.pending(targets), getattr(self.ctx, "log", print))
+        for stage in targets:
+            self.execute(stage)
+        return self.done
+
+    def pending(self, targets: list[Stage]) -> list[Stage]:
+        """The stages the targets still need, each once, parents first (nothing below a finished stage:
+        it needs nothing from its parents)."""
+        seen: dict[str, Stage | None] = {}
+
+        def visit(stage: Stage) -> None:
+            if stage.id in seen:
+                return
+            if self.store.is_done(stage):
+                seen[stage.id] = None
+                return
+            for parent in stage.parents.values():
+                visit(parent)
+            seen[stage.id] = stage
+
+        for stage in targets:
+            visit(stage)
+        return [s for s in seen.values() if s is not None]
+
+
+def follow_training(stages: list[Stage], store: Store, ctx: Any, poll: float = 2.0) -> None:
+    """Ranks > 0 under ``torchrun``: join each training stage once rank 0 has its inputs ready.
+
+    Rank 0 runs the whole pipeline and claims the train stage; training is the only data-parallel
+    stage, so the other ranks wait for its parents (files in runs/), train with rank 0 into the
+    same partial folder (the HF Trainer synchronises them; rank 0 saves and publishes), then move on.
+    """
+    for stage in stages:
+        if stage.kind.name != "train" or store.is_done(stage):
+            continue
+        while not all(store.load(p) is not None for p in stage.parents.values()):
+            time.sleep(poll)
+        out = store.partial_path(stage)
+        out.mkdir(parents=True, exist_ok=True)
+        metas = {p.id: store.load(p) for p in stage.parents.values()}
+        stage.kind.run(stage.config, inputs_of(stage, store, metas), Path(out), ctx)

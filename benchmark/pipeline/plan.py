@@ -1,0 +1,534 @@
+"""From a suite to a graph of stages: suite → data → backbone (+ rescale) → train → encode → index → search → evaluate.
+
+Building the plan loads no model and touches no index, so it can be validated and printed
+(``--dry-run``) before any work starts. Variants that give the same weights (``x1`` and
+``baseline``; a head matched to its own backbone) share one stage and one table row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shlex
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmark.common.errors import BenchmarkError
+from benchmark.data.datasets import DatasetRef
+from benchmark.stages import Backbone, Corpus, Encode, Evaluate, Index, Queries, RunFile, Search, Topics, Train, Triples
+from benchmark.stages.store import Stage
+from benchmark.suites import Bm25, Suite
+
+MINE_DEPTH = 50
+TRAIN_SEARCH_K = 100
+BASELINE = "baseline"
+RUN_SYSTEM = "run"  # a --run file's rows: system "run", variant = its name
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the command line can change in a suite."""
+
+    datasets: list[str] | None = None
+    backbones: list[str] | None = None
+    variants: list[str] | None = None
+    rescale_factor: float | None = None
+    match_norm: str | None = None
+    max_docs: int | None = None
+    max_queries: int | None = None
+    recipe: str | None = None
+    seeds: list[int] | None = None
+    rescale_method: str | None = None
+    match_stat: str | None = None
+    sets: tuple[str, ...] = ()  # --set KEY=VALUE, as given (suite keys, and recipe.KEY)
+    runs: tuple[tuple[str, str], ...] = ()  # --run NAME=PATH: (name, absolute path)
+
+    def recipe_overrides(self) -> list[tuple[list[str], Any]]:
+        """The ``--set recipe.KEY=VALUE`` items, as (path inside the recipe, value)."""
+        from benchmark.common.config import parse_override
+
+        return [(path[1:], value) for path, value in map(parse_override, self.sets) if path[0] == "recipe"]
+
+    def suite_overrides(self) -> list[tuple[list[str], Any]]:
+        from benchmark.common.config import parse_override
+
+        return [(path, value) for path, value in map(parse_override, self.sets) if path[0] != "recipe"]
+
+    def narrowing(self) -> list[tuple[str, str]]:
+        """The command-line flags that make this run a subset of its suite, as (flag, value)."""
+        out = []
+        for name in ("datasets", "backbones", "variants", "seeds"):
+            value = getattr(self, name)
+            if value is not None:
+                out.append((name, ",".join(map(str, value))))
+        for name in ("recipe", "rescale_factor", "match_norm", "rescale_method", "match_stat", "max_docs", "max_queries"):
+            value = getattr(self, name)
+            if value is not None:
+                out.append((name.replace("_", "-"), f"{value:g}" if isinstance(value, float) else str(value)))
+        out += [("set", item) for item in self.sets]
+        out += [("run", name) for name, _ in self.runs]
+        return out
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One cell of the result tables for one seed: a system on a dataset."""
+
+    dataset: str
+    system: str  # bm25 | splade
+    backbone: str = ""
+    variant: str = ""  # the row label; variants that share one model are joined: "baseline = x1"
+    variants: tuple[str, ...] = ()  # the variant names behind the label
+    factor: str = ""
+    method: str = ""  # how the head was rescaled ("" when it was not)
+    trained: bool = False
+    seed: int | None = None
+    evaluate: Stage | None = None
+    train: Stage | None = None
+    search: Stage | None = None
+    backbone_stage: Stage | None = None
+    command: str = ""  # the command that reproduces this row
+
+    @property
+    def system_key(self) -> tuple[str, str, str, bool]:
+        """What identifies a row of the result tables: the same system on every dataset and seed."""
+        return (self.system, self.backbone, self.variant, self.trained)
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.system == "splade" and BASELINE in self.variants
+
+    @property
+    def arm(self) -> str:
+        """The row label with how its head was rescaled: 'rescaled [projection ×0.0625 = 1/16]'."""
+        return f"{self.variant} [{rescale_tag(self.method, self.factor)}]" if self.method else self.variant
+
+    def row(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "system": self.system, "backbone": self.backbone, "variant": self.variant,
+                "variants": list(self.variants), "factor": self.factor, "method": self.method,
+                "trained": self.trained, "seed": self.seed, "command": self.command}
+
+
+@dataclass
+class Plan:
+    suite: Suite
+    datasets: list[str]  # every dataset evaluated (groups expanded to their members)
+    measures: list[str]
+    conditions: list[Condition] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)  # table columns: datasets and groups, in order
+    groups: dict[str, list[str]] = field(default_factory=dict)  # selected groups → their members
+    max_docs: int | None = None
+    max_queries: int | None = None
+    dataset_measures: dict[str, list[str]] = field(default_factory=dict)  # dataset → measures evaluated on it
+    backbones: list[str] = field(default_factory=list)
+    same_backbones: dict[str, list[str]] = field(default_factory=dict)  # a backbone → other names of its checkpoint
+    variants: dict[str, Any] = field(default_factory=dict)  # variant name → (Rescale spec, recipe overrides)
+    recipe: dict[str, Any] | None = None  # the training recipe as data, None: untrained only
+    seeds: list[int] = field(default_factory=list)
+    subset: str | None = None  # a label when the command line narrowed the suite, else None
+    suite_arg: str = ""  # the --suite value as given (for the reproduce commands)
+    slice_training: bool = False  # the recipe is the suite's slice_recipe, because the command line sliced the data
+
+    @property
+    def training(self) -> str:
+        """One sentence for the tables: which recipe trained the models, and why when it is not the suite's."""
+        if self.recipe is None:
+            return ""
+        text = f"Training: recipe {self.recipe.get('name')} ({self.recipe.get('description', '')})"
+        if self.slice_training:
+            text += (f", not the suite's {self.suite.splade.recipe}: a run sliced with --max-docs/--max-queries trains"
+                     " with the suite's slice_recipe (pass --recipe to choose)")
+        return text + "."
+
+    def summary(self) -> str:
+        """The matrix in a few lines: what --dry-run prints before the stage list."""
+        lines = [f"suite {self.suite.name}: {self.suite.description}"]
+        splade = {c.system_key for c in self.conditions if c.system == "splade"}
+        systems = {c.system_key for c in self.conditions}
+        if self.suite.splade is not None:
+            states = sorted({"trained" if key[3] else "untrained" for key in splade})
+            lines.append(f"matrix: {len(self.backbones)} backbone(s) × {len(self.variants)} variant(s)"
+                         f" ({' + '.join(states)}) = {len(splade)} SPLADE system(s)"
+                         f"{' + BM25' if self.suite.bm25 is not None else ''}; {len(systems)} system(s) × "
+                         f"{len(self.datasets)} dataset(s) = {len({(c.system_key, c.dataset) for c in self.conditions})}"
+                         f" conditions" + (f", {len(self.seeds)} seeds each" if len(self.seeds) > 1 and self.recipe else ""))
+            lines.append(f"backbones: {', '.join(self.backbones)}")
+            for name, others in self.same_backbones.items():
+                lines.append(f"  {' and '.join(map(repr, others))}: the checkpoint of {name!r} (same content), one row")
+            lines.append("variants: " + "; ".join(f"{n} ({_describe_variant(*v)})" for n, v in self.variants.items()))
+            arms: dict[str, list[str]] = {}
+            for c in self.conditions:
+                if c.system == "splade" and c.arm not in arms.setdefault(c.backbone, []):
+                    arms[c.backbone].append(c.arm)
+            from benchmark.model.rescale import tie_note
+
+            rescaled = {c.backbone for c in self.conditions if c.system == "splade" and c.method in ("once", "untie")}
+            for backbone, labels in arms.items():
+                lines.append(f"  {backbone}: " + "; ".join(labels))
+                if backbone in rescaled:
+                    lines.append(f"    {tie_note(backbone)}")
+            if self.recipe is not None:
+                r = self.recipe
+                lines.append(f"training: recipe {r.get('name')} — {r.get('description', '')}"
+                             + (f" (the suite's slice_recipe for a command-line slice; --recipe {self.suite.splade.recipe}"
+                                " trains as the suite does)" if self.slice_training else ""))
+                keys = ("loss", "dataset", "negatives", "batch_size", "max_steps", "epochs", "learning_rate",
+                        "lambda_q", "lambda_d", "max_grad_norm")
+                lines.append("  " + ", ".join(f"{k}={r[k]}" for k in keys if k in r) + f"; seeds {self.seeds}")
+            else:
+                lines.append("training: none (untrained backbones)")
+        else:
+            lines.append(f"matrix: BM25 × {len(self.datasets)} dataset(s) = {len(self.conditions)} conditions")
+        cut = f" (max_docs={self.max_docs}, max_queries={self.max_queries})" if self.max_docs or self.max_queries else ""
+        lines.append(f"datasets ({len(self.datasets)}){cut}: {', '.join(self.datasets)}")
+        if self.subset:
+            lines.append(f"subset of the suite: {self.subset}")
+        for group, members in self.groups.items():
+            lines.append(f"  {group}: mean over {len(members)} members")
+        lines.append(f"measures: {', '.join(self.measures)}")
+        counts: dict[str, int] = {}
+        for stage in self.stages():
+            counts[stage.kind.name] = counts.get(stage.kind.name, 0) + 1
+        lines.append("stages: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + f" ({sum(counts.values())} in all)")
+        return "\n".join(lines)
+
+    def stages(self) -> list[Stage]:
+        """Every stage once, parents before children."""
+        seen: dict[str, Stage] = {}
+
+        def visit(stage: Stage) -> Iterator[Stage]:
+            for parent in stage.parents.values():
+                yield from visit(parent)
+            if stage.id not in seen:
+                seen[stage.id] = stage
+                yield stage
+
+        ordered: list[Stage] = []
+        for cond in self.conditions:
+            if cond.evaluate is not None:
+                ordered.extend(visit(cond.evaluate))
+        return ordered
+
+
+def _fmt_factor(f: float) -> str:
+    return f"{f:g}"
+
+
+def _describe_variant(spec: Any, overrides: dict[str, Any]) -> str:
+    return spec.description + "".join(f", {k} = {v:g}" if isinstance(v, float) else f", {k} = {v}" for k, v in sorted(overrides.items()))
+
+
+def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variants: bool = False) -> dict[str, Any]:
+    """Variant name → (Rescale spec, recipe overrides); every bad name is reported at once with the valid ones."""
+    from benchmark.model.rescale import Rescale
+
+    assert suite.splade is not None
+    rs = suite.splade.rescale
+    factor = opts.rescale_factor if opts.rescale_factor is not None else rs.alpha
+    mode, match = rs.mode, rs.match
+    if opts.rescale_factor is not None:
+        mode, match = "factor", None
+    elif opts.match_norm is not None:
+        mode, match, factor = "match", opts.match_norm, None
+    common = {"scale_bias": rs.scale_bias, "method": opts.rescale_method or rs.method}
+    stat = opts.match_stat or rs.match_stat
+    table: dict[str, Any] = {
+        BASELINE: (Rescale(mode="none"), {}),
+        "rescaled": (Rescale(mode=mode, factor=factor if mode == "factor" else None,
+                             match=match if mode == "match" else None, match_stat=stat, **common), {}),
+    }
+    for k in suite.splade.k_grid:
+        table[f"k{_fmt_factor(k)}"] = (Rescale(mode="factor", factor=1.0 / k, **common), {})
+    for f in suite.splade.sweep:
+        table[f"x{_fmt_factor(f)}"] = (Rescale(mode="factor", factor=f, **common), {})
+    for v in suite.splade.extra_variants:
+        method = {**common, "method": v.method} if v.method is not None else common
+        spec = Rescale(mode="factor", factor=v.factor, **method) if v.factor is not None else Rescale()
+        table[v.name] = (spec, dict(v.overrides))
+    reference = opts.match_norm or rs.match
+    if reference is not None:
+        # This harness's extensions, run only when named in --variants: the head matched to the reference
+        # backbone's statistic (the paper uses one fixed k), via head-norm or via the projection.
+        table.setdefault("head-norm", (Rescale(mode="match", match=reference, match_stat=stat, scale_bias=rs.scale_bias,
+                                               method="head-norm"), {}))
+        from benchmark.model.rescale import STATISTICS
+
+        for name in STATISTICS:
+            table.setdefault(f"match-{name}", (Rescale(mode="match", match=reference, match_stat=name, **common), {}))
+    if all_variants:
+        return table
+    bad = [n for n in names if n not in table]
+    if bad:
+        raise BenchmarkError(f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, comma-separated")
+    return {n: table[n] for n in names}
+
+
+def rescale_tag(method: str, factor: str) -> str:
+    """'projection ×0.0625 = 1/16', 'head-norm match:bert-base-uncased, extension' (method and factor as
+    planned; a method other than the paper's, or a matched factor, is this harness's extension)."""
+    from benchmark.model.rescale import METHODS
+
+    paper = method in METHODS and METHODS[method].paper
+    try:
+        value = float(factor)
+    except ValueError:
+        return f"{method} {factor}, extension"
+    k = 1.0 / value if value > 0 else 0.0
+    copy = ", untied copy +vocab × hidden parameters" if method in METHODS and METHODS[method].adds_parameters else ""
+    return (f"{method} ×{factor}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + copy
+            + ("" if paper else ", extension"))
+
+
+def _factor_label(spec: Any) -> str:
+    if spec.mode == "none":
+        return "1"
+    if spec.mode == "factor":
+        return _fmt_factor(spec.factor)
+    return f"match:{spec.match}"
+
+
+def _select_datasets(suite: Suite, requested: Sequence[str], problems: list[str]) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """(datasets to evaluate, table columns, selected groups); names outside the suite go to ``problems``."""
+    known = suite.known_datasets()
+    datasets: list[str] = []
+    columns: list[str] = []
+    groups: dict[str, list[str]] = {}
+    bad = []
+    for name in requested:
+        if name in suite.groups:
+            groups[name] = list(suite.groups[name])
+            datasets.extend(suite.groups[name])
+            columns.append(name)
+        elif name in known or DatasetRef(name).local is not None:
+            datasets.append(name)
+            columns.append(name)
+        else:
+            bad.append(name)
+    if bad:
+        valid = list(suite.datasets) + list(suite.optional_datasets) + [g for g in suite.groups if g not in suite.optional_datasets]
+        problems.append(
+            f"dataset(s) {', '.join(map(repr, bad))} not in suite {suite.name!r}; valid: {', '.join(dict.fromkeys(valid))} "
+            f"(or {'a group member or ' if suite.groups else ''}a local BEIR folder PATH[@split]; any other "
+            "ir_datasets id runs without --suite, its measures from its conventions)"
+        )
+    return list(dict.fromkeys(datasets)), list(dict.fromkeys(columns)), groups
+
+
+def subset_label(opts: Options) -> str | None:
+    """What the command line narrowed, in full (None: the whole suite); tables and pages show it."""
+    parts = []
+    for flag, value in opts.narrowing():
+        if flag == "datasets":
+            value = "+".join(_short_dataset(d) for d in value.split(","))
+        parts.append(f"{flag}={value}")
+    return ",".join(parts) or None
+
+
+def subset_folder(label: str) -> str:
+    """A filesystem-safe folder name for a subset label: long labels keep a prefix and a digest."""
+    import hashlib
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9=+,.:_-]", "_", label)
+    if len(name) > 80:
+        name = name[:60] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
+    return name
+
+
+def _short_dataset(name: str) -> str:
+    ref = DatasetRef(name)
+    if ref.local is not None:
+        return ref.local[0].name
+    parts = name.split("/")
+    return parts[1] if parts[0] == "beir" and len(parts) > 1 else parts[-1]
+
+
+def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
+    """The command that recomputes one table row (a narrowing of the suite run)."""
+    from benchmark.suites.adhoc import ADHOC
+
+    args = ["python", "-m", "benchmark.run"] + (["--suite", suite_arg] if suite_arg != ADHOC else [])
+    flags = dict(opts.narrowing())
+    flags.update({k: str(v) for k, v in row.items() if v is not None})
+    for flag in ("datasets", "backbones", "variants", "seeds", "recipe", "rescale-factor", "match-norm",
+                 "rescale-method", "match-stat", "max-docs", "max-queries"):
+        if flag in flags:
+            args += [f"--{flag}", flags[flag]]
+    for item in opts.sets:
+        args += ["--set", item]
+    for name, path in opts.runs:
+        args += ["--run", f"{name}={path}"]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def build_plan(suite: Suite, opts: Options, problems: list[str] | None = None, suite_arg: str | None = None) -> Plan:
+    """The plan for ``suite`` under ``opts``.
+
+    Every problem found (datasets outside the suite, unknown variants, an unknown recipe) is
+    reported at once: appended to ``problems`` when given (the caller adds its own checks and
+    raises), else raised here as one error.
+    """
+    found: list[str] = [] if problems is None else problems
+    start = len(found)
+    plan = _build_plan(suite, opts, found, suite_arg or suite.name)
+    if problems is None and len(found) > start:
+        raise BenchmarkError(" | ".join(found[start:]))
+    return plan
+
+
+def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str) -> Plan:
+    datasets, columns, groups = _select_datasets(suite, opts.datasets or list(suite.datasets), problems)
+    plan = Plan(suite, datasets, suite.all_measures(), columns=columns, groups=groups, suite_arg=suite_arg)
+    plan.dataset_measures = {name: suite.measures_of(name) for name in datasets}
+    max_docs = opts.max_docs if opts.max_docs is not None else suite.max_docs
+    max_queries = opts.max_queries if opts.max_queries is not None else suite.max_queries
+    plan.max_docs, plan.max_queries = max_docs, max_queries
+    plan.subset = subset_label(opts)
+
+    def evaluate(search: Stage, name: str) -> Stage:
+        t, c = data_stages(name, max_docs, max_queries)
+        return Stage(Evaluate, Evaluate.Config(tuple(sorted(suite.measures_of(name)))),
+                     {"run": search, "topics": t, "corpus": c})
+
+    for name in datasets:
+        if suite.bm25 is not None:
+            topics, corpus = data_stages(name, max_docs, max_queries)
+            idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
+            search = Stage(Search, Search.Config(suite.k, suite.bm25.k1, suite.bm25.b, suite.removes_query(name)),
+                           {"index": idx, "queries": topics})
+            plan.conditions.append(Condition(name, "bm25", evaluate=evaluate(search, name), search=search,
+                                             command=reproduce_command(suite_arg, opts)))
+    if opts.runs and len(datasets) != 1:
+        problems.append(f"--run evaluates a run file on one dataset, and this run has {len(datasets)} "
+                        f"({', '.join(datasets) or 'none'}); pass --datasets with the one the run file was made on")
+    elif opts.runs:
+        topics, corpus = data_stages(datasets[0], max_docs, max_queries)
+        for run_name, path in opts.runs:
+            source = Stage(RunFile, RunFile.Config(path), {"topics": topics, "corpus": corpus})
+            plan.conditions.append(Condition(datasets[0], RUN_SYSTEM, variant=run_name, evaluate=evaluate(source, datasets[0]),
+                                             search=source, command=reproduce_command(suite_arg, opts)))
+
+    if suite.splade is None:
+        return plan
+    sp = suite.splade
+    backbones = opts.backbones or list(sp.backbones)
+    names = opts.variants or list(sp.variants)
+    try:
+        variants = variant_specs(suite, names, opts)
+    except BenchmarkError as exc:
+        problems.append(str(exc))
+        valid = variant_specs(suite, [], opts, all_variants=True)
+        variants = {n: valid[n] for n in names if n in valid}
+    recipe_name = opts.recipe or sp.recipe
+    if (recipe_name and not opts.recipe and sp.slice_recipe and sp.slice_recipe != recipe_name
+            and (opts.max_docs is not None or opts.max_queries is not None)):
+        recipe_name, plan.slice_training = sp.slice_recipe, True
+    train_inputs = None
+    if recipe_name:
+        try:
+            train_inputs = _train_inputs(suite, recipe_name, opts.recipe_overrides())
+        except BenchmarkError as exc:
+            problems.append(str(exc))
+    seeds = list(opts.seeds or sp.seeds)
+    plan.backbones, plan.variants, plan.seeds = list(backbones), dict(variants), seeds
+    plan.recipe = train_inputs[0] if train_inputs is not None else None
+    e = suite.encode
+    doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile)
+    query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
+    for backbone in _distinct_backbones(backbones, plan):
+        # variants that give the same weights and training share one stage and one row
+        arms: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
+        for vname, (spec, overrides) in variants.items():
+            spec = spec.canonical_for(backbone)
+            key = repr((spec.to_dict(), sorted(overrides.items())))
+            arms.setdefault(key, ([], spec, overrides))[0].append(vname)
+        for vnames, spec, overrides in arms.values():
+            label = " = ".join(vnames)
+            init = Stage(Backbone, Backbone.Config(backbone, spec.to_dict()))
+            models: list[tuple[Stage, Stage | None, int | None]] = []
+            if train_inputs is not None:
+                recipe, mined = train_inputs
+                for seed in seeds:
+                    train = Stage(Train, Train.Config(recipe, seed, dict(overrides)), {"init": init, "triples": mined})
+                    models.append((train, train, seed))
+            if (train_inputs is None or sp.untrained) and not overrides:
+                models.append((init, None, None))
+            for model, train, seed in models:
+                row = {"backbones": backbone, "variants": vnames[0]}
+                for name in datasets:
+                    topics, corpus = data_stages(name, max_docs, max_queries)
+                    encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
+                    queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
+                    idx = Stage(Index, Index.Config("impact"), {"source": encode})
+                    search = Stage(Search, Search.Config(suite.k, remove_query=suite.removes_query(name)),
+                                   {"index": idx, "queries": queries, "docs": encode})
+                    plan.conditions.append(Condition(
+                        name, "splade", backbone, label, tuple(vnames), _factor_label(spec),
+                        spec.method if spec.mode != "none" else "", trained=train is not None,
+                        seed=seed, evaluate=evaluate(search, name), train=train, search=search, backbone_stage=init,
+                        command=reproduce_command(suite_arg, opts, **row)))
+    return plan
+
+
+def _distinct_backbones(backbones: Sequence[str], plan: Plan) -> list[str]:
+    """One name per checkpoint content: a registry key, its hub id and a folder of the same files are
+    one backbone stage (its id sees the content, not the name), so they get one row, named as first
+    listed; the other names are kept in ``plan.same_backbones`` for the summary."""
+    first: dict[str, str] = {}
+    for name in backbones:
+        key = Stage(Backbone, Backbone.Config(name)).id
+        if key in first:
+            plan.same_backbones.setdefault(first[key], []).append(name)
+        else:
+            first[key] = name
+    plan.backbones = list(first.values())
+    return plan.backbones
+
+
+def _train_inputs(suite: Suite, recipe_name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> tuple[dict[str, Any], Stage]:
+    """The recipe (as data, so edits to it, and ``--set recipe.KEY=VALUE``, re-key the stage) and the
+    triples stage it trains on."""
+    from benchmark.training.recipe import load_recipe
+
+    recipe = load_recipe(recipe_name, overrides)
+    as_dict = dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe)
+    dataset = as_dict.get("dataset") or as_dict.get("train_dataset")
+    if not dataset:
+        raise BenchmarkError(f"recipe {recipe_name!r} names no training dataset; add dataset = \"<ir_datasets id>\" to it")
+    negatives = as_dict.get("negatives", "bm25")
+    seed = suite.splade.data_seed if suite.splade else 42
+    # Enough examples for the whole run, when the recipe bounds it by steps, plus room for the rows of
+    # the held-out dev queries, which training drops (MS MARCO triples: ~50 rows per query).
+    limit = (as_dict["max_steps"] * as_dict["batch_size"] + 100 * as_dict.get("dev_queries", 0)
+             if as_dict.get("max_steps", -1) > 0 else 0)
+    if negatives != "bm25":
+        return as_dict, Stage(Triples, Triples.Config(negatives, dataset=dataset, limit=limit))
+    topics, corpus = data_stages(dataset, None, as_dict.get("max_train_queries"))
+    idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
+    bm25 = suite.bm25 or Bm25()  # mining uses BM25 even in a suite that does not report it
+    search = Stage(Search, Search.Config(TRAIN_SEARCH_K, bm25.k1, bm25.b), {"index": idx, "queries": topics})
+    mined = Stage(Triples, Triples.Config("bm25", depth=MINE_DEPTH, seed=seed, limit=limit),
+                  {"topics": topics, "corpus": corpus, "run": search})
+    return as_dict, mined
+
+
+def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tuple[Stage, Stage]:
+    """(topics, corpus) of a dataset. Query sets that share documents share the corpus stage (and so
+    its encodings and indexes), unless a subset is cut: then the corpus keeps the topics' judged docs."""
+    from benchmark.data.datasets import corpus_source
+
+    ref = DatasetRef(name)
+    dataset = str(ref.local[0]) + "@" + ref.local[1] if ref.local is not None else name
+    topics = Stage(Topics, Topics.Config(dataset, max_queries, 0))
+    try:
+        source = corpus_source(name)
+    except Exception:  # an unknown id: validation reports it; the plan only needs a placeholder
+        source = name
+    corpus = Stage(Corpus, Corpus.Config(source, max_docs, 0), {"topics": topics} if max_docs is not None else {})
+    return topics, corpus
+
+
+def check_factor(value: float | None) -> None:
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise BenchmarkError(f"rescale factor {value!r} is not a positive finite number; pass e.g. --rescale-factor 0.25")

@@ -1,0 +1,126 @@
+"""Everything a run reads or writes, checked before any stage runs.
+
+A problem found here costs a second; found by a stage, it costs the work of every stage before
+it (and a measure that aborts pytrec_eval costs the whole run). Each check returns one line per
+problem naming the value, the valid options and the fix; the caller reports them all at once.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmark.common.errors import BenchmarkError
+
+
+def output_dir_problem(path: Path | str, what: str, flag: str, env: str) -> str | None:
+    """None when ``path`` is, or can be created as, a writable folder; nothing is created."""
+    target = Path(path).expanduser().absolute()
+    probe_in = target
+    while not probe_in.exists() and not probe_in.is_symlink() and probe_in != probe_in.parent:
+        probe_in = probe_in.parent
+    reason = None
+    if not probe_in.is_dir():
+        reason = f"{probe_in} is a file" if probe_in.exists() else f"{probe_in} does not resolve to a folder"
+    else:
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=probe_in)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+    if reason is None:
+        return None
+    return (f"{what} folder {str(path)!r} is not writable ({reason}); fix its permissions or pass {flag} DIR "
+            f"(or set {env})")
+
+
+def overlap_problem(runs_dir: Path | str, results_dir: Path | str) -> str | None:
+    """The two folders must be apart: a suite named like a stage kind (``search``) would write its
+    tables among the stage folders, and ``python -m benchmark.report`` would take stage kinds for suites."""
+    runs, results = (Path(p).expanduser().resolve() for p in (runs_dir, results_dir))
+    if runs == results or runs in results.parents or results in runs.parents:
+        how = "is" if runs == results else "overlaps"
+        return (f"--results-dir {str(results_dir)!r} {how} --runs-dir {str(runs_dir)!r}; give them separate folders, "
+                "e.g. --runs-dir runs --results-dir results")
+    return None
+
+
+def check_output_dirs(runs_dir: Path | str, results_dir: Path | str) -> None:
+    """Both output folders, up front: a run must not end, hours later, unable to write its tables."""
+    problems = [p for p in (output_dir_problem(runs_dir, "runs", "--runs-dir", "BENCHMARK_RUNS_DIR"),
+                            output_dir_problem(results_dir, "results", "--results-dir", "BENCHMARK_RESULTS_DIR"),
+                            overlap_problem(runs_dir, results_dir)) if p]
+    if problems:
+        raise BenchmarkError(" | ".join(problems))
+
+
+def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
+    """Every problem with what ``plan`` reads: datasets (and the recipe's), measures, backbones.
+
+    ``deep`` (a real run, not ``--dry-run``) adds what needs the network or transformers: that each
+    ir_datasets id's files are cached or downloadable, that each hub id exists, and that each
+    backbone's config and tokenizer load and fit its MLM head.
+    """
+    from benchmark.data.datasets import availability_problem, validate_dataset
+    from benchmark.evaluation.measures import measure_problems
+
+    problems: list[str] = []
+    datasets = list(plan.datasets)
+    recipe = getattr(plan, "recipe", None) or {}
+    if recipe.get("negatives", "bm25") == "bm25" and recipe.get("dataset"):
+        datasets.append(recipe["dataset"])  # mined from its own topics and corpus stages
+    for name in dict.fromkeys(datasets):
+        problem = validate_dataset(name) or (availability_problem(name) if deep else None)
+        if problem:
+            problems.append(problem)
+    problems.extend(measure_problems(plan.measures))
+    if plan.suite.splade is not None:
+        from benchmark.model.loader import backbone_problems
+
+        references: dict[str, list[str]] = {}  # reference backbone → the variants that match it
+        for vname, variant in getattr(plan, "variants", {}).items():  # 'match' loads its reference backbone
+            spec = variant[0] if isinstance(variant, tuple) else variant  # (Rescale spec, recipe overrides)
+            match = getattr(spec, "match", None)
+            if getattr(spec, "mode", None) == "match" and isinstance(match, str):
+                references.setdefault(match, []).append(vname)
+        for name in dict.fromkeys(backbones):
+            problems.extend(backbone_problems(name, deep=deep))
+        for name, variants in references.items():
+            if name in backbones:
+                continue
+            variant = plan.variants[variants[0]]
+            stat = getattr(variant[0] if isinstance(variant, tuple) else variant, "match_stat", "logit-std")
+            problems.extend(
+                f"variant {', '.join(map(repr, variants))} scales each backbone's MLM head so that its {stat} on the "
+                f"shipped sample equals reference backbone {name!r}'s (--match-norm, else the suite's "
+                f"[splade.rescale] match), so the reference must load, and it cannot: {problem}. Or give the factor "
+                "itself: --rescale-factor F (or --match-norm NUMBER)"
+                for problem in backbone_problems(name, deep=deep))
+        from benchmark.model.loader import resolve_backbone
+        from benchmark.model.st_modules import length_problems
+
+        e = plan.suite.encode
+        for name in dict.fromkeys(backbones):  # a SparseEncoder folder's max_seq_length is honoured
+            try:
+                source = Path(resolve_backbone(name))
+            except BenchmarkError:
+                continue  # reported by backbone_problems
+            if source.is_dir():
+                problems.extend(length_problems(name, source, {"max_doc_length": e.max_doc_length,
+                                                               "max_query_length": e.max_query_length}))
+        from benchmark.model import varlen
+
+        if deep and plan.suite.encode.attn_implementation == varlen.NAME:
+            from benchmark.model.loader import load_config
+
+            for name in dict.fromkeys(backbones):
+                try:
+                    problem = varlen.problem(load_config(name).model_type, name)
+                except BenchmarkError:
+                    continue  # reported by backbone_problems
+                if problem:
+                    problems.append(problem)
+    return problems

@@ -1,0 +1,146 @@
+"""Regression checks in the manner of Pyserini's two-click reproductions (2CR).
+
+Each suite lists expected scores (``[[expected]]`` in its TOML) keyed by dataset, system, measure
+and the subset they were measured on (``max_docs``/``max_queries``, absent for a full run), so a CI
+slice and a full run each meet their own numbers. ``--check`` prints one verdict per entry that
+applies to the run:
+
+* ``[OK]``    within the tolerance (0: equal at 4 decimals, the precision of the tables and of 2CR);
+* ``[OKish]`` within the looser band (``okish``, default twice the tolerance);
+* ``[FAIL]``  anything else: off by more, missing, or collapsed when it should not be (or the reverse);
+
+and exits 1 on any FAIL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from benchmark.stages.store import Store
+from benchmark.training.outcomes import COLLAPSED
+
+PRECISION = 4  # scores compare at the precision they are published with
+VERDICT_OK, VERDICT_OKISH, VERDICT_FAIL = "OK", "OKish", "FAIL"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    what: str  # dataset, system and measure, for the printed line
+    detail: str
+
+
+def grade(observed: float, expected: float, tolerance: float, okish: float | None = None) -> str:
+    """OK, OKish or FAIL for ``observed`` against ``expected`` (observed rounded to 4 decimals)."""
+    band = 2 * tolerance if okish is None else okish
+    diff = abs(round(observed, PRECISION) - expected)
+    slack = 10 ** -(PRECISION + 4)  # float noise in the subtraction, far below the published precision
+    if diff <= tolerance + slack:
+        return VERDICT_OK
+    if diff <= band + slack:
+        return VERDICT_OKISH
+    return VERDICT_FAIL
+
+
+def _matches(entry: Any, cond: Any) -> bool:
+    if cond.system != entry.system:
+        return False
+    if entry.system == "bm25":
+        return True
+    return ((not entry.backbone or cond.backbone == entry.backbone)
+            and (entry.variant or "baseline") in (getattr(cond, "variants", ()) or (cond.variant,))
+            and (entry.trained is None or cond.trained == entry.trained))
+
+
+def _describe(entry: Any) -> str:
+    if entry.system == "bm25":
+        return "bm25"
+    trained = "" if entry.trained is None else (" trained" if entry.trained else " untrained")
+    return f"splade {entry.backbone or '*'} {entry.variant or 'baseline'}{trained}"
+
+
+def applies(entry: Any, plan: Any) -> bool:
+    """Whether ``entry`` was measured on this run's subset and names one of its datasets or groups."""
+    columns = set(plan.datasets) | set(getattr(plan, "groups", {}))
+    return entry.dataset in columns and entry.max_docs == plan.max_docs and entry.max_queries == plan.max_queries
+
+
+def check_entry(entry: Any, plan: Any, store: Store) -> Verdict:
+    """One verdict; several seeds of a system are checked on their mean, and all must match the outcome."""
+    from benchmark.report.results import TrainOutcome
+
+    members = plan.groups.get(entry.dataset, [entry.dataset]) if getattr(plan, "groups", None) else [entry.dataset]
+    what = f"{entry.dataset:40} {_describe(entry):36} {entry.measure or 'status':12}"
+    values: list[float] = []
+    for dataset in members:
+        found = [c for c in plan.conditions if c.dataset == dataset and _matches(entry, c)]
+        if not found:
+            return Verdict(VERDICT_FAIL, what, "no such condition in this run (check backbone/variant/trained)")
+        if len({getattr(c, "seed", None) for c in found}) < len(found):
+            return Verdict(VERDICT_FAIL, what, f"ambiguous: matches {len(found)} conditions; add backbone, variant or trained")
+        for cond in found:
+            train = store.load(cond.train) if cond.train is not None else None
+            outcome = TrainOutcome.from_record(train["record"]) if train is not None else None
+            collapsed = outcome is not None and outcome.outcome == COLLAPSED
+            if entry.collapsed:
+                if collapsed:
+                    continue
+                return Verdict(VERDICT_FAIL, what, "expected the training run to collapse, but it did not"
+                               if train is not None else "expected a collapse, but the training run is missing")
+            if collapsed:
+                return Verdict(VERDICT_FAIL, what, f"collapsed ({outcome.reason or 'see the train stage'}); "
+                               f"expected {entry.value:.4f}")
+            meta = store.load(cond.evaluate)
+            if meta is None:
+                return Verdict(VERDICT_FAIL, what, f"missing: evaluate stage {cond.evaluate.id} has not run")
+            value = meta["record"]["metrics"].get(entry.measure)
+            if value is None:
+                return Verdict(VERDICT_FAIL, what, f"{entry.measure} was not evaluated")
+            values.append(value)
+    if entry.collapsed:
+        return Verdict(VERDICT_OK, what, "collapsed, as expected")
+    observed = sum(values) / len(values)
+    verdict = grade(observed, entry.value, entry.tolerance, entry.okish)
+    band = f"±{entry.tolerance:g}" + (f", okish ±{entry.okish if entry.okish is not None else 2 * entry.tolerance:g}" if entry.tolerance or entry.okish else "")
+    return Verdict(verdict, what, f"expected {entry.value:.4f} ({band}), got {observed:.4f}"
+                   + (f" (mean of {len(values)})" if len(values) > 1 else "")
+                   + (f" [{entry.source}]" if entry.source and verdict != VERDICT_OK else ""))
+
+
+def version_warnings(plan: Any, store: Store) -> list[str]:
+    """One line per set of differing versions among the plan's finished stages."""
+    from benchmark.common.environment import differences
+
+    by_diff: dict[str, list[str]] = {}
+    for stage in plan.stages():
+        meta = store.load(stage)
+        if meta is not None:
+            diff = differences(meta.get("environment"))
+            if diff:
+                by_diff.setdefault(", ".join(diff), []).append(stage.id)
+    return [f"[warn] {len(ids)} cached stage(s) were computed with other versions: {diff} (e.g. {ids[0]}); "
+            "rerun with --force to recompute them here" for diff, ids in by_diff.items()]
+
+
+def check_suite(plan: Any, store: Store, out: Callable[[str], None] = print) -> int:
+    """Print a verdict per applicable ``[[expected]]`` entry; 1 if any FAILs, else 0."""
+    for line in version_warnings(plan, store):
+        out(line)
+    entries = list(plan.suite.expected)
+    relevant = [e for e in entries if applies(e, plan)]
+    subset = f"max_docs={plan.max_docs}, max_queries={plan.max_queries}" if plan.max_docs or plan.max_queries else "full datasets"
+    if not relevant:
+        out(f"check: suite {plan.suite.name} has no expected scores for this run ({subset}); "
+            f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} for other subsets or datasets")
+        return 0
+    counts = {VERDICT_OK: 0, VERDICT_OKISH: 0, VERDICT_FAIL: 0}
+    for entry in relevant:
+        v = check_entry(entry, plan, store)
+        counts[v.verdict] += 1
+        out(f"{'[' + v.verdict + ']':8} {v.what} {v.detail}")
+    skipped = len(entries) - len(relevant)
+    out(f"check ({subset}): {counts[VERDICT_OK]} OK, {counts[VERDICT_OKISH]} OKish, {counts[VERDICT_FAIL]} FAIL"
+        + (f"; {skipped} entries for other subsets or datasets not checked" if skipped else ""))
+    return 1 if counts[VERDICT_FAIL] else 0

@@ -1,0 +1,201 @@
+"""``python -m benchmark.report.model_export``: each trained model of a suite as a full sentence-transformers
+``SparseEncoder`` folder, with a model card, that ``SparseEncoder(path)``, Pyserini's
+``SpladeQueryEncoder(path)`` and ``AutoModelForMaskedLM.from_pretrained(path)`` load as they are.
+
+The harness's train stage keeps a bare ``*ForMaskedLM`` + tokenizer (``runs/train/<id>/model``); the
+export adds ``modules.json`` (MLMTransformer → SpladePooling: max over tokens of log(1 + relu(logit)),
+the harness's own encoding), ``max_seq_length`` (the suite's document length) and a ``README.md``
+model card (recipe, rescale method and factor, training outcome, scores, the command). A folder
+``--push-to-hub ORG`` also uploads (``ORG/<folder name>``; needs a Hugging Face token).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmark.common.errors import BenchmarkError
+
+MODEL = "model"  # the train stage's model folder
+CARD = "README.md"
+
+
+def fold_for_export(model: Any) -> Any:
+    """The model with the projection scale α its harness loader applies (method ``projection``:
+    ``config.mlm_projection_scale``, a constant on the decoder's input) folded into ordinary weights, so
+    that any loader gives the harness's logits: W(α h) with h = γ⊙n + β is W((αγ)⊙n + αβ), so the head
+    LayerNorm's γ and β take α (the decoder bias already holds it) and the config's α becomes 1."""
+    import torch
+
+    from benchmark.model.heads import mlm_head
+    from benchmark.model.heads import PROJECTION_SCALE, attach_projection_scale, projection_scale
+
+    factor = projection_scale(model)
+    if factor == 1.0:
+        return model
+    norm = mlm_head(model).norm
+    if norm.weight is None:
+        raise BenchmarkError(f"cannot export {type(model).__name__} with projection scale {factor:g}: its head "
+                             "LayerNorm has no gain γ to carry it")
+    with torch.no_grad():
+        norm.weight.mul_(factor)
+        if norm.bias is not None:
+            norm.bias.mul_(factor)
+    setattr(model.config, PROJECTION_SCALE, 1.0)
+    attach_projection_scale(model)  # removes a hook a harness loader installed: α now lives in γ, β
+    return model
+
+
+def export_name(c: Any) -> str:
+    """The folder (and hub repository) name of a condition's model: ``splade-bert-tiny-x4-head-norm-4-seed44``."""
+    from benchmark.report.results import run_tag
+
+    return run_tag(c).replace(".", "-").replace("=", "-").replace("+", "-").replace(":", "-").replace("@", "-")
+
+
+def stage_config(runs: Path, stage_id: str) -> dict[str, Any]:
+    kind = stage_id.rsplit("-", 1)[0]
+    path = Path(runs) / kind / stage_id / "config.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BenchmarkError(f"{path} cannot be read ({exc}); pass the runs folder the suite ran in as --runs-dir") from None
+
+
+def encode_lengths(runs: Path, search_id: str) -> tuple[int, int | None]:
+    """(document max length, query max length) of the encode and queries stages behind a search."""
+    parents = stage_config(runs, search_id).get("parents", {})
+    docs = parents.get("docs")
+    if not docs:
+        raise BenchmarkError(f"search stage {search_id} has no encode parent (docs); only SPLADE runs export a model")
+    doc_len = int(stage_config(runs, docs)["config"]["max_length"])
+    queries = parents.get("queries")
+    query_len = stage_config(runs, queries)["config"].get("max_length") if queries else None
+    return doc_len, None if query_len is None else int(query_len)
+
+
+def save_sparse_encoder(model_dir: Path, out: Path, *, max_seq_length: int, card: str) -> Path:
+    """``out``: the model of ``model_dir`` as a SparseEncoder folder with ``card`` as its README (atomic)."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
+
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    logging.getLogger("sentence_transformers").setLevel(logging.ERROR)  # MLMTransformer's deprecation notice
+    mlm = MLMTransformer(str(model_dir), max_seq_length=max_seq_length)
+    mlm.auto_model = fold_for_export(mlm.auto_model)
+    encoder = SparseEncoder(modules=[mlm, SpladePooling(pooling_strategy="max", activation_function="relu")], device="cpu")
+    encoder.save(str(tmp), create_model_card=False)
+    config = tmp / "sentence_bert_config.json"  # sentence-transformers 5 reads the length here (6: the tokenizer's)
+    config.write_text(json.dumps({**json.loads(config.read_text(encoding="utf-8")), "max_seq_length": max_seq_length},
+                                 indent=4) + "\n", encoding="utf-8")
+    (tmp / CARD).write_text(card, encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return out
+
+
+def model_card(c: Any, results: Any, *, name: str, doc_len: int, query_len: int | None) -> str:
+    """The card: what was trained how, what it scored (every dataset of the suite), how to load it."""
+    from benchmark.report.labels import system_label
+    from benchmark.report.table import describe_outcome, short_name
+
+    scores = [r for r in results.conditions if r.train_id == c.train_id and r.scored]
+    measures = list(dict.fromkeys([*(m for r in scores for m in results.dataset_measures.get(r.dataset, results.measures)),
+                                   *(m for r in scores for m in r.metrics)]))
+    measures = [m for m in measures if any(m in r.metrics for r in scores)]
+    training = results.training.removeprefix("Training: ") or "the suite's recipe (see the command)."
+    table = ["| dataset | " + " | ".join(measures) + " |", "|---|" + "---:|" * len(measures)]
+    table += [f"| {short_name(r.dataset)} (`{r.dataset}`) | " + " | ".join(
+        f"{r.metrics[m]:.4f}" if m in r.metrics else "" for m in measures) + " |" for r in scores]
+    rescale = f"method `{c.method}`, factor {c.factor}" + (f" (applied: ×{c.scale:.4g})" if c.scale is not None else "") \
+        if c.method else "none (the pretrained MLM head, unscaled)"
+    front = ["---", "library_name: sentence-transformers", "pipeline_tag: feature-extraction", "language: en",
+             "tags:", "- sentence-transformers", "- sparse-encoder", "- sparse", "- splade", "---", ""]
+    body = [f"# {name}", "",
+            f"{system_label(*c.row)}: a SPLADE model (max over tokens of log(1 + relu(MLM logits))) trained by the "
+            f"benchmark harness of *Rescaling MLM-Head for Neural Sparse Retrieval*, suite `{results.suite}`"
+            + (f" @ {results.subset}" if results.subset else "") + ".", "",
+            f"- Backbone: `{c.backbone}`", f"- MLM-head rescale: {rescale}",
+            f"- Training: {training}" + ("" if c.seed is None else f" Seed {c.seed}."),
+            f"- Training outcome: {describe_outcome(c)}",
+            f"- Lengths: documents {doc_len} tokens (`max_seq_length`)"
+            + ("" if query_len is None else f", queries {query_len} tokens in the harness"), "",
+            "## Scores", "", *table, "",
+            "Impacts were indexed as round(100·w) in a Lucene impact index and searched by Pyserini; measures "
+            "are ir_measures'.", "",
+            "## Reproduce", "", "```", c.command or "(not recorded)", "```", "",
+            "## Use", "", "```python", "from sentence_transformers import SparseEncoder", "",
+            f'model = SparseEncoder("{name}")',
+            'docs = model.encode_document(["a passage"])  # sparse vocabulary-sized vectors',
+            'query = model.encode_query("a question")', "```", "",
+            "Pyserini: `SpladeQueryEncoder(path)` (and `AutoModelForMaskedLM.from_pretrained(path)`) load the "
+            "same folder; Pyserini quantises query weights as round(w / 5 · 256).", ""]
+    return "\n".join(front + body)
+
+
+def export_suite(folder: Path, runs: Path, out: Path, push_to_hub: str | None = None,
+                 say: Callable[[str], None] = print) -> list[Path]:
+    """Every scored trained model of the results ``folder`` into ``out/<name>/``; returns the folders."""
+    from benchmark.report.results import read_results
+
+    results = read_results(folder)
+    trained: dict[str, Any] = {}
+    for c in results.conditions:
+        if c.trained and c.train_id and c.scored and c.search_id:
+            trained.setdefault(c.train_id, c)
+    if not trained:
+        raise BenchmarkError(f"{folder} has no scored trained model to export; run the suite first")
+    written = []
+    for train_id, c in trained.items():
+        model_dir = Path(runs) / "train" / train_id / MODEL
+        if not (model_dir / "config.json").is_file():
+            raise BenchmarkError(f"no model in {model_dir}; pass the runs folder {folder.name} ran in as --runs-dir")
+        doc_len, query_len = encode_lengths(Path(runs), c.search_id)
+        name = export_name(c)
+        target = save_sparse_encoder(model_dir, Path(out) / name, max_seq_length=doc_len,
+                                     card=model_card(c, results, name=name, doc_len=doc_len, query_len=query_len))
+        say(f"exported {target}")
+        if push_to_hub:
+            from sentence_transformers import SparseEncoder
+
+            repo = f"{push_to_hub}/{name}"
+            SparseEncoder(str(target), device="cpu").push_to_hub(repo, exist_ok=True, replace_model_card=False)
+            say(f"pushed {repo}")
+        written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmark.report.model_export", description=__doc__,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--suite", required=True, help="the results folder under --results-dir (e.g. smoke)")
+    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"))
+    p.add_argument("--runs-dir", default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"),
+                   help="the runs folder the suite ran in (its train stages hold the models)")
+    p.add_argument("--out", default="exports", help="one SparseEncoder folder per trained model goes here")
+    p.add_argument("--push-to-hub", metavar="ORG", default=None,
+                   help="also upload each folder to the Hugging Face Hub as ORG/<name> (needs a token)")
+    args = p.parse_args(argv)
+    try:
+        folder = Path(args.results_dir) / args.suite
+        if not folder.is_dir():
+            raise BenchmarkError(f"no results folder {folder}; pass --suite NAME of a folder under --results-dir")
+        export_suite(folder, Path(args.runs_dir), Path(args.out), args.push_to_hub)
+    except BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""``python -m benchmark.report``: rebuild every table, plot and page under ``results/`` from the
+results folders alone; ``--refresh SUITE --runs-dir DIR`` re-reads a suite from a runs folder first."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from benchmark.common.errors import BenchmarkError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from benchmark.common.command_line import parser
+
+    p = parser("python -m benchmark.report", __doc__)
+    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
+                   help="the folder of results folders ($BENCHMARK_RESULTS_DIR)")
+    p.add_argument("--suite", action="append", metavar="SUITE", help="only these results folders, comma-separated or "
+                   "repeated (default: every one)")
+    p.add_argument("--refresh", action="append", metavar="SUITE",
+                   help="re-read this suite's conditions from --runs-dir by their stage ids, then rebuild it "
+                   "(repeatable; default: none)")
+    p.add_argument("--runs-dir", help="the runs folder --refresh reads (default: $BENCHMARK_RUNS_DIR or runs)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmark.common.command_line import split_list
+    from benchmark.report.build import rebuild, refresh_suites
+
+    args = build_parser().parse_args(argv)
+    args.suite, args.refresh = split_list(args.suite), split_list(args.refresh)
+    try:
+        if args.refresh:
+            runs = Path(args.runs_dir or os.environ.get("BENCHMARK_RUNS_DIR", "runs"))
+            return refresh_suites(Path(args.results_dir), args.refresh, runs)
+        if args.runs_dir:
+            raise BenchmarkError("--runs-dir is read only with --refresh SUITE; tables are rebuilt from the results "
+                                 "folders alone")
+        return rebuild(Path(args.results_dir), args.suite)
+    except BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

