@@ -461,7 +461,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                     encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
                     queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
                     idx = Stage(Index, Index.Config("impact"), {"source": encode})
-                    search = Stage(Search, Search.Config(suite.k, remove_query=suite.removes_query(name)),
+                    search = Stage(Search, Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True),
                                    {"index": idx, "queries": queries, "docs": encode})
                     plan.conditions.append(Condition(
                         name, "splade", backbone, label, tuple(vnames), _factor_label(spec),

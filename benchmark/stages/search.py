@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.formats.trec_run import RUN, read_run, write_run
-from benchmark.stages.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind, added_field
 
 
 class Search(StageKind):
     name = "search"
-    VERSION = 3  # 3: scores past 2**24 rescored to their exact integers (queries_rescored_exactly recorded)
+    VERSION = 2
     parents = ("index", "queries")
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
     light_parents = ("docs",)  # its record and df.npy: shards dropped by --keep indexed are not needed
@@ -36,11 +36,15 @@ class Search(StageKind):
         k1: float | None = None  # BM25 only
         b: float | None = None
         remove_query: bool = False
+        # impact search: scores past 2**24 (Lucene's float32 rounds them) rescored to their exact integers
+        # from the encode shards; the planner sets it for every impact search (BM25 searches keep their ids)
+        exact: bool = added_field(False)
 
     @classmethod
     def describe(cls, config: Config) -> str:
         bm25 = f" k1={config.k1} b={config.b}" if config.k1 is not None else ""
-        return f"top-{config.k}{bm25}" + (", self-hits removed" if config.remove_query else "")
+        return (f"top-{config.k}{bm25}" + (", self-hits removed" if config.remove_query else "")
+                + (", exact past 2^24" if config.exact else ""))
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
@@ -60,7 +64,7 @@ class Search(StageKind):
 
             queries = Queries.vectors(inputs.path("queries"))
             hits = lucene.impact_search(index, queries, k=config.k, threads=ctx.threads)
-            if "docs" in inputs:  # sums past 2**24 come back rounded from Lucene's float32: exact integers again
+            if config.exact and "docs" in inputs:  # sums past 2**24 come back rounded: exact integers again
                 from benchmark.formats.vectors import SHARD_GLOB, read_vectors
                 from benchmark.stages.encode import Encode
 
@@ -80,7 +84,7 @@ class Search(StageKind):
                   "queries_without_hits": sum(1 for v in hits.values() if not v)}
         if index_type != "bm25":
             record["queries_past_float32"] = len(lucene.past_float32(hits))
-            record["queries_rescored_exactly"] = len(rescored) if "docs" in inputs else 0
+            record["queries_rescored_exactly"] = len(rescored) if config.exact and "docs" in inputs else 0
         if "docs" in inputs:
             from benchmark.retrieval.flops import flops
             from benchmark.stages.encode import Encode
