@@ -16,8 +16,9 @@ Three things vary, each in one table:
   *is* the input embedding matrix, so the shared matrix is scaled. Where the word embedding alone
   passes through a LayerNorm (ModernBERT, Ettin: ``HeadLayout.embeddings == "word"``) the encoder's
   input moves only through that LayerNorm's ε: a row x of variance σ² becomes
-  (x − μ)/√(σ² + ε/α²) instead of (x − μ)/√(σ² + ε), a relative change of
-  1 − √((σ² + ε)/(σ² + ε/α²)), recorded per backbone as ``input_drift``. Where word, position and type
+  (x − μ)/√(σ² + ε/α²) instead of (x − μ)/√(σ² + ε), the same direction at r = √((σ² + ε)/(σ² + ε/α²))
+  times the size (:func:`embedding_scale`); pre-norm layers see the direction, the residual stream the
+  size. Both r and the encoder output's drift on a shipped sample are recorded per backbone. Where word, position and type
   embeddings are summed before the LayerNorm (BERT), scaling the shared matrix changes the input
   itself (bert-tiny trained to chance), so the planner gives such a backbone ``untie`` instead and
   labels the arm an extension: the paper's BERT-SPLADE is its unrescaled baseline.
@@ -136,24 +137,43 @@ def _untie(head: MLMHead, factor: float, scale_bias: bool) -> None:
         head.set_param(path, nn.Parameter(param.detach().clone() * bias_factor))
 
 
-def input_drift(head: MLMHead, factor: float, quantile: float = 1.0) -> float | None:
-    """The relative change of the word-embedding LayerNorm's output when the shared matrix is scaled by
-    ``factor``, 1 − √((σ² + ε)/(σ² + ε/α²)) per vocabulary row (exact for a LayerNorm; its shift β, where
-    there is one, does not move): the largest over the vocabulary (the row of least variance), or another
-    ``quantile`` of it. Small only where σ² ≫ ε/α² (≤ 1 % needs σ² ≥ 12,558 ε at α = 1/16, a row std of
-    0.35 for ε = 1e-5); rows at the 0.02 std of a fresh initialisation move by about 60 %. None where the
-    head is not tied to a normalised word embedding."""
+def embedding_scale(head: MLMHead, factor: float) -> tuple[float, float] | None:
+    """What scaling a shared matrix by ``factor`` does to the word-embedding LayerNorm's output: each row x
+    of variance σ² comes out multiplied by r = √((σ² + ε)/(σ² + ε/α²)), its direction unchanged (exact for
+    a LayerNorm; its shift β, where there is one, does not move). Returns (smallest r, median r) over the
+    vocabulary; None where the head is not tied to a word embedding normalised alone. r is near 1 only
+    where σ² ≫ ε/α² (r ≥ 0.99 needs σ² ≥ 12,558 ε at α = 1/16, a row std of 0.35 for ε = 1e-5); rows at
+    the 0.02 std of a fresh initialisation come out at about a third of their size."""
     import torch
 
     norm = head.embedding_norm
     if not head.tied or norm is None:
         return None
-    rows = head.weight.detach().double()
-    var = rows.var(dim=1, correction=0)
+    var = head.weight.detach().double().var(dim=1, correction=0)
     eps = float(norm.eps)
-    ratio = torch.sqrt((var + eps) / (var + eps / factor**2))
-    drift = (1.0 - ratio).abs()
-    return float(drift.max()) if quantile == 1.0 else float(torch.quantile(drift, quantile))
+    r = torch.sqrt((var + eps) / (var + eps / factor**2))
+    return float(r.min()), float(torch.quantile(r, 0.5))
+
+
+def encoder_drift(model: nn.Module, tokenizer: PreTrainedTokenizerBase, change: Callable[[], None],
+                  texts: Sequence[str] | None = None) -> float:
+    """Relative L2 change of the encoder's last hidden states over the real tokens of ``texts`` (default:
+    16 of the shipped SciFact abstracts, 128 tokens) when ``change()`` is applied to ``model``."""
+    import torch
+
+    from benchmark.data.samples import scifact_abstracts
+
+    enc = tokenizer(list(texts or scifact_abstracts()[:16]), padding=True, truncation=True, max_length=128,
+                    return_tensors="pt").to(next(model.parameters()).device)
+    mask = enc["attention_mask"].bool()
+
+    def hidden() -> torch.Tensor:
+        with torch.inference_mode():
+            return model(**enc, output_hidden_states=True).hidden_states[-1][mask].double()
+
+    before = hidden()
+    change()
+    return float((hidden() - before).norm() / before.norm())
 
 
 def _once(head: MLMHead, factor: float, scale_bias: bool) -> None:
@@ -474,7 +494,8 @@ def tie_note(backbone: str) -> str:
         return f"MLM head ({model}decoder not tied): 'once' scales the decoder in place; no parameter added"
     if handling == "shared":
         return (f"MLM head ({model}tied to word embeddings that a LayerNorm normalises alone): 'once' scales the shared "
-                "matrix; the input moves only through that LayerNorm's epsilon (recorded as input_drift); no parameter added")
+                "matrix; each token's embedding keeps its direction and shrinks through that LayerNorm's epsilon (recorded, "
+                "with the encoder output's drift); no parameter added")
     if handling == "untie":
         size = _vocab_by_hidden(backbone)
         added = f"+{size:,} parameters (vocab × hidden)" if size else "+vocab × hidden parameters"
@@ -517,9 +538,9 @@ def record_tag(record: dict[str, Any]) -> str:
     how = ""
     if added > 0:
         how = f", untied copy +{added:,} parameters"
-    elif method == "once" and record.get("input_drift") is not None:
-        how = (f", shared matrix, input drift {100 * record['input_drift']:.2g} % (median row "
-               f"{100 * record.get('input_drift_median', record['input_drift']):.2g} %)")
+    elif method == "once" and record.get("embedding_scale_median") is not None:
+        how = f", shared matrix (embeddings ×{record['embedding_scale_median']:.2g} in the median row, direction kept"
+        how += f"; encoder output moved {100 * record['encoder_drift']:.2g} %)" if record.get("encoder_drift") is not None else ")"
     return f"{method} ×{factor:g}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + how + extension
 
 
@@ -592,11 +613,17 @@ def apply_rescale(
 
     before = head_snapshot(model)
     factor, stat_before, target = resolve_factor(spec, model, tokenizer)
-    drift = input_drift(mlm_head(model), factor) if spec.method in ("once", "tied") and factor != 1.0 else None
-    median = input_drift(mlm_head(model), factor, 0.5) if drift is not None else None
-    if factor != 1.0:
+    scale = embedding_scale(mlm_head(model), factor) if spec.method in ("once", "tied") and factor != 1.0 else None
+    drift = None
+
+    def change() -> None:
         with torch.no_grad():
             METHODS[spec.method].apply(mlm_head(model), factor, spec.scale_bias)
+
+    if factor != 1.0 and scale is not None and tokenizer is not None:
+        drift = encoder_drift(model, tokenizer, change)
+    elif factor != 1.0:
+        change()
     after = head_snapshot(model)
     return {
         "mode": spec.mode,
@@ -612,7 +639,8 @@ def apply_rescale(
         "stat_before": stat_before,
         "target": target,
         "stat_after": measure(spec.match_stat, model, tokenizer) if spec.mode == "match" else None,
-        **({"input_drift": drift, "input_drift_median": median} if drift is not None else {}),
+        **({"embedding_scale_min": scale[0], "embedding_scale_median": scale[1]} if scale is not None else {}),
+        **({"encoder_drift": drift} if drift is not None else {}),
         **{f"{k}_before": v for k, v in before.items()},
         **{f"{k}_after": v for k, v in after.items()},
     }
