@@ -77,6 +77,8 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
         if problem:
             problems.append(problem)
     problems.extend(measure_problems(plan.measures))
+    if deep:
+        problems.extend(run_query_problems(plan))
     published = list(getattr(plan, "published", []) or [])
     if plan.suite.splade is None and published:
         from benchmark.model.loader import backbone_problems
@@ -141,3 +143,27 @@ def _length_problems(plan: Any, models: list[str]) -> list[str]:
                                                            "max_query_length": e.max_query_length}))
     return problems
 
+
+def run_query_problems(plan: Any) -> list[str]:
+    """A ``--run`` file that ranks no judged query of its dataset would score 0 on every query, as if it
+    had failed everywhere: refuse it here, with the ids it has and the ones it should have."""
+    from benchmark.data.datasets import judged_query_ids
+    from benchmark.formats.trec_run import read_run_lines
+
+    problems: list[str] = []
+    for cond in plan.conditions:
+        if cond.system != "run" or cond.search is None:
+            continue
+        path = cond.search.config.path
+        try:
+            judged = judged_query_ids(cond.dataset, plan.max_queries)
+            queries = list(dict.fromkeys(row.query_id for _, row in read_run_lines(Path(path))))
+        except Exception:  # noqa: BLE001  (an unreadable dataset or run file is reported by its own check)
+            continue
+        if judged and not set(queries) & judged:
+            cut = f" (the {len(judged)} kept by --max-queries)" if plan.max_queries else ""
+            problems.append(f"run file {str(path)!r} ({cond.variant}) ranks {len(queries)} query id(s), e.g. "
+                            f"{queries[0]!r}, and none is a judged query of {cond.dataset}{cut}, e.g. "
+                            f"{min(judged)!r}: it would score 0 everywhere; it was made on other queries, or "
+                            "its ids are written differently")
+    return problems
