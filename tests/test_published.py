@@ -1,10 +1,11 @@
 """Published models: SPLADE models trained elsewhere are evaluated as they are, in rows of their own
 ("published", never "untrained"); the `published` suite holds their published figures, each naming its
 source, and `--check` grades them. Offline, bert-tiny exported by the harness's own exporter stands in for
-a published model."""
+a published model. An ad-hoc run with local model folders writes no machine path anywhere."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -71,6 +72,7 @@ def test_a_published_model_is_evaluated_as_an_untrained_baseline_is(bert_tiny):
     assert (splade.system, splade.trained, published.system) == ("splade", False, "published")
     assert splade.evaluate.id == published.evaluate.id
     assert system_label(*splade.system_key) == "SPLADE bert-tiny baseline (untrained)"
+    assert plan.subset == f"datasets=scifact,backbones=bert-tiny,published={Path(bert_tiny).name}"  # no machine path
 
 
 def test_check_names_a_local_model_by_its_folder(tmp_path):
@@ -126,3 +128,35 @@ def test_the_exported_bert_tiny_is_checked_as_a_published_model(bert_tiny, tmp_p
     table = (folder / "table.md").read_text()
     assert f"| SPLADE {EXPORT} (published) |" in table and "untrained" not in table
 
+
+@pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
+def test_no_machine_path_in_an_adhoc_run_with_local_models(bert_tiny, tmp_path):
+    """Local model folders given by absolute path: the results folder's name and every file in it (the
+    compressed ones too) name them by their folder name only; the published row scores exactly what the
+    same weights score as an untrained baseline."""
+    place = tmp_path / "machine-specific-place"
+    backbone = place / "my-bert"
+    shutil.copytree(bert_tiny, backbone)
+    export = export_bert_tiny(bert_tiny, place / "export")
+    results = tmp_path / "results"
+    assert run_cli("--datasets", "beir/scifact/test", "--backbones", str(backbone), "--published", str(export),
+                   "--max-docs", "300", "--max-queries", "10", "--runs-dir", str(tmp_path / "runs"),
+                   "--results-dir", str(results)) == 0
+    (folder,) = results.iterdir()
+    assert folder.name.startswith("adhoc@datasets=scifact,backbones=my-bert,published=splade-bert-tin")  # long: cut, digest
+    assert "published=splade-bert-tiny-baseline-seed42," in (folder / "table.md").read_text()
+    files = [p for p in folder.rglob("*")]
+    assert {p.name for p in files} >= {"table.md", "table.csv", "table.tex", "results.json", "metrics.csv",
+                                       "index.html", "perquery.csv.gz"}
+    for path in files:
+        assert "machine-specific" not in str(path.relative_to(results)), path
+        if path.is_file():
+            data = path.read_bytes()
+            text = gzip.decompress(data) if path.suffix == ".gz" else data
+            for machine in (str(tmp_path), str(place), "machine-specific", str(Path.home()) + "/"):
+                assert machine.encode() not in text, (path.name, machine)
+    data = json.loads((folder / "results.json").read_text())
+    rows = {c["system"]: c for c in data["conditions"]}
+    assert rows["splade"]["backbone"] == "my-bert" and rows["published"]["backbone"] == EXPORT
+    assert rows["published"]["metrics"] == rows["splade"]["metrics"]  # the same weights, encoded alike
+    assert "| SPLADE my-bert baseline (untrained) |" in (folder / "table.md").read_text()

@@ -332,8 +332,20 @@ def subset_label(opts: Options) -> str | None:
     for flag, value in opts.narrowing():
         if flag == "datasets":
             value = "+".join(_short_dataset(d) for d in value.split(","))
+        elif flag in ("backbones", "published", "recipe"):
+            value = ",".join(_short_model(m) for m in value.split(","))
         parts.append(f"{flag}={value}")
     return ",".join(parts) or None
+
+
+def _short_model(name: str) -> str:
+    """A model or recipe as a label names it: a local folder or file by its own name (the label names
+    the results folder, which holds no machine path); keys and hub ids as given."""
+    from pathlib import Path
+
+    if name.startswith(("/", "~", ".")) or Path(name).expanduser().is_dir():
+        return Path(name.rstrip("/\\")).name or name
+    return name
 
 
 def subset_folder(label: str) -> str:
