@@ -65,6 +65,7 @@ def dry_run(plan: Plan, store: Store) -> None:
     print(f"{len(plan.conditions)} conditions (system × dataset × seed):")
     for c in plan.conditions:
         label = c.system if c.system == "bm25" else f"run {c.variant}" if c.system == "run" else (
+            f"published {c.backbone} (trained elsewhere, evaluated as it is)") if c.system == "published" else (
             f"{c.system} {c.backbone} {c.variant} (factor {c.factor}, {'trained, seed ' + str(c.seed) if c.trained else 'untrained'})")
         print(f"  {c.dataset:40} {label}")
 
@@ -82,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "PATH[@split], or without --suite any ir_datasets ids (default: the suite's)")
     p.add_argument("--backbones", nargs="+", metavar="BACKBONE",
                    help="backbone keys, HF ids or local paths (default: the suite's)")
+    p.add_argument("--published", nargs="+", metavar="MODEL",
+                   help="SPLADE models trained elsewhere, evaluated as they are (rows 'published'): hub ids such as "
+                   "naver/splade-v3, or local SparseEncoder or *ForMaskedLM folders (default: the suite's [published])")
     p.add_argument("--variants", nargs="+", metavar="VARIANT", help="baseline, rescaled, the suite's k<k>/x<f> arms, and "
                    "the extensions head-norm, match-<stat> (default: the suite's)")
     p.add_argument("--rescale-factor", "--rescale", type=float, metavar="FACTOR",
@@ -204,7 +208,7 @@ def load_run_suite(args: argparse.Namespace, opts: Options) -> tuple[Any, str]:
     if not opts.datasets:
         raise BenchmarkError(f"give --suite NAME (one of: {', '.join(suite_names())}, or a suite .toml path), or "
                              "--datasets with ir_datasets ids for an ad-hoc run, e.g. --datasets cranfield")
-    return load_adhoc(opts.datasets, opts.backbones, opts.suite_overrides()), ADHOC
+    return load_adhoc(opts.datasets, opts.backbones, opts.suite_overrides(), opts.published), ADHOC
 
 
 def resources_layers(suite: Any, cli: str | None) -> list[dict[str, dict[str, Any]]]:
@@ -258,7 +262,8 @@ def _main(args: argparse.Namespace) -> int:
                    variants=split_list(args.variants), rescale_factor=args.rescale_factor,
                    match_norm=args.match_norm, max_docs=args.max_docs, max_queries=args.max_queries,
                    recipe=args.recipe, seeds=_seeds(args.seeds), rescale_method=args.rescale_method,
-                   match_stat=args.match_stat, sets=tuple(args.sets), runs=tuple(runs))
+                   match_stat=args.match_stat, sets=tuple(args.sets), runs=tuple(runs),
+                   published=split_list(args.published))
     set_verbose(args.verbose)
     suite, suite_arg = load_run_suite(args, opts)
     if opts.recipe_overrides() and not (opts.recipe or (suite.splade is not None and suite.splade.recipe)):

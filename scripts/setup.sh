@@ -5,7 +5,9 @@
 # torch into .venv before running this; the >=2.13,<2.14 range in pyproject keeps it.
 # The dependencies (pyproject.toml, with the test, java and ray extras) come from PyPI at the
 # versions of constraints.txt; the checkout itself is put on the path by a .pth file, so edits take
-# effect at once in every process (torchrun ranks, Ray workers) without a build step.
+# effect at once in every process (torchrun ranks, Ray workers) without a build step. The console
+# commands of pyproject.toml ([project.scripts]: benchmark, benchmark-run, …) are written into
+# .venv/bin by scripts/install_commands.py, as pip would write them for an installed package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -13,8 +15,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.benchmark-setup
-want=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -c1-16)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+want=$(cat pyproject.toml constraints.txt scripts/setup.sh scripts/install_commands.py | sha256sum | cut -c1-16)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/benchmark ]; then
   exit 0
 fi
 quiet() { grep -v "is ignored" || true; }
@@ -32,6 +34,7 @@ mapfile -t reqs <<< "$deps"
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 rm -f "$site"/__editable__.benchmark-*.pth "$site"/__editable___benchmark_*finder.py
 pwd > "$site/splade-rescale-benchmark.pth"
+.venv/bin/python scripts/install_commands.py .venv/bin
 .venv/bin/python -c "import benchmark, torch, pyserini, sentence_transformers, ir_measures, ir_datasets" 2>/dev/null \
   || { echo "setup: the installation is incomplete; rerun with network access to PyPI" >&2; exit 1; }
 echo "$want" > "$stamp"

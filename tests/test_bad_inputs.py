@@ -65,7 +65,7 @@ CASES = {
     "suite nested wrong type": (lambda t: ["--suite", suite_file(t, BM25_SUITE + 'k1 = "high"\n')],
                                 r"bm25.k1 must be float, got str 'high'"),
     "suite not TOML": (lambda t: ["--suite", suite_file(t, "name = \n")], r"is not valid TOML"),
-    "suite without systems": (lambda t: ["--suite", suite_file(t, BM25_SUITE.replace("[bm25]\n", ""))], r"defines no system; add a \[bm25\] or \[splade\]"),
+    "suite without systems": (lambda t: ["--suite", suite_file(t, BM25_SUITE.replace("[bm25]\n", ""))], r"defines no system; add a \[bm25\], \[splade\] or \[published\] table"),
     "non-positive max-docs": (lambda t: ["--suite", "smoke", "--max-docs", "0"], r"--max-docs 0 must be a positive integer"),
     "dataset without qrels": (lambda t: ["--suite", suite_file(t, BM25_SUITE.replace("beir/scifact/test", "beir/scifact"))]
                               , r"dataset 'beir/scifact' has no qrels; pick a split"),

@@ -222,7 +222,8 @@ def test_one_spelling_across_commands():
 def test_console_scripts_license_and_metadata():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     scripts = project["scripts"]
-    assert set(scripts) == {"benchmark-run", "benchmark-report", "benchmark-norms", "benchmark-perf"}
+    assert set(scripts) == {"benchmark", "benchmark-run", "benchmark-report", "benchmark-norms", "benchmark-perf",
+                            "benchmark-export"}
     for target in scripts.values():
         module, _, func = target.partition(":")
         assert callable(getattr(importlib.import_module(module), func)), target

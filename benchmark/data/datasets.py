@@ -492,6 +492,14 @@ def _iter_corpus(source: str) -> Iterator[tuple[str, str]]:
     return _ir_datasets_docs(ir_datasets.load(source), source)
 
 
+def judged_query_ids(name: str, max_queries: int | None = None, seed: int = 0) -> set[str]:
+    """The query ids the topics stage keeps for ``name`` (judged, cut as ``max_queries`` cuts them),
+    read from the qrels alone, so a run file can be checked against them before any stage runs."""
+    _, _, qrels = load_source(name, docs=False)
+    judged = sorted({q.query_id for q in qrels if q.relevance > 0})
+    return set(sorted(judged, key=lambda q: _rank(q, seed))[:max_queries] if max_queries else judged)
+
+
 def materialise_topics(name: str, out: Path, max_queries: int | None = None, seed: int = 0) -> dict[str, Any]:
     """The topics stage: judged queries (``queries.tsv``) and their qrels (``qrels.txt``)."""
     _check_limit("max_queries", max_queries)

@@ -24,6 +24,7 @@ MINE_DEPTH = 50
 TRAIN_SEARCH_K = 100
 BASELINE = "baseline"
 RUN_SYSTEM = "run"  # a --run file's rows: system "run", variant = its name
+PUBLISHED = "published"  # a model trained elsewhere, evaluated as it is: system "published", backbone = its name
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Options:
     match_stat: str | None = None
     sets: tuple[str, ...] = ()  # --set KEY=VALUE, as given (suite keys, and recipe.KEY)
     runs: tuple[tuple[str, str], ...] = ()  # --run NAME=PATH: (name, absolute path)
+    published: list[str] | None = None  # --published: models trained elsewhere, evaluated as they are
 
     def recipe_overrides(self) -> list[tuple[list[str], Any]]:
         """The ``--set recipe.KEY=VALUE`` items, as (path inside the recipe, value)."""
@@ -58,7 +60,7 @@ class Options:
     def narrowing(self) -> list[tuple[str, str]]:
         """The command-line flags that make this run a subset of its suite, as (flag, value)."""
         out = []
-        for name in ("datasets", "backbones", "variants", "seeds"):
+        for name in ("datasets", "backbones", "variants", "seeds", "published"):
             value = getattr(self, name)
             if value is not None:
                 out.append((name, ",".join(map(str, value))))
@@ -76,7 +78,7 @@ class Condition:
     """One cell of the result tables for one seed: a system on a dataset."""
 
     dataset: str
-    system: str  # bm25 | splade
+    system: str  # bm25 | splade | published | run
     backbone: str = ""
     variant: str = ""  # the row label; variants that share one model are joined: "baseline = x1"
     variants: tuple[str, ...] = ()  # the variant names behind the label
@@ -122,6 +124,7 @@ class Plan:
     max_queries: int | None = None
     dataset_measures: dict[str, list[str]] = field(default_factory=dict)  # dataset → measures evaluated on it
     backbones: list[str] = field(default_factory=list)
+    published: list[str] = field(default_factory=list)  # models trained elsewhere, one row each
     same_backbones: dict[str, list[str]] = field(default_factory=dict)  # a backbone → other names of its checkpoint
     variants: dict[str, Any] = field(default_factory=dict)  # variant name → (Rescale spec, recipe overrides)
     recipe: dict[str, Any] | None = None  # the training recipe as data, None: untrained only
@@ -178,8 +181,16 @@ class Plan:
                 lines.append("  " + ", ".join(f"{k}={r[k]}" for k in keys if k in r) + f"; seeds {self.seeds}")
             else:
                 lines.append("training: none (untrained backbones)")
-        else:
-            lines.append(f"matrix: BM25 × {len(self.datasets)} dataset(s) = {len(self.conditions)} conditions")
+        elif self.suite.bm25 is not None:
+            lines.append(f"matrix: BM25 × {len(self.datasets)} dataset(s) = "
+                         f"{sum(c.system == 'bm25' for c in self.conditions)} conditions")
+        if self.published:
+            lines.append(f"published (trained elsewhere, evaluated as they are): {', '.join(self.published)}; "
+                         f"{len(self.published)} model(s) × {len(self.datasets)} dataset(s) = "
+                         f"{sum(c.system == PUBLISHED for c in self.conditions)} conditions")
+            for name, others in self.same_backbones.items():
+                if name in self.published:
+                    lines.append(f"  {' and '.join(map(repr, others))}: the checkpoint of {name!r} (same content), one row")
         cut = f" (max_docs={self.max_docs}, max_queries={self.max_queries})" if self.max_docs or self.max_queries else ""
         lines.append(f"datasets ({len(self.datasets)}){cut}: {', '.join(self.datasets)}")
         if self.subset:
@@ -321,8 +332,20 @@ def subset_label(opts: Options) -> str | None:
     for flag, value in opts.narrowing():
         if flag == "datasets":
             value = "+".join(_short_dataset(d) for d in value.split(","))
+        elif flag in ("backbones", "published", "recipe"):
+            value = ",".join(_short_model(m) for m in value.split(","))
         parts.append(f"{flag}={value}")
     return ",".join(parts) or None
+
+
+def _short_model(name: str) -> str:
+    """A model or recipe as a label names it: a local folder or file by its own name (the label names
+    the results folder, which holds no machine path); keys and hub ids as given."""
+    from pathlib import Path
+
+    if name.startswith(("/", "~", ".")) or Path(name).expanduser().is_dir():
+        return Path(name.rstrip("/\\")).name or name
+    return name
 
 
 def subset_folder(label: str) -> str:
@@ -351,7 +374,7 @@ def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
     args = ["python", "-m", "benchmark.run"] + (["--suite", suite_arg] if suite_arg != ADHOC else [])
     flags = dict(opts.narrowing())
     flags.update({k: str(v) for k, v in row.items() if v is not None})
-    for flag in ("datasets", "backbones", "variants", "seeds", "recipe", "rescale-factor", "match-norm",
+    for flag in ("datasets", "backbones", "variants", "seeds", "published", "recipe", "rescale-factor", "match-norm",
                  "rescale-method", "match-stat", "max-docs", "max-queries"):
         if flag in flags:
             args += [f"--{flag}", flags[flag]]
@@ -409,7 +432,35 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             plan.conditions.append(Condition(datasets[0], RUN_SYSTEM, variant=run_name, evaluate=evaluate(source, datasets[0]),
                                              search=source, command=reproduce_command(suite_arg, opts)))
 
+    e = suite.encode
+    doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile)
+    query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
+
+    def impact_search(model: Stage, name: str) -> tuple[Stage, Stage]:
+        """(evaluate, search) of a model's encodings of ``name``, searched in an impact index."""
+        topics, corpus = data_stages(name, max_docs, max_queries)
+        encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
+        queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
+        idx = Stage(Index, Index.Config("impact"), {"source": encode})
+        search = Stage(Search, Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True),
+                       {"index": idx, "queries": queries, "docs": encode})
+        return evaluate(search, name), search
+
+    published = opts.published if opts.published is not None else list(suite.published.models if suite.published else [])
+    late: list[Condition] = []  # the published rows follow the harness's own
+    if published:
+        from benchmark.model.rescale import Rescale
+
+        plan.published = _distinct_models(published, plan)
+        for model in plan.published:
+            # the checkpoint as it is: the same backbone stage as an untrained baseline of that name
+            init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model).to_dict()))
+            for name in datasets:
+                ev, search = impact_search(init, name)
+                late.append(Condition(name, PUBLISHED, model, "", (), "1", trained=False, evaluate=ev, search=search,
+                                      backbone_stage=init, command=reproduce_command(suite_arg, opts, published=model)))
     if suite.splade is None:
+        plan.conditions.extend(late)
         return plan
     sp = suite.splade
     backbones = opts.backbones or list(sp.backbones)
@@ -433,9 +484,6 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     seeds = list(opts.seeds or sp.seeds)
     plan.backbones, plan.variants, plan.seeds = list(backbones), dict(variants), seeds
     plan.recipe = train_inputs[0] if train_inputs is not None else None
-    e = suite.encode
-    doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile)
-    query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
     for backbone in _distinct_backbones(backbones, plan):
         # variants that give the same weights and training share one stage and one row
         arms: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
@@ -457,18 +505,26 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             for model, train, seed in models:
                 row = {"backbones": backbone, "variants": vnames[0]}
                 for name in datasets:
-                    topics, corpus = data_stages(name, max_docs, max_queries)
-                    encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
-                    queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
-                    idx = Stage(Index, Index.Config("impact"), {"source": encode})
-                    search = Stage(Search, Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True),
-                                   {"index": idx, "queries": queries, "docs": encode})
+                    ev, search = impact_search(model, name)
                     plan.conditions.append(Condition(
                         name, "splade", backbone, label, tuple(vnames), _factor_label(spec),
                         spec.method if spec.mode != "none" else "", trained=train is not None,
-                        seed=seed, evaluate=evaluate(search, name), train=train, search=search, backbone_stage=init,
+                        seed=seed, evaluate=ev, train=train, search=search, backbone_stage=init,
                         command=reproduce_command(suite_arg, opts, **row)))
+    plan.conditions.extend(late)
     return plan
+
+
+def _distinct_models(models: Sequence[str], plan: Plan) -> list[str]:
+    """Published models, one per checkpoint content (as ``_distinct_backbones``)."""
+    first: dict[str, str] = {}
+    for name in models:
+        key = Stage(Backbone, Backbone.Config(name)).id
+        if key in first:
+            plan.same_backbones.setdefault(first[key], []).append(name)
+        else:
+            first[key] = name
+    return list(first.values())
 
 
 def _distinct_backbones(backbones: Sequence[str], plan: Plan) -> list[str]:

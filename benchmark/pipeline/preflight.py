@@ -77,8 +77,19 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
         if problem:
             problems.append(problem)
     problems.extend(measure_problems(plan.measures))
+    if deep:
+        problems.extend(run_query_problems(plan))
+    published = list(getattr(plan, "published", []) or [])
+    if plan.suite.splade is None and published:
+        from benchmark.model.loader import backbone_problems
+
+        for name in published:
+            problems.extend(backbone_problems(name, deep=deep))
+        problems.extend(_length_problems(plan, published))
     if plan.suite.splade is not None:
         from benchmark.model.loader import backbone_problems
+
+        backbones = list(dict.fromkeys([*backbones, *published]))
 
         references: dict[str, list[str]] = {}  # reference backbone → the variants that match it
         for vname, variant in getattr(plan, "variants", {}).items():  # 'match' loads its reference backbone
@@ -99,18 +110,7 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
                 f"[splade.rescale] match), so the reference must load, and it cannot: {problem}. Or give the factor "
                 "itself: --rescale-factor F (or --match-norm NUMBER)"
                 for problem in backbone_problems(name, deep=deep))
-        from benchmark.model.loader import resolve_backbone
-        from benchmark.model.st_modules import length_problems
-
-        e = plan.suite.encode
-        for name in dict.fromkeys(backbones):  # a SparseEncoder folder's max_seq_length is honoured
-            try:
-                source = Path(resolve_backbone(name))
-            except BenchmarkError:
-                continue  # reported by backbone_problems
-            if source.is_dir():
-                problems.extend(length_problems(name, source, {"max_doc_length": e.max_doc_length,
-                                                               "max_query_length": e.max_query_length}))
+        problems.extend(_length_problems(plan, backbones))
         from benchmark.model import varlen
 
         if deep and plan.suite.encode.attn_implementation == varlen.NAME:
@@ -123,4 +123,47 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
                     continue  # reported by backbone_problems
                 if problem:
                     problems.append(problem)
+    return problems
+
+
+def _length_problems(plan: Any, models: list[str]) -> list[str]:
+    """Encode lengths past a SparseEncoder folder's max_seq_length (it is honoured, not exceeded)."""
+    from benchmark.model.loader import resolve_backbone
+    from benchmark.model.st_modules import length_problems
+
+    e = plan.suite.encode
+    problems: list[str] = []
+    for name in dict.fromkeys(models):
+        try:
+            source = Path(resolve_backbone(name))
+        except BenchmarkError:
+            continue  # reported by backbone_problems
+        if source.is_dir():
+            problems.extend(length_problems(name, source, {"max_doc_length": e.max_doc_length,
+                                                           "max_query_length": e.max_query_length}))
+    return problems
+
+
+def run_query_problems(plan: Any) -> list[str]:
+    """A ``--run`` file that ranks no judged query of its dataset would score 0 on every query, as if it
+    had failed everywhere: refuse it here, with the ids it has and the ones it should have."""
+    from benchmark.data.datasets import judged_query_ids
+    from benchmark.formats.trec_run import read_run_lines
+
+    problems: list[str] = []
+    for cond in plan.conditions:
+        if cond.system != "run" or cond.search is None:
+            continue
+        path = cond.search.config.path
+        try:
+            judged = judged_query_ids(cond.dataset, plan.max_queries)
+            queries = list(dict.fromkeys(row.query_id for _, row in read_run_lines(Path(path))))
+        except Exception:  # noqa: BLE001  (an unreadable dataset or run file is reported by its own check)
+            continue
+        if judged and not set(queries) & judged:
+            cut = f" (the {len(judged)} kept by --max-queries)" if plan.max_queries else ""
+            problems.append(f"run file {str(path)!r} ({cond.variant}) ranks {len(queries)} query id(s), e.g. "
+                            f"{queries[0]!r}, and none is a judged query of {cond.dataset}{cut}, e.g. "
+                            f"{min(judged)!r}: it would score 0 everywhere; it was made on other queries, or "
+                            "its ids are written differently")
     return problems

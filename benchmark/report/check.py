@@ -44,11 +44,24 @@ def grade(observed: float, expected: float, tolerance: float, okish: float | Non
     return VERDICT_FAIL
 
 
+def model_names(name: str) -> set[str]:
+    """The names an expected entry may give a model by: as the run names it, and a local folder by its
+    own name (a suite file cannot know where a folder lies on each machine)."""
+    from pathlib import Path
+
+    names = {name}
+    if name.startswith(("/", "~", ".")) or Path(name).expanduser().is_dir():
+        names.add(Path(name.rstrip("/\\")).name)
+    return names
+
+
 def _matches(entry: Any, cond: Any) -> bool:
     if cond.system != entry.system:
         return False
     if entry.system == "bm25":
         return True
+    if entry.system == "published":
+        return not entry.backbone or entry.backbone in model_names(cond.backbone)
     return ((not entry.backbone or cond.backbone == entry.backbone)
             and (entry.variant or "baseline") in (getattr(cond, "variants", ()) or (cond.variant,))
             and (entry.trained is None or cond.trained == entry.trained))
@@ -57,13 +70,24 @@ def _matches(entry: Any, cond: Any) -> bool:
 def _describe(entry: Any) -> str:
     if entry.system == "bm25":
         return "bm25"
+    if entry.system == "published":
+        return f"published {entry.backbone or '*'}"
     trained = "" if entry.trained is None else (" trained" if entry.trained else " untrained")
     return f"splade {entry.backbone or '*'} {entry.variant or 'baseline'}{trained}"
 
 
+def not_evaluated(entry: Any, plan: Any) -> bool:
+    """A published model's entry when this run does not evaluate that model."""
+    return entry.system == "published" and bool(entry.backbone) and not any(
+        entry.backbone in model_names(name) for name in getattr(plan, "published", []))
+
+
 def applies(entry: Any, plan: Any) -> bool:
-    """Whether ``entry`` was measured on this run's subset and names one of its datasets or groups."""
+    """Whether ``entry`` was measured on this run's subset and names one of its datasets or groups (and, for
+    a published model, one this run evaluates: ``--published`` chooses which are compared)."""
     columns = set(plan.datasets) | set(getattr(plan, "groups", {}))
+    if not_evaluated(entry, plan):
+        return False
     return entry.dataset in columns and entry.max_docs == plan.max_docs and entry.max_queries == plan.max_queries
 
 
@@ -130,10 +154,12 @@ def check_suite(plan: Any, store: Store, out: Callable[[str], None] = print) -> 
         out(line)
     entries = list(plan.suite.expected)
     relevant = [e for e in entries if applies(e, plan)]
+    models = sum(not_evaluated(e, plan) for e in entries)
     subset = f"max_docs={plan.max_docs}, max_queries={plan.max_queries}" if plan.max_docs or plan.max_queries else "full datasets"
     if not relevant:
         out(f"check: suite {plan.suite.name} has no expected scores for this run ({subset}); "
-            f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} for other subsets or datasets")
+            f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} for other subsets or datasets"
+            + (f" (or published models this run does not evaluate: {models})" if models else ""))
         return 0
     counts = {VERDICT_OK: 0, VERDICT_OKISH: 0, VERDICT_FAIL: 0}
     for entry in relevant:
@@ -142,5 +168,6 @@ def check_suite(plan: Any, store: Store, out: Callable[[str], None] = print) -> 
         out(f"{'[' + v.verdict + ']':8} {v.what} {v.detail}")
     skipped = len(entries) - len(relevant)
     out(f"check ({subset}): {counts[VERDICT_OK]} OK, {counts[VERDICT_OKISH]} OKish, {counts[VERDICT_FAIL]} FAIL"
-        + (f"; {skipped} entries for other subsets or datasets not checked" if skipped else ""))
+        + (f"; {skipped} entries for other subsets or datasets not checked" if skipped else "")
+        + (f" (of them {models} for published models this run does not evaluate)" if models else ""))
     return 1 if counts[VERDICT_FAIL] else 0

@@ -8,6 +8,7 @@ from typing import Any
 from benchmark.report.results import RowKey
 
 BASELINE = "baseline"
+PUBLISHED = "published"  # a SPLADE model trained elsewhere, evaluated as it is (never "untrained")
 
 
 def system_label(system: str, backbone: str, variant: str, trained: bool) -> str:
@@ -15,13 +16,15 @@ def system_label(system: str, backbone: str, variant: str, trained: bool) -> str
         return "BM25"
     if system == "run":  # a --run file: its name
         return f"{variant} (run file)"
+    if system == PUBLISHED:  # trained elsewhere: not a starting point the harness left untrained
+        return f"SPLADE {backbone} (published)"
     label = f"SPLADE {backbone} {variant}"
     return label if trained else f"{label} (untrained)"
 
 
 def row_id(key: RowKey) -> str:
-    """A row as text (HTML attributes, CSV): system|backbone|variant|trained."""
-    return "|".join([key[0], key[1], key[2], "trained" if key[3] else "untrained"])
+    """A row as text (HTML attributes, CSV): system|backbone|variant|trained (a published model: published)."""
+    return "|".join([key[0], key[1], key[2], PUBLISHED if key[0] == PUBLISHED else "trained" if key[3] else "untrained"])
 
 
 def is_baseline(variant: str) -> bool:

@@ -175,17 +175,23 @@ def export_suite(folder: Path, runs: Path, out: Path, push_to_hub: str | None = 
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmark.report.model_export", description=__doc__,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    from benchmark.common.command_line import parser
+
+    p = parser("python -m benchmark.report.model_export", __doc__)
     p.add_argument("--suite", required=True, help="the results folder under --results-dir (e.g. smoke)")
-    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"))
+    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
+                   help="the folder of results folders ($BENCHMARK_RESULTS_DIR)")
     p.add_argument("--runs-dir", default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"),
-                   help="the runs folder the suite ran in (its train stages hold the models)")
+                   help="the runs folder the suite ran in (its train stages hold the models) ($BENCHMARK_RUNS_DIR)")
     p.add_argument("--out", default="exports", help="one SparseEncoder folder per trained model goes here")
-    p.add_argument("--push-to-hub", metavar="ORG", default=None,
-                   help="also upload each folder to the Hugging Face Hub as ORG/<name> (needs a token)")
-    args = p.parse_args(argv)
+    p.add_argument("--push-to-hub", metavar="ORG",
+                   help="also upload each folder to the Hugging Face Hub as ORG/<name> (needs a token) (default: none)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         folder = Path(args.results_dir) / args.suite
         if not folder.is_dir():

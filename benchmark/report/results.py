@@ -227,8 +227,12 @@ def to_json(results: SuiteResults) -> dict[str, Any]:
 
 
 def run_tag(c: ConditionResult) -> str:
-    """A TREC run tag that names the system (TREC tags have no spaces): ``bm25``,
-    ``splade.bert-tiny.x4.head-norm-4.seed44``, ``splade.bert-tiny.baseline.untrained``."""
+    """A TREC run tag that names the system (TREC tags have no spaces), distinct per row: ``bm25``,
+    ``splade.bert-tiny.x4.head-norm-4.seed44``, ``splade.bert-tiny.baseline.untrained``,
+    ``published.naver_splade-v3``, ``run.mine`` (a ``--run`` file by its name)."""
+    if c.system in ("run", "published"):
+        name = c.variant if c.system == "run" else c.backbone
+        return re.sub(r"[^\w.=+:@-]", "_", f"{c.system}.{name}")
     if c.system != "splade":
         return re.sub(r"\s+", "", c.system) or "run"
     parts = [c.system, c.backbone, c.variant.replace(" ", "")]

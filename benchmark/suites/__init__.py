@@ -104,6 +104,14 @@ class Splade:
 
 
 @dataclass(frozen=True)
+class Published:
+    """SPLADE models trained elsewhere (naver/splade-v3, a SparseEncoder folder), evaluated as they are:
+    their rows are "published", never "untrained", and no recipe or rescaling applies to them."""
+
+    models: list[str]  # hub ids, registry keys or local folders (a *ForMaskedLM or SparseEncoder folder)
+
+
+@dataclass(frozen=True)
 class Average:
     """A column of the paper-style table: the mean of each listed dataset's headline measure."""
 
@@ -136,18 +144,18 @@ class Expected:
     """
 
     dataset: str
-    system: str  # bm25 | splade
+    system: str  # bm25 | splade | published
     measure: str = ""
     value: float | None = None
     tolerance: float = bounded(0.0, ge=0, hint="0 means equal at 4 decimals")
     okish: float | None = None
-    backbone: str = ""
+    backbone: str = ""  # for published: the model as the run names it, or a local folder's name
     variant: str = ""
     trained: bool | None = None  # None: whichever exists (an error if both do)
     max_docs: int | None = bounded(None, ge=1, hint="the --max-docs the value was measured with; leave it out for the full corpus")
     max_queries: int | None = bounded(None, ge=1, hint="the --max-queries the value was measured with; leave it out for every query")
     collapsed: bool = False
-    source: str = ""  # where the number comes from (a paper, 2CR, a measured run)
+    source: str = ""  # where the number comes from (a paper, 2CR with its address, a measured run)
 
 
 @dataclass(frozen=True)
@@ -168,6 +176,7 @@ class Suite:
     measures: list[str]  # evaluated on every dataset not in dataset_measures
     bm25: Bm25 | None = None
     splade: Splade | None = None
+    published: Published | None = None
     encode: Encode = field(default_factory=Encode)
     k: int = bounded(1000, ge=1, le=MAX_K, hint="the ranking depth per query, e.g. k = 1000")
     max_docs: int | None = bounded(None, ge=1, hint="a corpus slice that keeps every judged document; leave it out for the whole corpus")
@@ -227,16 +236,17 @@ class Suite:
         for d, ms in self.dataset_measures.items():
             if not ms:
                 out.append(f"dataset_measures.{d!r} is empty; list its measures or remove the entry")
-        if self.splade is not None:
-            if not self.splade.backbones:
-                out.append("splade.backbones is empty; list at least one, e.g. backbones = [\"bert-tiny\"]")
-            if not self.splade.seeds:
-                out.append("splade.seeds is empty; list at least one training seed, e.g. seeds = [42]")
+        if self.splade is not None or self.published is not None:
             from benchmark.retrieval.lucene import MAX_EXACT_K
 
             if self.k > MAX_EXACT_K:
                 out.append(f"k = {self.k} is above {MAX_EXACT_K}, the deepest impact search whose scores stay the exact "
                            f"integer dot products (Anserini's tie offsets); set k <= {MAX_EXACT_K}, e.g. k = 1000")
+        if self.splade is not None:
+            if not self.splade.backbones:
+                out.append("splade.backbones is empty; list at least one, e.g. backbones = [\"bert-tiny\"]")
+            if not self.splade.seeds:
+                out.append("splade.seeds is empty; list at least one training seed, e.g. seeds = [42]")
             out.extend(p for s in self.splade.seeds if (p := seed_problem(s, "splade.seeds")))
             for f in self.splade.sweep:
                 if not (math.isfinite(f) and f > 0):
@@ -258,6 +268,8 @@ class Suite:
                 if v.factor is not None and not (math.isfinite(v.factor) and v.factor > 0):
                     out.append(f"splade.extra_variants[{v.name!r}].factor = {v.factor!r} must be a positive finite number "
                                "(or left out for the head as pretrained)")
+        if self.published is not None and not self.published.models:
+            out.append("published.models is empty; list at least one, e.g. models = [\"naver/splade-v3\"]")
         known = set(self.known_datasets())
         measures = set(self.all_measures())
         for group, members in self.groups.items():
@@ -338,7 +350,7 @@ def suite_resources(tables: Mapping[str, ResourceSpec], where: str = "suite") ->
     return out
 
 
-SYSTEMS = ("bm25", "splade")
+SYSTEMS = ("bm25", "splade", "published")
 
 
 def suite_names() -> list[str]:
@@ -435,8 +447,8 @@ def suite_from_data(data: dict[str, Any], path: Path, custom: bool = True) -> Su
     """A suite from its TOML document, checked (``path`` names it in messages)."""
     data = with_encode_profile(data, path.name)
     suite = canonical_measures(from_dict(Suite, data, str(path.name)))
-    if suite.bm25 is None and suite.splade is None:
-        raise BenchmarkError(f"suite file {path.name} defines no system; add a [bm25] or [splade] table")
+    if suite.bm25 is None and suite.splade is None and suite.published is None:
+        raise BenchmarkError(f"suite file {path.name} defines no system; add a [bm25], [splade] or [published] table")
     problems = suite.problems() + (_collision(path, suite) if custom else [])
     if problems:
         raise BenchmarkError(f"suite file {path.name}: " + " | ".join(problems))

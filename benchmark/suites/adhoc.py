@@ -1,7 +1,8 @@
 """Ad-hoc runs: any ir_datasets id (or local BEIR folder) in ``--datasets`` without a suite file.
 
 ``python -m benchmark.run --datasets cranfield`` builds a suite named ``adhoc`` in memory: BM25 on each
-dataset, and SPLADE when ``--backbones`` is given (untrained, or trained with ``--recipe``). Each
+dataset, SPLADE when ``--backbones`` is given (untrained, or trained with ``--recipe``), and models
+trained elsewhere when ``--published`` names them (evaluated as they are). Each
 dataset is evaluated with the measures of its own conventions (``conventional_measures``), so
 MS MARCO dev gets RR@10 and TREC DL nDCG@10 without a suite saying so.
 """
@@ -69,10 +70,12 @@ def conventional_measures(dataset: str) -> list[str]:
     return list(dict.fromkeys(normalise_measure(m) for m in [*base, *official_measures(dataset)]))
 
 
-def adhoc_suite_data(datasets: list[str], backbones: list[str] | None) -> dict[str, Any]:
+def adhoc_suite_data(datasets: list[str], backbones: list[str] | None,
+                     published: list[str] | None = None) -> dict[str, Any]:
     """The TOML document of an ad-hoc suite (``--set`` overrides then apply to it as to a file's)."""
     measures = {d: conventional_measures(d) for d in datasets}
-    systems = "BM25" + (" and SPLADE (" + ", ".join(backbones) + ")" if backbones else "")
+    systems = ", ".join(["BM25", *(["SPLADE (" + ", ".join(backbones) + ")"] if backbones else []),
+                         *(["published SPLADE (" + ", ".join(published) + ")"] if published else [])])
     data: dict[str, Any] = {
         "name": ADHOC,
         "description": f"{systems} on {', '.join(datasets)}; measures from each dataset's conventions",
@@ -84,17 +87,19 @@ def adhoc_suite_data(datasets: list[str], backbones: list[str] | None) -> dict[s
     }
     if backbones:
         data["splade"] = {"backbones": list(backbones), "variants": ["baseline"]}
+    if published:
+        data["published"] = {"models": list(published)}
     return data
 
 
 def load_adhoc(datasets: list[str], backbones: list[str] | None,
-               overrides: Sequence[tuple[list[str], Any]] = ()) -> Any:
+               overrides: Sequence[tuple[list[str], Any]] = (), published: list[str] | None = None) -> Any:
     """The ad-hoc suite of ``datasets``, checked as a suite file is."""
     from benchmark.common.config import apply_overrides, with_overrides
     from benchmark.common.errors import BenchmarkError
     from benchmark.suites import suite_from_data
 
-    data = apply_overrides(adhoc_suite_data(datasets, backbones), list(overrides), "suite")
+    data = apply_overrides(adhoc_suite_data(datasets, backbones, published), list(overrides), "suite")
     try:
         return suite_from_data(data, Path(f"{ADHOC} suite (--datasets without --suite)"), custom=False)
     except BenchmarkError as exc:
