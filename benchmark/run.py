@@ -271,6 +271,7 @@ def _main(args: argparse.Namespace) -> int:
                         "model, so no recipe reads it; add --recipe NAME (and --backbones) or drop it")
     plan = build_plan(suite, opts, problems, suite_arg=suite_arg)
     store = Store(args.runs_dir, force=args.force, verify=args.verify)
+    store.labels = plan.stage_labels()  # the log names each stage's system, seed and dataset beside its id
     resources = stage_resources(suite, args.resources) if args.executor == "ray" else {}
     validate(plan, opts, problems, deep=not args.dry_run)
     if args.dry_run:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -39,7 +40,10 @@ def test_adhoc_cranfield_bm25_and_its_run_file_as_a_system(tmp_path, capsys):
               "--runs-dir", str(runs), "--results-dir", str(results)]
     assert run_cli(*common) == 0
     out = capsys.readouterr().out
-    assert "stage 1 of 5 (" in out and "stage 5 of 5 (evaluate)" in out  # topics, corpus, index, search, evaluate
+    # topics, corpus, index, search, evaluate; each line names the system and dataset, not only a hash
+    assert "stage 1 of 5 (topics: cranfield), 0s elapsed, ETA " in out and "stage 5 of 5 (evaluate: BM25, cranfield)" in out
+    assert re.search(r"^\[run\] search-[0-9a-f]{12} \(BM25, cranfield\)$", out, re.M)
+    assert "\r" not in out  # captured output is no terminal: no bar redraws
     assert "| BM25 |" in out  # the headline table closes the run
     folder = results / "adhoc@datasets=cranfield,max-queries=20,set=k=100"
     first = json.loads((folder / "results.json").read_text())
@@ -263,6 +267,9 @@ def test_training_prints_one_compact_line_per_logging_step():
 
 
 def test_progress_line_counts_the_stages_to_run():
+    """The ETA prices the stage that is starting too; a kind not timed yet is priced at the mean of what
+    ran and named; a resume prices kinds by what the store's finished stages took; the line names the
+    stage's system."""
     from benchmark.pipeline.executor import Progress, duration
 
     assert [duration(s) for s in (4.6, 185, 7625)] == ["5s", "3m05s", "2h07m"]
@@ -277,28 +284,95 @@ def test_progress_line_counts_the_stages_to_run():
 
     lines: list[str] = []
     stages = [Node(0, "index"), Node(1, "search"), Node(2, "search")]
-    progress = Progress(stages, lines.append)
+    progress = Progress(stages, lines.append, labels={"s1": "bert-tiny x4, seed 42, beir/scifact/test"})
     progress.begin(stages[0])
     progress.end(stages[0], 10.0)
     progress.begin(stages[1])
     progress.end(stages[1], 2.0)
     progress.begin(stages[2])
     assert lines[0].startswith("stage 1 of 3 (index), ") and lines[0].endswith("elapsed, ETA unknown")
-    assert lines[1].endswith("ETA ~10s")  # one search left, priced at the mean of what ran (index: 10 s)
-    assert lines[2].endswith("ETA ~0s") and lines[2].startswith("stage 3 of 3 (search)")
+    # both searches left, the starting one included, each priced at the mean of what ran (index: 10 s)
+    assert lines[1].startswith("stage 2 of 3 (search: bert-tiny x4, seed 42, beir/scifact/test), ")
+    assert lines[1].endswith("ETA ~20s (search not timed yet)")
+    assert lines[2].endswith("ETA ~2s") and lines[2].startswith("stage 3 of 3 (search)")  # the starting search: 2 s
+
+    # a resume: the store's finished stages priced each kind before this run timed any
+    lines.clear()
+    resumed = [Node(3, "train"), Node(4, "encode"), Node(5, "search")]
+    progress = Progress(resumed, lines.append, earlier={"train": [150.0, 158.0], "encode": [20.0], "search": [2.0]})
+    progress.begin(resumed[0])
+    assert lines[0].endswith("ETA ~2m56s")  # 154 + 20 + 2: the training that starts counts
+    progress.end(resumed[0], 8.0)  # it resumed near its end
+    progress.begin(resumed[1])
+    assert lines[1].endswith("ETA ~22s")
 
 
-def test_jvm_warnings_stay_off_the_terminal():
-    """A fresh process that starts the JVM and opens a Lucene index prints none of its warnings."""
-    import subprocess
-    import sys
+def test_bars_on_a_terminal_only_and_a_line_every_few_seconds_elsewhere(monkeypatch):
+    """Where stderr is no terminal a bar is a plain line at most every ``every`` seconds, never a redraw;
+    a last line says where it ended, unless the last periodic line already did."""
+    import io
 
-    code = ("from benchmark.retrieval.lucene import start_jvm; start_jvm()\n"
-            "from jnius import autoclass\n"
-            "autoclass('org.apache.lucene.store.MMapDirectory')\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert "WARNING" not in proc.stderr, proc.stderr
-    loud = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, "BENCHMARK_VERBOSE": "1"})
-    assert "WARNING" in loud.stderr, loud.stderr  # what --verbose shows
+    from benchmark.common.bars import PlainBar, bar, on_terminal
+
+    now = [0.0]
+    out = io.StringIO()
+    plain = PlainBar(total=100, desc="encode docs 0", unit="doc", every=10.0, stream=out, clock=lambda: now[0])
+    for _ in range(100):
+        now[0] += 0.25  # 25 s in all
+        plain.update(1)
+    plain.close()
+    assert out.getvalue().splitlines() == [
+        "encode docs 0: 40/100 doc (40%), 10s, 4 doc/s",
+        "encode docs 0: 80/100 doc (80%), 20s, 4 doc/s",
+        "encode docs 0: 100/100 doc (100%), 25s, 4 doc/s",
+    ]
+    quick = io.StringIO()
+    with PlainBar(total=5, desc="corpus", stream=quick, clock=lambda: 0.0) as short:
+        short.update(5)
+    assert quick.getvalue() == ""  # done within the interval: the stage's own [done] line says enough
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)  # a log file, not a terminal
+    assert not on_terminal() and isinstance(bar(total=3), PlainBar)
+
+
+def test_stage_lines_name_their_system():
+    """Each stage of a real plan is named by its backbone and arm, training seed and dataset (from the
+    stage and its ancestors), so a log line says which system it belongs to."""
+    from benchmark.pipeline.plan import Options, build_plan
+    from benchmark.suites import load_suite
+
+    plan = build_plan(load_suite("smoke"), Options(max_docs=600, max_queries=30))
+    labels = plan.stage_labels()
+    named = {(s.kind.name, labels.get(s.id)) for s in plan.stages()}
+    assert named == {
+        ("topics", "beir/scifact/test"), ("corpus", "beir/scifact/test"), ("index", "BM25, beir/scifact/test"),
+        ("search", "BM25, beir/scifact/test"), ("evaluate", "BM25, beir/scifact/test"),
+        ("backbone", "bert-tiny baseline"),
+        # the training data: SciFact train, its negatives mined with BM25 over the whole corpus
+        ("topics", "beir/scifact/train"), ("corpus", "beir/scifact"), ("index", "BM25, beir/scifact"),
+        ("search", "BM25, beir/scifact/train"), ("triples", "beir/scifact/train"),
+        ("train", "bert-tiny baseline, seed 42"),
+        *((kind, "bert-tiny baseline, seed 42, beir/scifact/test") for kind in ("encode", "index", "queries", "search", "evaluate")),
+        *((kind, "bert-tiny baseline untrained, beir/scifact/test") for kind in ("encode", "index", "queries", "search", "evaluate")),
+    }
+    sweep = build_plan(load_suite("scale-sweep"), Options(variants=["x4", "x4-projection"], seeds=["43"]))
+    trains = sorted(labels for s in sweep.stages() if s.kind.name == "train" for labels in [sweep.stage_labels()[s.id]])
+    assert trains == ["bert-tiny x4, seed 43", "bert-tiny x4-projection, seed 43"]
+
+
+def test_transformers_bars_stay_off_the_terminal(capfd, tmp_path):
+    """Loading and saving a model prints none of transformers' own bars ("Loading weights", "Writing
+    model shards"), also where the run shows its own progress (reports kept); without the guard it does."""
+    from transformers import AutoModelForMaskedLM
+
+    from benchmark.model.checkpoints import quiet_transformers, resolve_checkpoint
+
+    path = resolve_checkpoint("bert-tiny")
+    model = AutoModelForMaskedLM.from_pretrained(path)
+    model.save_pretrained(str(tmp_path / "bare"))
+    assert "Loading weights" in capfd.readouterr().err  # what the guard has to stop
+    with quiet_transformers(reports=False):
+        model = AutoModelForMaskedLM.from_pretrained(path)
+        model.save_pretrained(str(tmp_path / "guarded"))
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "Writing model shards" not in err and "it/s" not in err, err

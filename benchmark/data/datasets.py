@@ -524,7 +524,7 @@ def materialise_topics(name: str, out: Path, max_queries: int | None = None, see
 def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed: int = 0,
                        keep: set[str] | frozenset[str] = frozenset(), progress: bool = True) -> dict[str, Any]:
     """The corpus stage: ``corpus/docs.jsonl`` and ``docids.txt``; a subset keeps every doc in ``keep``."""
-    from tqdm.auto import tqdm
+    from benchmark.common.bars import bar
 
     _check_limit("max_docs", max_docs)
     keep_docs: set[str] | None = None
@@ -536,7 +536,7 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
 
     def kept() -> Iterator[corpus_format.Doc]:
         nonlocal n_docs, empty, repeated
-        for doc_id, contents in tqdm(_iter_corpus(source), desc=f"corpus {source}", unit="doc", disable=not progress, mininterval=2):
+        for doc_id, contents in bar(_iter_corpus(source), desc=f"corpus {source}", unit="doc", disable=not progress, mininterval=2):
             if doc_id in seen:  # only an ir_datasets corpus gets here (a local folder's reader refuses repeats)
                 repeated += 1
                 continue

@@ -150,13 +150,15 @@ def hub_revision(repo_id: str) -> str | None:
 
 
 @contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Silence transformers' load reports and progress bars (our own errors say what matters)."""
+def quiet_transformers(reports: bool = True) -> Iterator[None]:
+    """Silence transformers' progress bars ("Loading weights", "Writing model shards": one per load and
+    save, noise in any log) and, with ``reports``, its load reports (our own errors say what matters)."""
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
+    if reports:
+        hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
         yield

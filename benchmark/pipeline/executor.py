@@ -62,35 +62,50 @@ def duration(seconds: float) -> str:
 
 
 class Progress:
-    """The overall line above each stage's own output: ``stage k of N (kind), elapsed, ETA``.
+    """The overall line above each stage's own output: ``stage k of N (kind: system), elapsed, ETA``.
 
-    N counts the stages that were not finished when the run started. The ETA sums, over the stages
-    still to run, the mean time of the finished stages of the same kind (of all finished stages
-    for a kind not seen yet): a rough guide (one training run outlasts many searches), hence ``~``.
+    N counts the stages that were not finished when the run started. The ETA sums, over the stage
+    that is starting and every stage after it, the mean time of the finished stages of the same kind:
+    those this run computed, else those of earlier runs in the store (a resume knows what its
+    training runs took). A kind timed nowhere yet is priced at the mean of all timed stages and
+    named (``train not timed yet``): one training run outlasts many searches. Hence ``~``.
     """
 
-    def __init__(self, pending: list[Stage], log: Any) -> None:
+    def __init__(self, pending: list[Stage], log: Any, labels: Mapping[str, str] | None = None,
+                 earlier: Mapping[str, list[float]] | None = None) -> None:
         self.pending = {s.id: s.kind.name for s in pending}
         self.total, self.k, self.log = len(pending), 0, log
+        self.labels = labels or {}
+        self.earlier = {kind: list(ts) for kind, ts in (earlier or {}).items() if ts}
         self.start = time.perf_counter()
         self.seconds: dict[str, list[float]] = {}
         self._began: float | None = None
 
-    def eta(self) -> str:
-        every = [t for ts in self.seconds.values() for t in ts]
+    def _mean(self, kind: str) -> float | None:
+        ts = self.seconds.get(kind) or self.earlier.get(kind)
+        return sum(ts) / len(ts) if ts else None
+
+    def eta(self, starting: str | None = None) -> str:
+        """The time left, the ``starting`` stage's kind included."""
+        kinds = ([starting] if starting else []) + list(self.pending.values())
+        every = [t for ts in (*self.seconds.values(), *self.earlier.values()) for t in ts]
         if not every:
             return "ETA unknown"
         mean = sum(every) / len(every)
-        left = sum(sum(ts) / len(ts) if (ts := self.seconds.get(kind)) else mean for kind in self.pending.values())
-        return f"ETA ~{duration(left)}"
+        untimed = list(dict.fromkeys(k for k in kinds if self._mean(k) is None))
+        left = sum(m if (m := self._mean(kind)) is not None else mean for kind in kinds)
+        named = ", ".join(untimed[:3]) + (f" and {len(untimed) - 3} more kind{'s' if len(untimed) > 4 else ''}" if len(untimed) > 3 else "")
+        return f"ETA ~{duration(left)}" + (f" ({named} not timed yet)" if untimed else "")
 
     def begin(self, stage: Stage) -> None:
         if stage.id not in self.pending:
             return
         self.pending.pop(stage.id)
         self.k += 1
-        self.log(f"stage {self.k} of {self.total} ({stage.kind.name}), {duration(time.perf_counter() - self.start)} "
-                 f"elapsed, {self.eta()}")
+        label = self.labels.get(stage.id)
+        what = f"{stage.kind.name}: {label}" if label else stage.kind.name
+        self.log(f"stage {self.k} of {self.total} ({what}), {duration(time.perf_counter() - self.start)} "
+                 f"elapsed, {self.eta(stage.kind.name)}")
         self._began = time.perf_counter()
 
     def end(self, stage: Stage, seconds: float | None = None) -> None:
@@ -137,15 +152,36 @@ class LocalExecutor:
         if self.progress is not None:
             self.progress.begin(stage)
         self.done[stage.id] = run_stage(stage, self.store, self.ctx, metas)
-        if self.progress is not None:
-            self.progress.end(stage)
+        if self.progress is not None:  # the compute time the store recorded (no wait for another process)
+            self.progress.end(stage, getattr(self.store, "timings", {}).get(stage.id) or None)
         return self.done[stage.id]
 
     def run(self, targets: list[Stage]) -> dict[str, dict[str, Any] | None]:
-        self.progress = Progress(self.pending(targets), getattr(self.ctx, "log", print))
+        self.progress = Progress(self.pending(targets), getattr(self.ctx, "log", print),
+                                 getattr(self.store, "labels", {}), self.earlier(targets))
         for stage in targets:
             self.execute(stage)
         return self.done
+
+    def earlier(self, targets: list[Stage]) -> dict[str, list[float]]:
+        """Per kind, the seconds the plan's finished stages took when they were computed: the ETA's
+        prior for kinds this run has not timed yet (a resume knows its earlier part)."""
+        out: dict[str, list[float]] = {}
+        seen: set[str] = set()
+
+        def visit(stage: Stage) -> None:
+            if stage.id in seen:
+                return
+            seen.add(stage.id)
+            for parent in stage.parents.values():
+                visit(parent)
+            meta = self.store.load(stage)
+            if meta is not None and isinstance(meta.get("seconds"), (int, float)):
+                out.setdefault(stage.kind.name, []).append(float(meta["seconds"]))
+
+        for stage in targets:
+            visit(stage)
+        return out
 
     def pending(self, targets: list[Stage]) -> list[Stage]:
         """The stages the targets still need, each once, parents first (nothing below a finished stage:

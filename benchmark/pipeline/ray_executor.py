@@ -261,7 +261,7 @@ class RayExecutor:
         ctx = replace(self.ctx, threads=work.threads, cluster=Cluster(self.root, self.resources), log=task_log)
         parents = {p.id: metas[p.id] for p in stage.parents.values()}
         task = ray.remote(_stage_task).options(**_task_options(reserve, RETRIES, stage.id))
-        self.log(f"[ray] submit {stage.id} ({work.describe()}{', fanned out' if reserve is not work else ''})")
+        self.log(f"[ray] submit {self.store.name(stage)} ({work.describe()}{', fanned out' if reserve is not work else ''})")
         return task.remote(stage, str(self.root), self.store.force, self.store.verify, ctx, parents)
 
     def plan(self, targets: list[Stage]) -> tuple[list[Stage], Outcome]:
@@ -326,14 +326,14 @@ class RayExecutor:
                         meta, seconds = ray.get(ref)
                     except ray.exceptions.RayError as exc:
                         outcome.failed[stage.id] = describe_error(exc)
-                        self.log(f"[ray] FAILED {stage.id} after {time.monotonic() - started:.1f}s: "
+                        self.log(f"[ray] FAILED {self.store.name(stage)} after {time.monotonic() - started:.1f}s: "
                                  f"{outcome.failed[stage.id]}")
                         continue
                     outcome.done[stage.id] = meta
                     if seconds:
                         self.store.timings[stage.id] = seconds
                     computed = f"computed in {seconds:.1f}s" if seconds else "found finished"
-                    self.log(f"[ray] done {stage.id}: {computed}, {time.monotonic() - started:.1f}s after submission "
+                    self.log(f"[ray] done {self.store.name(stage)}: {computed}, {time.monotonic() - started:.1f}s after submission "
                              f"({self._counts(outcome, running, waiting, total)})")
                 if time.monotonic() - last >= self.progress_every:
                     last = time.monotonic()

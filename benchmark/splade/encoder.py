@@ -177,9 +177,9 @@ def encode(
     encode_batch = PATHS[kind]
     bar = None
     if progress is not None:
-        from tqdm.auto import tqdm
+        from benchmark.common.bars import bar as progress_bar
 
-        bar = tqdm(total=len(tokens), desc=progress, unit="doc")
+        bar = progress_bar(total=len(tokens), desc=progress, unit="doc")
     results: list[tuple[np.ndarray, np.ndarray]] = [None] * len(tokens)  # type: ignore[list-item]
     hook = decoder.register_forward_pre_hook(_capture) if decoder is not None else None
     was_training = model.training

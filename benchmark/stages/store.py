@@ -244,6 +244,12 @@ class Store:
         self._forced: set[str] = set()
         self._verified: set[str] = set()
         self._hashed: set[str] = set()  # verified with hashes (before a stage reads it, or under verify)
+        self.labels: dict[str, str] = {}  # stage id → the system, seed and dataset it serves (the run sets it)
+
+    def name(self, stage: Stage) -> str:
+        """A stage as the log names it: its id, and which system it belongs to when the run said so."""
+        label = self.labels.get(stage.id)
+        return f"{stage.id} ({label})" if label else stage.id
 
     def check_writable(self) -> None:
         try:
@@ -375,7 +381,7 @@ class Store:
             if self.is_done(stage, dropped_ok=dropped_ok):
                 meta = self.load(stage)
                 assert meta is not None
-                self.log(f"[cached] {stage.id}")
+                self.log(f"[cached] {self.name(stage)}")
                 self.timings.setdefault(stage.id, 0.0)
                 self.sizes.setdefault(stage.id, disk_usage(self.path(stage)))
                 return meta
@@ -383,14 +389,14 @@ class Store:
             if claim is not None:
                 break
             if not waited:
-                self.log(f"[wait] {stage.id} is being computed by {self.claims.holder_of(self.root / stage.kind.name / f'.{stage.id}')}")
+                self.log(f"[wait] {self.name(stage)} is being computed by {self.claims.holder_of(self.root / stage.kind.name / f'.{stage.id}')}")
                 waited = True
             time.sleep(WAIT_POLL)
         try:
             if not (self.force and stage.id not in self._forced):
                 meta = self.lookup(stage, dropped_ok=dropped_ok)  # finished by the previous holder while we waited
                 if meta is not None:
-                    self.log(f"[cached] {stage.id}")
+                    self.log(f"[cached] {self.name(stage)}")
                     self.timings.setdefault(stage.id, 0.0)
                     self.sizes.setdefault(stage.id, disk_usage(self.path(stage)))
                     return meta
@@ -403,13 +409,13 @@ class Store:
         if partial.exists():
             who = f" left by {claim.previous}" if claim.previous else ""
             if stage.resumable:
-                self.log(f"[resume] {stage.id}: continuing the partial folder{who}")
+                self.log(f"[resume] {self.name(stage)}: continuing the partial folder{who}")
             else:
-                self.log(f"[clean] {stage.id}: removed the partial folder{who}")
+                self.log(f"[clean] {self.name(stage)}: removed the partial folder{who}")
                 shutil.rmtree(partial)
         partial.mkdir(parents=True, exist_ok=True)
         inputs = {role: content_digest(m) for role, p in sorted(stage.parents.items()) if (m := self.load(p)) is not None}
-        self.log(f"[run] {stage.id}")
+        self.log(f"[run] {self.name(stage)}")
         start = time.perf_counter()
         try:
             record = dict(fn(partial))
@@ -455,5 +461,5 @@ class Store:
         self._hashed.add(stage.id)
         self.timings[stage.id] = seconds
         self.sizes[stage.id] = disk_usage(final)
-        self.log(f"[done] {stage.id} in {seconds:.1f}s")
+        self.log(f"[done] {self.name(stage)} in {seconds:.1f}s")
         return meta

@@ -189,12 +189,34 @@ def log_line(step: int, max_steps: int, logs: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-class _CompactProgress(ProgressCallback):
-    """The Trainer's progress bar, with one compact line per logging step (``log_line``)."""
+class _CompactProgress(TrainerCallback):
+    """The Trainer's progress bar (on a terminal; elsewhere a line every few seconds,
+    ``benchmark.common.bars``), with one compact line per logging step (``log_line``)."""
+
+    def __init__(self) -> None:
+        self.training_bar: Any = None
+        self.current_step = 0
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        from benchmark.common.bars import bar
+
+        self.current_step = state.global_step  # a resumed run starts where its checkpoint left off
+        if state.is_world_process_zero:
+            self.training_bar = bar(total=state.max_steps, desc="train", unit="step", initial=state.global_step)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero and self.training_bar is not None:
+            self.training_bar.update(state.global_step - self.current_step)
+        self.current_step = state.global_step
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if state.is_world_process_zero and self.training_bar is not None and logs and "loss" in logs:
             self.training_bar.write(log_line(state.global_step, state.max_steps, logs))
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.training_bar is not None:
+            self.training_bar.close()
+            self.training_bar = None
 
 
 class _SpladeTrainer(SparseEncoderTrainer):
@@ -297,10 +319,11 @@ def _training_args(
 
 
 def _quiet(progress: bool) -> contextlib.AbstractContextManager[None]:
-    """transformers' load reports, warnings and progress bars, only when progress is wanted."""
+    """transformers' own bars ("Loading weights", "Writing model shards") never; its load reports and
+    warnings only when progress is wanted."""
     from benchmark.model.checkpoints import quiet_transformers
 
-    return contextlib.nullcontext() if progress else quiet_transformers()
+    return quiet_transformers(reports=not progress)
 
 
 def _save_model(model: SparseEncoder, out: Path) -> None:
