@@ -188,13 +188,16 @@ def _seeds(value: str | list[str] | None) -> list[int] | None:
 
 
 def headline(out: Path) -> str:
-    """The first table of ``table.md`` (the headline measure), for the terminal at the end of a run."""
+    """The first table of ``table.md`` (the headline measure) with its key, for the terminal at the end of a
+    run; its notes stay in the file (they run to pages)."""
     try:
         text = (out / "table.md").read_text(encoding="utf-8")
     except OSError:
         return ""
     sections = text.split("\n## ")
-    return ("## " + sections[1]).strip() if len(sections) > 1 else text.strip()
+    first = ("## " + sections[1]) if len(sections) > 1 else text
+    table, folded, _ = first.partition("\n<details>")
+    return table.strip() + (f"\n\nNotes: {out / 'table.md'}" if folded else "")
 
 
 def load_run_suite(args: argparse.Namespace, opts: Options) -> tuple[Any, str]:

@@ -41,7 +41,7 @@ def test_adhoc_cranfield_bm25_and_its_run_file_as_a_system(tmp_path, capsys):
     assert run_cli(*common) == 0
     out = capsys.readouterr().out
     # topics, corpus, index, search, evaluate; each line names the system and dataset, not only a hash
-    assert "stage 1 of 5 (topics: cranfield), 0s elapsed, ETA " in out and "stage 5 of 5 (evaluate: BM25, cranfield)" in out
+    assert "stage 1 of 5 (corpus: cranfield), 0s elapsed, ETA unknown" in out and "stage 5 of 5 (evaluate: BM25, cranfield)" in out
     assert re.search(r"^\[run\] search-[0-9a-f]{12} \(BM25, cranfield\)$", out, re.M)
     assert "\r" not in out  # captured output is no terminal: no bar redraws
     assert "| BM25 |" in out  # the headline table closes the run

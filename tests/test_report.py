@@ -8,7 +8,9 @@ import csv
 import json
 import gzip
 import math
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -536,7 +538,7 @@ def test_committed_results_rebuild_identically(suite, tmp_path):
     copy = tmp_path / "results" / suite
     shutil.copytree(committed, copy)
     assert report_main(["--results-dir", str(tmp_path / "results")]) == 0
-    for name in ("metrics.csv", "table.md", "table.csv", "table.tex", "index.html"):
+    for name in ("metrics.csv", "table.md", "table.csv", "table.tex", "table-notes.tex", "index.html"):
         assert (copy / name).read_bytes() == (committed / name).read_bytes(), name
 
 
@@ -587,6 +589,9 @@ def test_exports_tagged_runs_mteb_json_and_titled_telemetry(tmp_path):
     assert png != b"\x89PNG\r\n\x1a\nold" and Image.open(folder / c.telemetry).size == (1600, 560)  # redrawn: 20×7 in at 80 dpi
     html = (folder / "index.html").read_text()
     assert f'href="{c.run_file}"' in html and 'href="mteb/splade.bb.x4.head-norm-4.seed44/SciFact.json"' in html
+    # each TREC export listed by its system, dataset and seed, not by its file's hash alone
+    assert ('<th scope="row" class="label">SPLADE bb x4</th><td>scifact</td><td>44</td>'
+            f'<td><code>splade.bb.x4.head-norm-4.seed44</code></td><td><a href="{c.run_file}">') in html
 
     # a rebuild keeps a plot drawn from the same rows, labels and code; an edited row is drawn again
     from benchmark.training.telemetry import png_key
@@ -647,3 +652,249 @@ def test_a_recovered_collapse_is_an_event_under_the_table_not_a_mark(tmp_path):
     assert [line for line in table_lines(folder) if line.startswith("| SPLADE bb x16")][0].startswith(
         "| SPLADE bb x16 | **0.4000** (+0.1000)")  # no [collapsed] mark after the label
     assert f"SPLADE bb x16, seed 1: ok, {detail}." in (folder / "table.md").read_text()
+
+
+# --------------------------------------------------------------------------- the page's key, folded notes, LaTeX
+
+
+def test_a_short_key_under_each_table_and_the_notes_one_click_away(tmp_path):
+    """Under a table: a key to its symbols, a few words each. Every note is still there, in full, behind a
+    click (a <details> block on the page and in table.md), and the terminal's closing table leaves them out."""
+    from benchmark.report.html import table_html
+    from benchmark.report.table import suite_tables
+    from benchmark.run import headline
+
+    results = paper_results()
+    folder = publish(results, tmp_path / "hand")
+    [first] = suite_tables(read_results(folder))[:1]
+    assert first.legend == [
+        "(+Δ): vs the same backbone's baseline",
+        "†: significant vs that baseline (paired t-test over queries, Holm, α = 0.05)",
+        "‡: significant vs BM25 (over queries, Holm, α = 0.05)", "bold: best in the column",
+        "[collapsed] / [degraded]: the training run's outcome; [… vs baseline] / [… vs reference]: judged against "
+        "another run",
+        "collapsed (step N): stopped at its collapse, no score (never 0)",
+        "*: an average that leaves out columns without a score"]
+    assert len(" ".join(first.legend).split()) < 80 < len(" ".join(first.notes).split())  # short; the notes are not
+    md = (folder / "table.md").read_text()
+    key, folded = md.split("<details><summary>Notes (")[0], md.split("<details><summary>Notes (")[1]
+    assert "Key: (+Δ): vs the same backbone's baseline; †: significant" in key
+    assert folded.startswith(f"{len(first.notes)})</summary>\n") and "</details>" in folded
+    from benchmark.report.markdown import escape as md_escape
+
+    for note in first.notes:  # nothing deleted: every note, in full, behind the click
+        assert md_escape(note) in folded and md_escape(note) not in key
+    page = (folder / "index.html").read_text()
+    html = table_html(first, None)
+    assert '<p class="legend">Key: (+Δ): vs the same backbone&#x27;s baseline; ' in html
+    notes_block = html.split('<details class="notes">')[1]
+    assert notes_block.count("<li>") == len(first.notes) and html.count("<li>") == len(first.notes)
+    assert '<details class="notes"><summary>Notes (' in page
+    closing = headline(folder)
+    assert closing.startswith("## hand: nDCG@10") and "Key: (+Δ)" in closing and closing.endswith(f"Notes: {folder / 'table.md'}")
+    assert "Holm-corrected over the table's" not in closing  # the notes stay in the file
+
+
+def _pdflatex(folder: Path, tmp: Path) -> str:
+    """pdflatex's log for a document that \\inputs the folder's table.tex and table-notes.tex ('' without pdflatex)."""
+    import subprocess
+
+    if shutil.which("pdflatex") is None:
+        return ""
+    work = tmp / f"tex-{folder.name}"
+    work.mkdir()
+    for name in ("table.tex", "table-notes.tex"):
+        shutil.copy(folder / name, work / name)
+    (work / "doc.tex").write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+                                  "\\input{table.tex}\n\\clearpage\n\\input{table-notes.tex}\n\\end{document}\n")
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=work,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return proc.stdout
+
+
+def test_latex_short_captions_notes_apart_and_pure_ascii(tmp_path):
+    """table.tex: each table under a caption of its title and key; table-notes.tex: every note, referring to
+    its table. Both pure ASCII, every symbol a command (a raw √ or ρ stops pdflatex), and pdflatex compiles them."""
+    from benchmark.report.latex import escape
+    from benchmark.report.table import suite_tables
+
+    pq: dict = {}
+    judged = [run("ref", D1, [0.8, 0.7], backbone="bert-x", perquery=pq, query_nnz=10.0, doc_nnz=100.0, vocab_size=100),
+              run("mb", D1, [0.2, 0.3], backbone="mb", perquery=pq, query_nnz=90.0, doc_nnz=99.0, vocab_size=100,
+                  train_id="t-mb", outcome="collapsed", outcome_reason="degenerate_support", outcome_step=24,
+                  outcome_detail="10.9% of queries have <= 2 indexed terms (>= 5%) for 3 logging steps")]
+    results = suite(paper_results().conditions + judged, {**paper_results().perquery, **pq},
+                    table={"averages": [{"name": "avg", "datasets": [D1, D2]}], "reference": "bert-x"})
+    folder = publish(results, tmp_path / "hand")
+    tex, notes = (folder / "table.tex").read_text(), (folder / "table-notes.tex").read_text()
+    assert tex.isascii() and notes.isascii()
+    tables = suite_tables(read_results(folder))
+    assert r"\caption{hand: nDCG@10. (+$\Delta$): vs the same backbone's baseline. $^\dagger$: significant" in tex
+    assert r"\label{tab:hand-ndcg-10}" in tex and r"\paragraph{Notes to Table~\ref{tab:hand-ndcg-10}.}" in notes
+    assert r"\textless{}= 2 indexed terms (\textgreater{}= 5\%)" in notes  # OT1 would set < and > as ¡ and ¿
+    for note in tables[0].notes:
+        assert escape(note).replace("*:", "$^*$:") in notes
+    assert escape("√ρ_ref · |V| … Touché ≥ ×") == r"$\surd$$\rho$\_ref $\cdot$ \textbar{}V\textbar{} \ldots{} Touch\'{e} $\geq$ $\times$"
+    assert escape("⁂").isascii()  # a symbol without a command still compiles: by its name
+    _pdflatex(folder, tmp_path)
+
+
+@pytest.mark.parametrize("suite_name", ["paper-mini", "scale-sweep"])
+def test_committed_latex_compiles(suite_name, tmp_path):
+    folder = Path(__file__).resolve().parents[1] / "results" / suite_name
+    if not (folder / "table-notes.tex").is_file():
+        pytest.skip(f"results/{suite_name} has no table-notes.tex committed")
+    assert (folder / "table.tex").read_text().isascii() and (folder / "table-notes.tex").read_text().isascii()
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed (apt-get install texlive-latex-base texlive-latex-recommended)")
+    _pdflatex(folder, tmp_path)
+
+
+# --------------------------------------------------------------------------- efficiency beside effectiveness
+
+
+def _stage_log(**rows: tuple[str, float, int]) -> Callable[[Path], None]:
+    """An ``extra`` for publish: a stages.csv of (kind, seconds, bytes) per stage id, in the given order."""
+    def write(staging: Path) -> None:
+        lines = ["stage,id,seconds,bytes,this_run"] + [f"{k},{i},{sec:.2f},{b},computed" for i, (k, sec, b) in rows.items()]
+        (staging / "stages.csv").write_text("\n".join(lines) + "\n")
+    return write
+
+
+def test_efficiency_beside_effectiveness_from_the_stage_log(tmp_path):
+    """ms per query (the search stage's seconds over its queries) and the index's size (its bytes) from
+    stages.csv, beside FLOPS and non-zeros; an index recorded with the results wins over the log's order,
+    and a search whose index the log cannot tell gets none (never a guess)."""
+    pq: dict = {}
+    conds = [run("bm25", D1, [0.5, 0.5], system="bm25", perquery=pq, search_id="search-b"),
+             run("base", D1, [0.4, 0.6], perquery=pq, search_id="search-s1", index_id="index-s1",
+                 FLOPS=2.0, query_nnz=10.0, doc_nnz=50.0),
+             run("x4", D1, [0.5, 0.7], variant="x4", factor="4", perquery=pq, search_id="search-s2",
+                 FLOPS=1.0, query_nnz=5.0, doc_nnz=25.0),
+             run("x16", D1, [0.1, 0.3], variant="x16", factor="16", perquery=pq, search_id="search-s3",
+                 FLOPS=0.5, query_nnz=2.0, doc_nnz=10.0)]
+    log = _stage_log(**{"index-b": ("index", 3.0, 2**20), "search-b": ("search", 0.5, 10),
+                        "index-s1": ("index", 9.0, 2 * 2**20), "index-other": ("index", 1.0, 7),
+                        "search-s1": ("search", 1.0, 10),
+                        "index-s2": ("index", 4.0, 3 * 2**20), "queries-s2": ("queries", 2.0, 99), "search-s2": ("search", 0.25, 10),
+                        "search-s3": ("search", 0.1, 10)})  # s3 searched an index logged before s2: unknown
+    folder = publish(suite(conds, pq), tmp_path / "hand", extra=log)
+    assert table_lines(folder) == [
+        "| nDCG@10 | alpha | FLOPS | q nnz | d nnz | ms/q | index MiB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        "| BM25 | 0.5000 |  |  |  | 250.0 | 1.00 |",  # 0.5 s over 2 queries; 2**20 bytes
+        "| SPLADE bb baseline | 0.5000 | 2.000 | 10.0 | 50.0 | 500.0 | 2.00 |",  # the recorded index, not index-other
+        "| SPLADE bb x4 | **0.6000** (+0.1000)† | 1.000 | 5.0 | 25.0 | 125.0 | 3.00 |",  # from the order: index-s2
+        "| SPLADE bb x16 | 0.2000 (-0.3000)† | 0.500 | 2.0 | 10.0 | 50.0 |  |",
+    ]
+    with open(folder / "metrics.csv") as fh:
+        metrics = {r["variant"] or r["system"]: r for r in csv.DictReader(fh)}
+    assert (metrics["bm25"]["search_ms"], metrics["bm25"]["index_bytes"]) == ("250.0", str(2**20))
+    assert (metrics["x16"]["search_ms"], metrics["x16"]["index_bytes"]) == ("50.0", "")
+    md = (folder / "table.md").read_text()
+    assert "ms/q: search time per query; index MiB: index size" in md
+    assert "ms/q: the search stage's wall time over its queries, in milliseconds" in md
+    page = (folder / "index.html").read_text()
+    assert '<span data-field="search_ms">125.0</span>' in page and '<span data-field="index_bytes">3.00</span>' in page
+    assert report_main(["--results-dir", str(folder.parent)]) == 0  # a rebuild reads the same log
+    assert table_lines(folder)[2] == "| BM25 | 0.5000 |  |  |  | 250.0 | 1.00 |"
+
+
+@pytest.mark.parametrize("name", ["smoke", "paper-mini", "scale-sweep"])
+def test_the_stage_log_order_names_each_search_its_index(name):
+    """Results written before index ids were recorded find a search's index by the stage log's order (the
+    plan's, parents first): on every packaged plan that order gives each search its own index parent."""
+    from benchmark.pipeline.plan import Options, build_plan
+    from benchmark.report.results import index_ids
+    from benchmark.suites import load_suite
+
+    plan = build_plan(load_suite(name), Options())
+    log = {s.id: {"stage": s.kind.name, "seconds": 1.0, "bytes": 1} for s in plan.stages()}
+    found = index_ids(SuiteResults(suite=name, measures=[], conditions=[], stage_log=log))
+    truth = {s.id: s.parents["index"].id for s in plan.stages() if s.kind.name == "search"}
+    assert {k: truth[k] for k in found} == found  # never a wrong index
+    evaluated = {c.search.id for c in plan.conditions}
+    assert evaluated <= set(found) and len(evaluated) > 2  # every scored system's
+    # what is left out: searches of an index an earlier search already read (smoke mines negatives with
+    # the BM25 index of the whole corpus it also evaluates on)
+    searches = [s for s in plan.stages() if s.kind.name == "search"]
+    shared = {s.id for i, s in enumerate(searches) if any(truth[s.id] == truth[t.id] for t in searches[:i])}
+    assert set(truth) - set(found) == shared
+
+
+# --------------------------------------------------------------------------- checks, exports and plots on the page
+
+
+def test_expected_scores_are_checked_on_the_page(tmp_path):
+    """The suite's [[expected]] entries recorded with the results are checked on the page as --check checks a
+    run: [OK] / [OKish] / [FAIL] with what was expected and got, and the command beside each result."""
+    from benchmark.report.check import check_results
+
+    results = paper_results()
+    results.expected = [
+        {"dataset": D1, "system": "bm25", "measure": MEASURE, "value": 0.45},
+        {"dataset": D1, "system": "splade", "backbone": "bb", "variant": "rescaled", "measure": MEASURE, "value": 0.6,
+         "tolerance": 0.01, "okish": 0.02},  # got 0.6150: OKish
+        {"dataset": D2, "system": "splade", "backbone": "bb", "variant": "baseline", "measure": MEASURE, "value": 0.5,
+         "tolerance": 0.01, "source": "made up"},  # got 0.2000: FAIL
+        {"dataset": D1, "system": "splade", "backbone": "bb2", "variant": "baseline", "collapsed": True},
+        {"dataset": D1, "system": "bm25", "measure": MEASURE, "value": 0.1, "max_docs": 600},  # another subset
+    ]
+    folder = publish(results, tmp_path / "hand")
+    checks, skipped, source = check_results(read_results(folder))
+    assert [(c.verdict.verdict, c.verdict.detail, c.verdict.got) for c in checks] == [
+        ("OK", "expected 0.4500 (±0), got 0.4500", "0.4500"),
+        ("OKish", "expected 0.6000 (±0.01, okish ±0.02), got 0.6150", "0.6150"),
+        ("FAIL", "expected 0.5000 (±0.01, okish ±0.02), got 0.2000 [made up]", "0.2000"),
+        ("OK", "collapsed, as expected", "collapsed")]
+    assert (skipped, source) == (1, "the suite's, recorded with these results")
+    assert checks[1].commands == ("python -m benchmark.run --suite hand  # bb-resc-alpha",)
+    page = (folder / "index.html").read_text()
+    section = page.split('<h2 id="checks">Regression checks</h2>')[1].split("<h2")[0]
+    assert "2 OK, 1 OKish, 1 FAIL; 1 entry for other subsets or datasets not checked" in section
+    assert [v for v in re.findall(r'data-field="verdict">\[(\w+)\]', section)] == ["OK", "OKish", "FAIL", "OK"]
+    assert "# bb-resc-alpha" in section and section.count('<td class="cmd">') == 4
+    assert json.loads((folder / "results.json").read_text())["expected"][0]["system"] == "bm25"
+
+
+def test_sweep_plot_tells_the_readings_apart_and_its_legends_cover_no_line(tmp_path):
+    """The paper's operation (x<f>) and the constant multiplier (x<f>-projection) and any other arm each get
+    their own marker; every legend sits outside its axes, so no line or point hides under it."""
+    from benchmark.report.plots import sweep_figure
+    from benchmark.report.table import suite_tables
+
+    pq: dict = {}
+    arms = [("baseline", "1", "", [0.25, 0.75]), ("x0.25", "0.25", "untie", [0.275, 0.825]),
+            ("x4", "4", "untie", [0.15, 0.45]), ("x0.25-projection", "0.25", "projection", [0.3, 0.8]),
+            ("x4-projection", "4", "projection", [0.1, 0.5]), ("x0.25-flops", "0.25", "head-norm", [0.2, 0.7])]
+    conds = [run(v, D1, vals, variant=v, factor=f, method=m, FLOPS=1.0 / float(f), query_nnz=10.0, doc_nnz=40.0,
+                 perquery=pq) for v, f, m, vals in arms]
+    results = suite(conds, pq)
+    fig = sweep_figure(suite_tables(results)[0], results)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    score, low = fig.axes
+    handles, labels = score.get_legend_handles_labels()
+    markers = {label: (h.lines[0] if hasattr(h, "lines") else h).get_marker() for h, label in zip(handles, labels)}
+    assert markers == {"bb x<f> [untie]": "o", "bb x<f>-projection [projection]: constant multiplier (projection, "
+                       "extension)": "s", "bb x<f>-flops [head-norm]: FLOPS-matched λ": "D",
+                       "bb: baseline (unscaled)": "None"}
+    for ax in fig.axes:
+        box, legend = ax.get_window_extent(renderer), ax.get_legend().get_window_extent(renderer)
+        assert legend.x0 >= box.x1, "the legend overlaps the plot"
+    assert [t.get_text() for t in low.get_legend().get_texts()][:3] == ["FLOPS", "q nnz", "d nnz"]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_averages_plot_has_bm25_and_outcome_marks(tmp_path):
+    """Baseline vs. rescaled per backbone with BM25's average as a line, a collapsed run's bar marked and a
+    run stopped at its collapse as a ✗: each in the legend."""
+    results = paper_results()
+    folder = publish(results, tmp_path / "hand")
+    assert (folder / "averages.png").is_file()
+    alt = re.search(r'alt="(averages.png: legend [^"]*)"', (folder / "index.html").read_text()).group(1)
+    assert alt == ("averages.png: legend baseline; rescaled; BM25; collapsed (stopped, no score); collapsed in training "
+                   "(scored: trained to its end); * leaves out columns without a score")

@@ -213,7 +213,14 @@ class Tree(HTMLParser):
 
 # --------------------------------------------------------------------------- what metrics.csv says
 
-FLOPS_DIGITS, NNZ_DIGITS, NORM_DIGITS = 3, 1, 2  # the page's precision for these quantities
+FLOPS_DIGITS, NNZ_DIGITS, NORM_DIGITS, MS_DIGITS, MIB_DIGITS = 3, 1, 2, 1, 2  # the page's precision for these
+SPARSE_DIGITS = {"FLOPS": FLOPS_DIGITS, "query_nnz": NNZ_DIGITS, "doc_nnz": NNZ_DIGITS, "search_ms": MS_DIGITS,
+                 "index_bytes": MIB_DIGITS}
+
+
+def shown_as(name: str, value: float) -> float:
+    """metrics.csv's number in the page's unit: an index's bytes show as MiB."""
+    return value / 2**20 if name == "index_bytes" else value
 
 
 def rid(r: dict[str, str]) -> str:
@@ -286,7 +293,7 @@ class Oracle:
 
     def sparse(self, row: str, dataset: str, name: str) -> float | None:
         scored = {(r["seed"]): r for r in self.runs(row, [dataset]) if r["value"] and r[name]}
-        return statistics.fmean(float(r[name]) for r in scored.values()) if scored else None
+        return statistics.fmean(shown_as(name, float(r[name])) for r in scored.values()) if scored else None
 
     def stopped_steps(self, row: str, datasets: list[str]) -> list[int]:
         return sorted({int(r["outcome_step"]) for r in self.runs(row, datasets) if r["stopped_early"] == "True"
@@ -368,8 +375,7 @@ def check_page(dom: str, folder: Path) -> tuple[list[str], int]:
                 no_stray_digits(td, where)
                 if "data-sparse" in td.attrs:
                     name = td.attrs["data-sparse"]
-                    expect(td.field(name), oracle.sparse(row, column, name),
-                           FLOPS_DIGITS if name == "FLOPS" else NNZ_DIGITS, f"{where} {name}")
+                    expect(td.field(name), oracle.sparse(row, column, name), SPARSE_DIGITS[name], f"{where} {name}")
                     continue
                 kind, measure = kinds[column]
                 value, partial = cell(row, column)
@@ -414,9 +420,9 @@ def check_page(dom: str, folder: Path) -> tuple[list[str], int]:
             cells = tr
             expect_text(cells.field("seed"), seed, f"{where} seed")
             expect_text(cells.field("step"), first["outcome_step"] if first["trained"] == "True" else "", f"{where} step")
-            for name in ("FLOPS", "query_nnz", "doc_nnz"):
-                value = float(first[name]) if first[name] and first["value"] else None
-                expect(cells.field(name), value, FLOPS_DIGITS if name == "FLOPS" else NNZ_DIGITS, f"{where} {name}")
+            for name in SPARSE_DIGITS:
+                value = shown_as(name, float(first[name])) if first.get(name) and first["value"] else None
+                expect(cells.field(name), value, SPARSE_DIGITS[name], f"{where} {name}")
             expect_text(cells.field("queries"), first["queries"], f"{where} queries")
 
     for table in root.all("table", cls="norms"):
@@ -477,7 +483,7 @@ def rich_results() -> SuiteResults:
     def add(row: tuple[str, str, str], dataset: str, seed, base: float, **extra) -> None:
         system, backbone, variant = row
         key = f"{system}-{backbone}-{variant}-{dataset}-{seed}"
-        c = ConditionResult(key=key, dataset=dataset, system=system, backbone=backbone, variant=variant,
+        c = ConditionResult(key=key, dataset=dataset, system=system, backbone=backbone, variant=variant, search_id=f"search-{key}",
                             trained=system == "splade", seed=seed, factor=variant.lstrip("x") if variant.startswith("x") else "1",
                             command=f"python -m benchmark.run --suite rich --backbones {backbone} --variants {variant} --seeds {seed}",
                             **extra)
@@ -516,9 +522,21 @@ def rich_page(tmp_path_factory):
     telemetry = folder.parent / "t.png"
     shutil.copy(ROOT / "results" / "scale-sweep" / "sweep.png", telemetry)  # any PNG stands in for a telemetry plot
     results.files = {"telemetry/t.png": telemetry}
-    publish(results, folder)
+    publish(results, folder, extra=stage_log(results))
     dom = browse(folder / "index.html", folder.parent / "rich.png")
     return folder, dom
+
+
+def stage_log(results: SuiteResults):
+    """A stages.csv for ``results``: each condition's index, then its search (the run's order), with
+    seconds and bytes that differ from one to the next (the page's ms/q and index MiB come from them)."""
+    def write(staging: Path) -> None:
+        lines = ["stage,id,seconds,bytes,this_run"]
+        for i, c in enumerate(results.conditions):
+            lines += [f"index,index-{c.key},{1 + i % 7:.2f},{(3 + i) * 123457},computed",
+                      f"search,{c.search_id},{0.05 + 0.013 * i:.2f},{1000 + i},cached"]
+        (staging / "stages.csv").write_text("\n".join(lines) + "\n")
+    return write
 
 
 def test_page_numbers_equal_metrics_csv(rich_page):
@@ -581,12 +599,18 @@ def test_committed_pages(suite, tmp_path):
     assert check_layout(folder / "index.html", tmp_path) == []
     shown = legends(dom)
     variants = list(dict.fromkeys(r["variant"] for r in Oracle(folder).rows if r["system"] == "splade" and r["trained"] == "True"))
-    if "averages.png" in shown:  # one legend entry per variant, whichever backbone has its first bar
-        assert shown["averages.png"] == "averages.png: legend " + "; ".join(variants)
-    if "sweep.png" in shown:  # the FLOPS-matched arms have their own entry, apart from the line
-        entries = shown["sweep.png"].removeprefix("sweep.png: legend ").split("; ")  # "bert-tiny [method]": its line
-        assert any(re.fullmatch(r"bert-tiny( \[[^]]+\])?: FLOPS-matched λ arm", e) for e in entries), entries
-        assert any(re.fullmatch(r"bert-tiny( \[[^]]+\])?", e) for e in entries), entries
+    if "averages.png" in shown:  # one entry per variant (whichever backbone has its first bar), BM25, the marks
+        entries = shown["averages.png"].removeprefix("averages.png: legend ").split("; ")
+        assert entries[:len(variants) + 1] == [*variants, "BM25"], entries
+        assert set(entries[len(variants) + 1:]) <= {"collapsed (stopped, no score)", "* leaves out columns without a score",
+                                                    "collapsed in training (scored: trained to its end)",
+                                                    "degraded, or judged against another run (the table's mark)"}
+    if "sweep.png" in shown:  # the main line and each other reading of "rescale" have an entry of their own
+        entries = shown["sweep.png"].removeprefix("sweep.png: legend ").split("; ")
+        assert any(re.fullmatch(r"bert-tiny x<f>( \[[^]]+\])?", e) for e in entries), entries
+        arms = {m.group(1) for v in variants if (m := re.fullmatch(r"x[0-9.]+-(.+)", v))}
+        for arm in arms:
+            assert any(re.fullmatch(rf"bert-tiny x<f>-{re.escape(arm)}( \[[^]]+\])?: .+", e) for e in entries), (arm, entries)
 
 
 def test_a_broken_layout_is_caught(rich_page, tmp_path):

@@ -16,15 +16,14 @@ from benchmark.report.collect import collect, refresh
 from benchmark.report.judgements import JUDGEMENT_COLUMNS, judgement_rows
 from benchmark.report.mteb import write_mteb
 from benchmark.report.plots import AVERAGES, NORMS, PLOTS, SWEEP, averages_plot, norms_plot, sweep_plot, telemetry_plots
-from benchmark.report.results import PERQUERY, RESULTS, SuiteResults, read_results, write_results
+from benchmark.report.results import PERQUERY, RESULTS, STAGE_LOG, SuiteResults, read_results, write_results
 from benchmark.report.table import suite_tables
 from benchmark.training.outcomes import MISSING
 
-TABLES = ("table.md", "table.csv", "table.tex")
+TABLES = ("table.md", "table.csv", "table.tex", latex.NOTES_FILE)
 PAGE = "index.html"
 METRICS = "metrics.csv"
 JUDGEMENTS = "judgements.csv"
-STAGE_LOG = "stages.csv"  # written by the run (benchmark.run.write_stage_log), kept by a refresh
 
 
 def render(results: SuiteResults, folder: Path, name: str | None = None) -> list[str]:
@@ -41,6 +40,7 @@ def render(results: SuiteResults, folder: Path, name: str | None = None) -> list
     write_text(folder / "table.md", markdown.document(title, tables, labels))
     write_csv(folder / "table.csv", [r for t in tables for r in tidy.table_rows(t)], tidy.TABLE_COLUMNS)
     write_text(folder / "table.tex", latex.document(tables, labels))
+    write_text(folder / latex.NOTES_FILE, latex.notes_document(tables))
     made = {SWEEP: sweep_plot(tables[0], results, folder / SWEEP),
             AVERAGES: averages_plot(tables[0], folder / AVERAGES),
             NORMS: norms_plot(results, folder / NORMS)}
@@ -65,9 +65,9 @@ def publish(results: SuiteResults, folder: Path, extra: Callable[[Path], None] |
 
     def fill(staging: Path) -> None:
         write_results(results, staging)
-        render(read_results(staging), staging, name=folder.name)
-        if extra is not None:
+        if extra is not None:  # the stage log first: the page's efficiency columns read it
             extra(staging)
+        render(read_results(staging), staging, name=folder.name)
 
     replace_folder(folder, fill)
     return folder

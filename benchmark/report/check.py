@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmark.stages.store import Store
-from benchmark.training.outcomes import COLLAPSED
+from benchmark.training.outcomes import COLLAPSED, MISSING
 
 PRECISION = 4  # scores compare at the precision they are published with
 VERDICT_OK, VERDICT_OKISH, VERDICT_FAIL = "OK", "OKish", "FAIL"
@@ -30,6 +30,7 @@ class Verdict:
     verdict: str
     what: str  # dataset, system and measure, for the printed line
     detail: str
+    got: str = ""  # what was found, alone (the page's column): "0.7805", "0.6592 (mean of 3)", "collapsed"
 
 
 def grade(observed: float, expected: float, tolerance: float, okish: float | None = None) -> str:
@@ -91,46 +92,154 @@ def applies(entry: Any, plan: Any) -> bool:
     return entry.dataset in columns and entry.max_docs == plan.max_docs and entry.max_queries == plan.max_queries
 
 
+@dataclass(frozen=True)
+class Observed:
+    """One condition as a check sees it, read from a runs folder (``--check``) or a results folder (the page)."""
+
+    collapsed: bool = False  # its training run collapsed
+    reason: str = ""
+    trained: bool = False  # it has a finished training run
+    value: float | None = None  # the entry's measure; None: see ``missing``
+    missing: str = ""
+
+
+def judge(entry: Any, what: str, found: list[list[Observed] | str]) -> Verdict:
+    """The verdict on ``entry`` from each of its datasets' conditions (a string: why none was found);
+    several seeds of a system are checked on their mean, and all must match the outcome."""
+    values: list[float] = []
+    for observed in found:
+        if isinstance(observed, str):
+            return Verdict(VERDICT_FAIL, what, observed, observed)
+        for o in observed:
+            if entry.collapsed:
+                if o.collapsed:
+                    continue
+                why = "expected the training run to collapse, but it did not" if o.trained else \
+                    "expected a collapse, but the training run is missing"
+                return Verdict(VERDICT_FAIL, what, why, "not collapsed" if o.trained else "training run missing")
+            if o.collapsed:
+                why = f"collapsed ({o.reason or 'see the train stage'})"
+                return Verdict(VERDICT_FAIL, what, f"{why}; expected {entry.value:.4f}", why)
+            if o.value is None:
+                return Verdict(VERDICT_FAIL, what, o.missing, o.missing)
+            values.append(o.value)
+    if entry.collapsed:
+        return Verdict(VERDICT_OK, what, "collapsed, as expected", "collapsed")
+    observed_mean = sum(values) / len(values)
+    verdict = grade(observed_mean, entry.value, entry.tolerance, entry.okish)
+    got = f"{observed_mean:.4f}" + (f" (mean of {len(values)})" if len(values) > 1 else "")
+    return Verdict(verdict, what, f"expected {entry.value:.4f} ({band(entry)}), got {got}"
+                   + (f" [{entry.source}]" if entry.source and verdict != VERDICT_OK else ""), got)
+
+
+def band(entry: Any) -> str:
+    """``±0.01, okish ±0.03``: the tolerance and, when there is one, the looser band."""
+    return f"±{entry.tolerance:g}" + (f", okish ±{entry.okish if entry.okish is not None else 2 * entry.tolerance:g}"
+                                      if entry.tolerance or entry.okish else "")
+
+
+def what_line(entry: Any) -> str:
+    return f"{entry.dataset:40} {_describe(entry):36} {entry.measure or 'status':12}"
+
+
+def _matching(entry: Any, conditions: list[Any], members: list[str]) -> list[list[Any] | str]:
+    """Per member dataset, the conditions ``entry`` names (one per seed), or why there are none."""
+    out: list[list[Any] | str] = []
+    for dataset in members:
+        found = [c for c in conditions if c.dataset == dataset and _matches(entry, c)]
+        if not found:
+            return [*out, "no such condition in this run (check backbone/variant/trained)"]
+        if len({getattr(c, "seed", None) for c in found}) < len(found):
+            return [*out, f"ambiguous: matches {len(found)} conditions; add backbone, variant or trained"]
+        out.append(found)
+    return out
+
+
 def check_entry(entry: Any, plan: Any, store: Store) -> Verdict:
-    """One verdict; several seeds of a system are checked on their mean, and all must match the outcome."""
+    """One verdict from the plan's stages in a runs folder."""
     from benchmark.report.results import TrainOutcome
 
     members = plan.groups.get(entry.dataset, [entry.dataset]) if getattr(plan, "groups", None) else [entry.dataset]
-    what = f"{entry.dataset:40} {_describe(entry):36} {entry.measure or 'status':12}"
-    values: list[float] = []
-    for dataset in members:
-        found = [c for c in plan.conditions if c.dataset == dataset and _matches(entry, c)]
-        if not found:
-            return Verdict(VERDICT_FAIL, what, "no such condition in this run (check backbone/variant/trained)")
-        if len({getattr(c, "seed", None) for c in found}) < len(found):
-            return Verdict(VERDICT_FAIL, what, f"ambiguous: matches {len(found)} conditions; add backbone, variant or trained")
-        for cond in found:
+    found: list[list[Observed] | str] = []
+    for conds in _matching(entry, plan.conditions, members):
+        if isinstance(conds, str):
+            found.append(conds)
+            break
+        observed = []
+        for cond in conds:
             train = store.load(cond.train) if cond.train is not None else None
             outcome = TrainOutcome.from_record(train["record"]) if train is not None else None
             collapsed = outcome is not None and outcome.outcome == COLLAPSED
-            if entry.collapsed:
-                if collapsed:
-                    continue
-                return Verdict(VERDICT_FAIL, what, "expected the training run to collapse, but it did not"
-                               if train is not None else "expected a collapse, but the training run is missing")
-            if collapsed:
-                return Verdict(VERDICT_FAIL, what, f"collapsed ({outcome.reason or 'see the train stage'}); "
-                               f"expected {entry.value:.4f}")
-            meta = store.load(cond.evaluate)
-            if meta is None:
-                return Verdict(VERDICT_FAIL, what, f"missing: evaluate stage {cond.evaluate.id} has not run")
-            value = meta["record"]["metrics"].get(entry.measure)
-            if value is None:
-                return Verdict(VERDICT_FAIL, what, f"{entry.measure} was not evaluated")
-            values.append(value)
-    if entry.collapsed:
-        return Verdict(VERDICT_OK, what, "collapsed, as expected")
-    observed = sum(values) / len(values)
-    verdict = grade(observed, entry.value, entry.tolerance, entry.okish)
-    band = f"±{entry.tolerance:g}" + (f", okish ±{entry.okish if entry.okish is not None else 2 * entry.tolerance:g}" if entry.tolerance or entry.okish else "")
-    return Verdict(verdict, what, f"expected {entry.value:.4f} ({band}), got {observed:.4f}"
-                   + (f" (mean of {len(values)})" if len(values) > 1 else "")
-                   + (f" [{entry.source}]" if entry.source and verdict != VERDICT_OK else ""))
+            meta = None if collapsed or entry.collapsed else store.load(cond.evaluate)
+            value = meta["record"]["metrics"].get(entry.measure) if meta is not None else None
+            missing = (f"missing: evaluate stage {cond.evaluate.id} has not run" if meta is None
+                       else f"{entry.measure} was not evaluated")
+            observed.append(Observed(collapsed, outcome.reason if outcome is not None else "", train is not None,
+                                     value, missing))
+        found.append(observed)
+    return judge(entry, what_line(entry), found)
+
+
+def _row_matches(entry: Any, c: Any) -> bool:
+    """``_matches`` for a results folder's condition, whose variant label joins the names of one model
+    ("baseline = x1")."""
+    from types import SimpleNamespace
+
+    return _matches(entry, SimpleNamespace(system=c.system, backbone=c.backbone, trained=c.trained, variant=c.variant,
+                                           variants=tuple(v.strip() for v in c.variant.split(" = "))))
+
+
+def expected_entries(results: Any) -> tuple[list[Any], str]:
+    """The entries the page checks, and where they come from: those the results recorded, else (results
+    written before they were) the packaged suite's of the same name."""
+    from benchmark.common.config import from_dict
+    from benchmark.suites import Expected, load_suite, suite_names
+
+    if results.expected is not None:
+        return [from_dict(Expected, e, "results.json expected") for e in results.expected], \
+            "the suite's, recorded with these results"
+    if results.suite in suite_names():
+        return list(load_suite(results.suite).expected), \
+            f"the packaged suite file's ({results.suite}.toml; these results predate recording them)"
+    return [], ""
+
+
+def applies_to_results(entry: Any, results: Any) -> bool:
+    columns = set(results.column_names()) | {c.dataset for c in results.conditions}
+    return entry.dataset in columns and entry.max_docs == results.max_docs and entry.max_queries == results.max_queries
+
+
+@dataclass(frozen=True)
+class PageCheck:
+    """A verdict for the page: the entry, its verdict and the commands that reproduce what it checked."""
+
+    entry: Any
+    verdict: Verdict
+    commands: tuple[str, ...]
+
+
+def check_results(results: Any) -> tuple[list[PageCheck], int, str]:
+    """Every applicable entry's verdict from a results folder alone (what ``--check`` prints for the same
+    run), the number of entries for other subsets or datasets, and where the entries come from."""
+    entries, source = expected_entries(results)
+    relevant = [e for e in entries if applies_to_results(e, results)]
+    out = []
+    for entry in relevant:
+        members = results.groups.get(entry.dataset, [entry.dataset])
+        found: list[list[Observed] | str] = []
+        commands: list[str] = []
+        conditions = [c for c in results.conditions if _row_matches(entry, c)]
+        for conds in _matching(entry, conditions, members):
+            if isinstance(conds, str):
+                found.append(conds)
+                break
+            commands += [c.command for c in conds if c.command]
+            found.append([Observed(c.outcome == COLLAPSED, c.outcome_reason, c.trained and c.outcome != MISSING,
+                                   c.metrics.get(entry.measure) if c.scored else None,
+                                   f"missing: evaluate stage {c.evaluate_id} has not run" if not c.metrics
+                                   else f"{entry.measure} was not evaluated") for c in conds])
+        out.append(PageCheck(entry, judge(entry, what_line(entry), found), tuple(dict.fromkeys(commands))))
+    return out, len(entries) - len(relevant), source
 
 
 def version_warnings(plan: Any, store: Store) -> list[str]:

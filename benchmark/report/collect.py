@@ -90,6 +90,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             outcome_step=outcome.step, outcome_detail=scrub(outcome.detail, known), stopped_early=outcome.stopped_early,
             command=scrub(str(getattr(cond, "command", "") or ""), known),
             evaluate_id=evaluate.id if evaluate is not None else "", search_id=search.id if search is not None else "",
+            index_id=index.id if (index := _parent(search, "index")) is not None else "",
             train_id=train.id if train is not None else "", backbone_id=backbone.id if backbone is not None else "",
             FLOPS=_float(search_record.get("FLOPS")), doc_nnz=_float(search_record.get("doc_nnz")),
             query_nnz=_float(search_record.get("query_nnz")),
@@ -148,7 +149,17 @@ def collect(plan: Any, store: Any) -> SuiteResults:
         table=_portable_settings(settings, portable), max_docs=getattr(plan, "max_docs", None),
         max_queries=getattr(plan, "max_queries", None), seeds=[int(s) for s in seeds],
         subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), self_hits_removed=removed,
-        unranked=unranked, perquery=perquery, files=files, runs=runs)
+        unranked=unranked, expected=_expected(suite, portable), perquery=perquery, files=files, runs=runs)
+
+
+def _expected(suite: Any, portable: Any) -> list[dict[str, Any]] | None:
+    """The suite's [[expected]] entries as data, datasets named as the conditions are (None: a suite
+    object that carries none)."""
+    entries = getattr(suite, "expected", None)
+    if entries is None:
+        return None
+    out = [dataclasses.asdict(e) if dataclasses.is_dataclass(e) else dict(e) for e in entries]
+    return [{**e, "dataset": portable(e["dataset"])} for e in out]
 
 
 def _subset(plan: Any) -> str | None:
@@ -242,7 +253,7 @@ class _RecordedSuite:
     name: str
     description: str
     table: dict[str, Any]
-    expected: list[Any] = field(default_factory=list)
+    expected: list[Any] | None = None  # as the results recorded them (None: not recorded)
 
 
 @dataclass
@@ -285,7 +296,7 @@ def recorded_plan(results: SuiteResults, runs: Path) -> RecordedPlan:
     conditions = [_RecordedCondition(c.dataset, c.system, c.backbone, c.variant, c.factor, c.method, c.trained, c.seed,
                                      stage(c.evaluate_id), stage(c.train_id), stage(c.search_id), c.command)
                   for c in results.conditions]
-    return RecordedPlan(_RecordedSuite(results.suite, results.description, results.table), results.measures,
+    return RecordedPlan(_RecordedSuite(results.suite, results.description, results.table, results.expected), results.measures,
                         results.dataset_measures, results.columns, results.groups, results.max_docs,
                         results.max_queries, results.seeds, results.subset, conditions, results.training)
 

@@ -17,9 +17,9 @@ from typing import Any
 from benchmark.report.labels import row_id, system_label
 from benchmark.report.markdown import header, once, sparsity_header
 from benchmark.report.plots import AVERAGES, NORMS, SWEEP, changed_statistic, head_norms
-from benchmark.report.results import ConditionResult, SuiteResults
-from benchmark.report.table import (DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Table, describe_outcome,
-                                    mark_tests, scope, short_name, slots)
+from benchmark.report.results import ConditionResult, SuiteResults, efficiency, run_tag
+from benchmark.report.table import (DAGGER, DDAGGER, EFFICIENCY, PARTIAL, SPARSITY, SPARSITY_LABELS, Table,
+                                    describe_outcome, mark_tests, scope, short_name, slots)
 from benchmark.report.text import MISSING_TEXT, NORM_DIGITS, num, p_value, parts, scale, sparse
 from benchmark.training.outcomes import COLLAPSED, DEGRADED, OK
 
@@ -48,9 +48,17 @@ td.num { text-align: right; white-space: nowrap; } td.outcome { text-align: left
 .best { font-weight: 700; color: var(--best); } .sd, .delta, .n { color: var(--muted); font-size: .92em; }
 .dagger { color: var(--best); } .collapsed, .mark-collapsed { color: var(--bad); font-style: italic; }
 .mark { font-size: .85em; margin-left: .4rem; padding: 0 .35rem; border-radius: .6rem; border: 1px solid currentColor; }
+th.label .mark { display: block; width: max-content; max-width: 22rem; white-space: normal; margin: .15rem 0 0; }
 .mark-collapsed { color: var(--bad); } .mark-degraded { color: var(--warn); }
 .missing { color: var(--muted); }
+p.legend { color: var(--muted); font-size: .9em; margin: .3rem 0 0; max-width: 1100px; }
+details.notes { color: var(--muted); font-size: .9em; margin: .2rem 0 0; max-width: 1100px; }
+details.notes > summary { cursor: pointer; color: var(--best); }
 ul.notes { color: var(--muted); font-size: .9em; margin: .3rem 0 0; padding-left: 1.2rem; max-width: 1100px; }
+details.notes ul.notes { font-size: 1em; }
+.verdict { font: 600 12px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; white-space: nowrap; }
+table.checks thead th { text-align: left; }
+.verdict-OK { color: var(--best); } .verdict-OKish { color: var(--warn); } .verdict-FAIL { color: var(--bad); }
 td.cmd details summary { cursor: pointer; color: var(--best); white-space: nowrap; }
 td.cmd pre { margin: .3rem 0 0; padding: .4rem .6rem; background: var(--head); border-radius: 4px; white-space: pre; }
 figure { margin: 1rem 0; } figure img { max-width: 100%; border: 1px solid var(--line); }
@@ -62,6 +70,7 @@ thead th:first-child { background: var(--head); }
   body { padding: .8rem .5rem 3rem; font-size: 13px; }
   th, td { padding: .22rem .4rem; }
   th.label { white-space: normal; min-width: 7.5rem; max-width: 9.5rem; box-shadow: 1px 0 0 var(--line); }
+  th.label .mark { width: auto; max-width: none; margin-left: 0; }
   table.results td.num { white-space: normal; } .sd, .delta, .n { white-space: nowrap; }
   nav a { display: inline-block; margin: 0 .8rem .3rem 0; }
 }
@@ -109,21 +118,24 @@ def _value_cell(table: Table, row: Any, col: Any) -> str:
 def _sparse_cells(table: Table, row: Any, dataset: str) -> str:
     values = table.sparse.get((row, dataset), {})
     out = []
-    for name in SPARSITY:
+    for name in table.sparse_names:
         text = sparse(name, values.get(name))
         inner = f'<span data-field="{name}">{text}</span>' if text else ""
         out.append(f'<td class="num sparse" data-column="{escape(dataset)}" data-sparse="{name}">{inner}</td>')
     return "".join(out)
 
 
-def table_html(table: Table, labels: dict[str, str] | None, notes: list[str] | None = None) -> str:
+def table_html(table: Table, labels: dict[str, str] | None, notes: list[str] | None = None,
+               legend: list[str] | None = None) -> str:
+    """The table, its key under it, and its notes in full one click away."""
     notes = table.notes if notes is None else notes
+    legend = table.legend if legend is None else legend
     heads = []
     for kind, col in slots(table):
         if kind == "value":
             heads.append(f'<th data-column="{escape(col.name)}">{escape(header(table, col, labels))}</th>')
         else:
-            heads += [f"<th>{escape(sparsity_header(table, col, s, labels))}</th>" for s in SPARSITY]
+            heads += [f"<th>{escape(sparsity_header(table, col, s, labels))}</th>" for s in table.sparse_names]
     first = escape(table.measure) if table.measure is not None else "System"
     klass = "results efficiency" if table.efficiency else "results"
     lines = [f'<div class="wrap"><table class="{klass}" data-table="{escape(table.title)}" data-digits="{table.digits}">',
@@ -137,8 +149,11 @@ def table_html(table: Table, labels: dict[str, str] | None, notes: list[str] | N
         cells.append(_cmd_cell([c.command for c in info.runs]))
         lines.append(f'<tr data-row="{escape(row_id(row))}">' + "".join(cells) + "</tr>")
     lines.append("</tbody></table></div>")
+    if legend:
+        lines.append('<p class="legend">Key: ' + "; ".join(escape(item) for item in legend) + ".</p>")
     if notes:
-        lines.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
+        lines.append(f'<details class="notes"><summary>Notes ({len(notes)}): the tests, each run&#x27;s outcome, the data'
+                     '</summary><ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul></details>")
     return "\n".join(lines)
 
 
@@ -190,6 +205,9 @@ def _seed_cell(c: ConditionResult) -> str:
 def drilldown(results: SuiteResults, digits: int) -> str:
     """Per dataset: every measure of every system and seed, with outcome, FLOPS, non-zeros and command."""
     labels = results.settings().labels
+    costs = efficiency(results)
+    shown = [n for n in (*SPARSITY, *EFFICIENCY) if any(
+        (getattr(c, n) if n in SPARSITY else costs[c.key][n]) is not None for c in results.conditions)]
     out = []
     datasets = list(dict.fromkeys(c.dataset for c in results.conditions))
     for i, dataset in enumerate(datasets):
@@ -207,15 +225,15 @@ def drilldown(results: SuiteResults, digits: int) -> str:
                     cells.append(f'<td class="num collapsed" data-measure="{escape(m)}">collapsed</td>')
                 else:
                     cells.append(f'<td class="num missing" data-measure="{escape(m)}">{MISSING_TEXT}</td>')
-            for name in SPARSITY:
-                text = sparse(name, getattr(c, name)) if c.scored else ""
+            for name in shown:
+                text = sparse(name, getattr(c, name) if name in SPARSITY else costs[c.key][name]) if c.scored else ""
                 cells.append('<td class="num">' + (f'<span data-field="{name}">{text}</span>' if text else "") + "</td>")
             queries = f'<span data-field="queries">{c.queries}</span>' if c.queries is not None else ""
             cells.append(f'<td class="num">{queries}</td>')
             cells.append(_cmd_cell([c.command]))
             seed = "" if c.seed is None else f' data-seed="{c.seed}"'
             rows.append(f'<tr data-row="{escape(row_id(c.row))}"{seed}>' + "".join(cells) + "</tr>")
-        sparse_heads = "".join(f"<th>{SPARSITY_LABELS[s]}</th>" for s in SPARSITY)
+        sparse_heads = "".join(f"<th>{SPARSITY_LABELS[s]}</th>" for s in shown)
         out.append(
             f'<details class="dataset" id="dataset-{i}"{" open" if len(datasets) == 1 else ""}>'
             f"<summary>{escape(short_name(dataset, labels))} <code>{escape(dataset)}</code> — {len(runs)} run(s)</summary>"
@@ -302,19 +320,63 @@ def alt(plot: str, entries: list[str]) -> str:
     return plot + (": legend " + "; ".join(dict.fromkeys(entries)) if entries else "")
 
 
-def exports_html(exports: list[str]) -> str:
-    """The per-condition exports: TREC runs (tagged by system) and MTEB-style score JSONs."""
+def exports_html(exports: list[str], results: SuiteResults | None = None) -> str:
+    """The per-condition exports: TREC runs (tagged by system), listed by system, dataset and seed beside
+    the file, and MTEB-style score JSONs (their folder is the system's tag)."""
     runs = [e for e in exports if e.endswith(".trec.gz")]
     mteb = [e for e in exports if e.endswith(".json")]
+    labels = results.settings().labels if results is not None else {}
+    by_file = {c.run_file: c for c in results.conditions if c.run_file} if results is not None else {}
     out = []
-    for title, names, what in (("TREC runs", runs, "one per condition, the sixth column tags the system; "
-                                "gzipped, for trec_eval, ir_measures, ranx or Pyserini's fusion"),
-                               ("MTEB-style scores", mteb, "mteb/&lt;system&gt;/&lt;Task&gt;.json, the layout of "
-                                "MTEB's results repository (ir_measures names kept under scores.ir_measures)")):
-        if names:
-            links = "".join(f'<li><a href="{escape(n)}">{escape(n)}</a></li>' for n in names)
-            out.append(f"<details><summary>{title} ({len(names)}): {what}</summary><ul>{links}</ul></details>")
+    if runs:
+        rows = []
+        for name in runs:
+            c = by_file.get(name)
+            link = f'<a href="{escape(name)}">{escape(name.rsplit("/", 1)[-1])}</a>'
+            if c is None:
+                rows.append(f"<tr><td></td><td></td><td></td><td></td><td>{link}</td></tr>")
+                continue
+            rows.append(f'<tr data-row="{escape(row_id(c.row))}"><th scope="row" class="label">{escape(system_label(*c.row))}'
+                        f"</th><td>{escape(short_name(c.dataset, labels))}</td><td>{'' if c.seed is None else c.seed}</td>"
+                        f"<td><code>{escape(run_tag(c))}</code></td><td>{link}</td></tr>")
+        out.append(f"<details><summary>TREC runs ({len(runs)}): one per condition, the sixth column tags the system; "
+                   "gzipped, for trec_eval, ir_measures, ranx or Pyserini&#x27;s fusion</summary>"
+                   '<div class="wrap"><table class="exports"><thead><tr><th>System</th><th>dataset</th><th>seed</th>'
+                   "<th>run tag</th><th>file</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div></details>")
+    if mteb:
+        links = "".join(f'<li><a href="{escape(n)}">{escape(n)}</a></li>' for n in mteb)
+        out.append(f"<details><summary>MTEB-style scores ({len(mteb)}): mteb/&lt;system&gt;/&lt;Task&gt;.json, the layout "
+                   "of MTEB&#x27;s results repository (ir_measures names kept under scores.ir_measures)</summary>"
+                   f"<ul>{links}</ul></details>")
     return "".join(out)
+
+
+def checks_html(results: SuiteResults) -> str:
+    """The suite's expected scores checked against this folder's results, as ``--check`` checks a run
+    and a 2CR page shows them: the verdict, what was expected and got, and the command beside each."""
+    from benchmark.report.check import _describe, band, check_results
+
+    checks, skipped, source = check_results(results)
+    if not checks:
+        return ""
+    labels = results.settings().labels
+    counts = {v: sum(1 for c in checks if c.verdict.verdict == v) for v in ("OK", "OKish", "FAIL")}
+    rows = []
+    for check in checks:
+        e, v = check.entry, check.verdict
+        expected = "collapse" if e.collapsed else f"{e.value:.4f} ({band(e)})"
+        rows.append(f'<tr><td class="verdict verdict-{v.verdict}" data-field="verdict">[{v.verdict}]</td>'
+                    f"<td>{escape(short_name(e.dataset, labels))}</td><td>{escape(_describe(e))}</td>"
+                    f"<td>{escape(e.measure or 'status')}</td><td>{escape(expected)}</td><td>{escape(v.got)}</td>"
+                    f"<td>{escape(e.source)}</td>{_cmd_cell(list(check.commands))}</tr>")
+    others = f"; {skipped} entr{'y' if skipped == 1 else 'ies'} for other subsets or datasets not checked" if skipped else ""
+    return (f'<p class="lead">Expected scores: {escape(source)}, checked against these results as '
+            "<code>python -m benchmark.run … --check</code> checks a run (Pyserini&#x27;s two-click reproductions): "
+            f"{counts['OK']} OK, {counts['OKish']} OKish, {counts['FAIL']} FAIL{others}. [OK]: within the tolerance; "
+            "[OKish]: within the looser band; [FAIL]: beyond it, missing, or an unexpected outcome.</p>"
+            '<div class="wrap"><table class="checks"><thead><tr><th>verdict</th><th>dataset</th><th>system</th>'
+            "<th>measure</th><th>expected</th><th>got</th><th>source</th><th>Reproduce</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table></div>")
 
 
 def page(results: SuiteResults, tables: list[Table], plots: list[str], files: list[str], folder: str,
@@ -334,7 +396,12 @@ def page(results: SuiteResults, tables: list[Table], plots: list[str], files: li
     body.append(f'<p class="lead">Rebuild this page and every table from this folder: '
                 f"<code>python -m benchmark.report --suite {escape(folder)}</code>. "
                 "Files: " + ", ".join(f'<a href="{escape(f)}">{escape(f)}</a>' for f in files) + ".</p>")
-    content = ['<h2 id="tables">Tables</h2>'] + [table_html(t, settings.labels, n) for t, n in zip(tables, once(tables))]
+    content = ['<h2 id="tables">Tables</h2>'] + [table_html(t, settings.labels, n, k) for t, n, k in
+                                                 zip(tables, once(tables), once(tables, "legend"))]
+    checks = checks_html(results)
+    if checks:
+        sections.append(("checks", "Checks"))
+        content += ['<h2 id="checks">Regression checks</h2>', checks]
     significance = "".join(significance_html(t, settings.labels) for t in tables[:1])
     if significance:
         sections.append(("significance", "Significance"))
@@ -356,7 +423,7 @@ def page(results: SuiteResults, tables: list[Table], plots: list[str], files: li
     if training:
         sections.append(("training", "Training runs"))
         content += ['<h2 id="training">Training runs</h2>', training]
-    exported = exports_html(exports or [])
+    exported = exports_html(exports or [], results)
     if exported:
         sections.append(("exports", "Exports"))
         content += ['<h2 id="exports">Exports</h2>', exported]

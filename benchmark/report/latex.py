@@ -1,31 +1,64 @@
-"""``table.tex``: booktabs tables; the reader's preamble needs ``\\usepackage{booktabs}``."""
+"""``table.tex`` and ``table-notes.tex``: booktabs tables under a short caption (the title and the
+symbols' key), and the full notes in a file of their own (an appendix can ``\\input`` it). Both are
+pure ASCII: every symbol is a LaTeX command, so plain pdflatex compiles them. The reader's preamble
+needs ``\\usepackage{booktabs}``."""
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 from benchmark.report.markdown import header, once, sparsity_header
-from benchmark.report.table import DAGGER, DDAGGER, PARTIAL, SPARSITY, Table, slots
+from benchmark.report.table import DAGGER, DDAGGER, PARTIAL, Table, slots
 from benchmark.report.text import parts, sparse
 from benchmark.training.outcomes import COLLAPSED, OK
 
+NOTES_FILE = "table-notes.tex"
 _ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-_SYMBOLS = {DAGGER: r"$^\dagger$", DDAGGER: r"$^\ddagger$", "α": r"$\alpha$", "±": r"$\pm$", "Δ": r"$\Delta$", "Σ": r"$\Sigma$",
-            "·": r"$\cdot$", "—": "--", "–": "--", "λ": r"$\lambda$"}
+            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+            # OT1 text fonts set these as other glyphs (¡, ¿, an em dash)
+            "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
+_SYMBOLS = {DAGGER: r"$^\dagger$", DDAGGER: r"$^\ddagger$", "±": r"$\pm$", "·": r"$\cdot$", "—": "---", "–": "--",
+            "…": r"\ldots{}", "−": r"$-$", "×": r"$\times$", "÷": r"$\div$", "→": r"$\rightarrow$",
+            "↔": r"$\leftrightarrow$", "≥": r"$\geq$", "≤": r"$\leq$", "≫": r"$\gg$", "≈": r"$\approx$",
+            "√": r"$\surd$", "‖": r"$\|$", "⊙": r"$\odot$", "²": r"$^2$", "Σ": r"$\Sigma$", "Δ": r"$\Delta$",
+            "α": r"$\alpha$", "β": r"$\beta$", "γ": r"$\gamma$", "ε": r"$\varepsilon$", "λ": r"$\lambda$",
+            "μ": r"$\mu$", "ρ": r"$\rho$", "σ": r"$\sigma$", "✗": r"$\times$", "“": "``", "”": "''", "‘": "`",
+            "’": "'", "é": r"\'{e}", "ä": r'\"{a}', "ö": r'\"{o}', "ü": r'\"{u}', "è": r"\`{e}", "à": r"\`{a}",
+            "\u00a0": "~"}
+
+
+def _symbol(ch: str) -> str:
+    """A character pdflatex can set: its command, else its ASCII letters (accents dropped), else its name."""
+    if ch in _ESCAPES:
+        return _ESCAPES[ch]
+    if ch in _SYMBOLS:
+        return _SYMBOLS[ch]
+    if ord(ch) < 128:
+        return ch
+    plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+    return "".join(_ESCAPES.get(c, c) for c in plain) or f"[{unicodedata.name(ch, 'U+%04X' % ord(ch)).lower()}]"
 
 
 def escape(text: str) -> str:
-    return "".join(_ESCAPES.get(ch, _SYMBOLS.get(ch, ch)) for ch in text)
+    return "".join(_symbol(ch) for ch in text)
 
 
-def latex(table: Table, labels: dict[str, str] | None = None, notes: list[str] | None = None) -> str:
-    notes = table.notes if notes is None else notes
+def label(table: Table) -> str:
+    """``tab:scale-sweep-seeds-42-ndcg-10``: the table's title as a LaTeX label."""
+    return "tab:" + (re.sub(r"[^a-z0-9]+", "-", table.title.lower()).strip("-") or "table")
+
+
+def latex(table: Table, labels: dict[str, str] | None = None, legend: list[str] | None = None) -> str:
+    legend = table.legend if legend is None else legend
     heads = []
     for kind, col in slots(table):
         if kind == "value":
             heads.append(header(table, col, labels))
         else:
-            heads += [sparsity_header(table, col, s, labels) for s in SPARSITY]
-    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{escape(table.title)}}}",
+            heads += [sparsity_header(table, col, s, labels) for s in table.sparse_names]
+    caption = escape(table.title + "." + "".join(f" {item}." for item in legend))
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{caption}}}", rf"\label{{{label(table)}}}",
              r"\begin{tabular}{l" + "r" * len(heads) + "}", r"\toprule",
              " & ".join(escape(h) for h in ["System", *heads]) + r" \\", r"\midrule"]
     previous = None
@@ -38,7 +71,7 @@ def latex(table: Table, labels: dict[str, str] | None = None, notes: list[str] |
         for kind, col in slots(table):
             if kind == "sparse":
                 values = table.sparse.get((row, col), {})
-                cells += [sparse(s, values.get(s)) for s in SPARSITY]
+                cells += [sparse(s, values.get(s)) for s in table.sparse_names]
                 continue
             p = parts(table.cells[(row, col.name)], table.digits)
             if p.status == COLLAPSED:
@@ -55,14 +88,25 @@ def latex(table: Table, labels: dict[str, str] | None = None, notes: list[str] |
                 text += rf"\,{{\scriptsize n={p.seeds}}}" if p.seeds else ""
                 cells.append(text)
         lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    if notes:
-        text = escape(" ".join(notes)).replace(escape(PARTIAL + ":"), "$^*$:")
-        lines.append(r"\par\smallskip\parbox{\linewidth}{\footnotesize " + text + "}")
-    lines.append(r"\end{table}")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
+def notes_latex(table: Table, notes: list[str]) -> str:
+    """One table's notes in full, as a list the tables' captions point to."""
+    if not notes:
+        return ""
+    items = "".join(rf"\item {escape(n)}".replace(escape(PARTIAL + ":"), "$^*$:") + "\n" for n in notes)
+    return (rf"\paragraph{{Notes to Table~\ref{{{label(table)}}}.}}" + "\n"
+            + r"{\footnotesize\begin{itemize}" + "\n" + items + r"\end{itemize}}" + "\n")
+
+
 def document(tables: list[Table], labels: dict[str, str] | None) -> str:
-    return ("% generated by python -m benchmark.report; needs \\usepackage{booktabs}\n"
-            + "\n".join(latex(t, labels, n) for t, n in zip(tables, once(tables))))
+    return ("% generated by python -m benchmark.report; needs \\usepackage{booktabs}; the notes: " + NOTES_FILE + "\n"
+            + "\n".join(latex(t, labels, legend) for t, legend in zip(tables, once(tables, "legend"))))
+
+
+def notes_document(tables: list[Table]) -> str:
+    """``table-notes.tex``: every table's notes (each once per document, as on the page)."""
+    return ("% generated by python -m benchmark.report: the notes to the tables of table.tex\n"
+            + "\n".join(text for t, n in zip(tables, once(tables)) if (text := notes_latex(t, n))))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from benchmark.report.table import DAGGER, DDAGGER, PARTIAL, SPARSITY, SPARSITY_LABELS, Column, Table, short_name, slots
+from benchmark.report.table import DAGGER, DDAGGER, PARTIAL, SPARSITY_LABELS, Column, Table, short_name, slots
 from benchmark.report.text import MISSING_TEXT, parts, sparse
 from benchmark.training.outcomes import COLLAPSED, OK
 
@@ -47,7 +47,7 @@ def markdown(table: Table, labels: dict[str, str] | None = None) -> str:
         if kind == "value":
             heads.append(header(table, col, labels))
         else:
-            heads += [sparsity_header(table, col, s, labels) for s in SPARSITY]
+            heads += [sparsity_header(table, col, s, labels) for s in table.sparse_names]
     lines = [f"| {first} | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)]
     for row in table.rows:
         cells = []
@@ -56,18 +56,19 @@ def markdown(table: Table, labels: dict[str, str] | None = None) -> str:
                 cells.append(cell_text(table, row, col))
             else:
                 values = table.sparse.get((row, col), {})
-                cells += [sparse(s, values.get(s)) for s in SPARSITY]
+                cells += [sparse(s, values.get(s)) for s in table.sparse_names]
         lines.append(f"| {row_label(table, row)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def once(tables: list[Table]) -> list[list[str]]:
-    """Each table's notes without those an earlier table of the page already gave: footnotes once per page."""
+def once(tables: list[Table], what: str = "notes") -> list[list[str]]:
+    """Each table's notes (or legend) without those an earlier table of the page already gave: once per page."""
     seen: set[str] = set()
     out = []
     for table in tables:
-        out.append([n for n in table.notes if n not in seen])
-        seen.update(table.notes)
+        items = getattr(table, what)
+        out.append([n for n in items if n not in seen])
+        seen.update(items)
     return out
 # what CommonMark reads as raw HTML: '<' before a tag name, '/', '!' or '?' ('<= 2' stays as it is)
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
@@ -78,8 +79,18 @@ def escape(text: str) -> str:
     return _TAG_START.sub("&lt;", text)
 
 
+def legend_text(items: list[str]) -> str:
+    return "Key: " + "; ".join(items) + "." if items else ""
+
+
 def document(title: str, tables: list[Table], labels: dict[str, str] | None) -> str:
-    md = [f"# {title}\n"]
-    for table, notes in zip(tables, once(tables)):
-        md.append(f"## {table.title}\n\n" + markdown(table, labels) + "".join(f"\n{n}\n" for n in notes) + "\n")
-    return escape("\n".join(md))  # the tables hold no HTML of their own
+    """The tables, each with its key; its notes in full in a ``<details>`` block (GitHub folds it)."""
+    md = [escape(f"# {title}\n")]  # the tables hold no HTML of their own: what comes from records is escaped
+    for table, legend, notes in zip(tables, once(tables, "legend"), once(tables)):
+        text = escape(f"## {table.title}\n\n" + markdown(table, labels) + (f"\n{legend_text(legend)}\n" if legend else ""))
+        if notes:
+            text += (f"\n<details><summary>Notes ({len(notes)})</summary>\n"
+                     + "".join(f"\n{escape(n)}\n" for n in notes) + "\n</details>\n")
+        md.append(text + "\n")
+    return "\n".join(md)
+

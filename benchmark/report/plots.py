@@ -11,6 +11,7 @@ from typing import Any
 from benchmark.common.atomic import save_figure
 from benchmark.report.labels import is_baseline, system_label
 from benchmark.report.results import TELEMETRY_DIR, ConditionResult, SuiteResults
+from benchmark.report.table import PARTIAL as PARTIAL_MARK
 from benchmark.report.table import Table, short_name
 from benchmark.training.outcomes import COLLAPSED, OK
 
@@ -37,61 +38,86 @@ def factor_value(value: str) -> float | None:
 
 
 #: a sweep arm's variant suffix → how the legend names it
-ARM_LABELS = {"flops": "FLOPS-matched λ", "head-norm": "head-norm (extension)"}
+ARM_LABELS = {"projection": "constant multiplier (projection, extension)", "flops": "FLOPS-matched λ",
+              "head-norm": "head-norm (extension)"}
+#: a sweep arm's variant suffix → its marker and line style: each reading of "rescale" its own mark
+ARM_STYLES = {"": ("o", "-"), "projection": ("s", "--"), "flops": ("D", ":"), "head-norm": ("^", "-.")}
+OTHER_MARKERS = ("v", "P", "X", "*", "<", ">")
+SPARSE_STYLES = (("FLOPS", "FLOPS", "-"), ("query_nnz", "q nnz", ":"), ("doc_nnz", "d nnz", "--"))
 SWEEP_VARIANT = re.compile(r"x(?P<factor>[0-9.]+)(?:-(?P<arm>.+))?")
 
 
 def sweep_arm(variant: str) -> str | None:
     """"" for a point of the sweep's main line (``x<factor>``, or the baseline: factor 1), the arm's name for
-    a variant such as ``x0.25-flops`` (other λ, drawn apart), None for a variant outside the sweep."""
+    a variant such as ``x4-projection`` or ``x0.25-flops`` (another reading, drawn apart), None for a
+    variant outside the sweep."""
     if is_baseline(variant):
         return ""
     m = SWEEP_VARIANT.fullmatch(variant)
     return None if m is None else (m.group("arm") or "")
 
 
+def arm_style(arm: str, others: list[str]) -> tuple[str, str]:
+    """The marker and line style of an arm; arms without their own style take the next free marker."""
+    if arm in ARM_STYLES:
+        return ARM_STYLES[arm]
+    if arm not in others:
+        others.append(arm)
+    return OTHER_MARKERS[others.index(arm) % len(OTHER_MARKERS)], ":"
+
+
 def sweep_plot(table: Table, results: SuiteResults, path: Path) -> list[str]:
-    """Score vs. rescale factor (log2 axis) for the sweep variants ``x<factor>`` and the baseline (×1),
-    seed means ± sd; arms such as ``x0.25-flops`` (FLOPS-matched λ) as their own markers, off the line;
-    a run stopped at its collapse as a red ✗, a scored collapsed one ringed in red; FLOPS and non-zeros
-    below. Returns the legend's entries (empty: no plot)."""
+    """Draw ``sweep_figure`` to ``path``; returns its legend's entries (empty: no plot)."""
+    fig = sweep_figure(table, results)
+    if fig is None:
+        return []
+    save_figure(fig, path, dpi=DPI)
+    entries = legend_entries(fig)
+    _pyplot().close(fig)
+    return entries
+
+
+def sweep_figure(table: Table, results: SuiteResults) -> Any:
+    """Score vs. rescale factor (log2 axis), seed means ± sd: the main line through the ``x<factor>`` variants
+    and the baseline (×1, also dashed across), and each other reading (``x4-projection``, ``x0.25-flops``)
+    as its own series with its own marker; a run stopped at its collapse as a red ✗, a scored collapsed one
+    ringed in red; FLOPS and non-zeros below. Legends sit right of the axes, off the lines. None: no sweep."""
     factor_of = {c.row: factor_value(c.factor) for c in results.conditions}
     method_of = {c.row: c.method for c in results.conditions}
     sweep_rows = [r for r in table.rows if r[0] == "splade" and factor_of.get(r) is not None
                   and sweep_arm(r[2]) is not None]
     if sum(1 for r in sweep_rows if r[2].startswith("x") and sweep_arm(r[2]) == "") < 2:
-        return []
+        return None
     plt = _pyplot()
-    with_sparsity = bool(table.sparsity)
-    fig, axes = plt.subplots(2 if with_sparsity else 1, 1, figsize=(6.4, 6.4 if with_sparsity else 4.0), squeeze=False,
-                             sharex=True)
+    from matplotlib.lines import Line2D
+
+    with_sparsity = any(n in table.sparse_names for n in ("FLOPS", "query_nnz", "doc_nnz"))
+    fig, axes = plt.subplots(2 if with_sparsity else 1, 1, figsize=(10.0, 6.6 if with_sparsity else 4.0), squeeze=False,
+                             sharex=True, layout="constrained")
     ax = axes[0, 0]
     series = list(dict.fromkeys((r[1], r[3], sweep_arm(r[2])) for r in sweep_rows))
+    backbones = list(dict.fromkeys((b, t) for b, t, _ in series))
     data_cols = [c for c in table.columns if c.kind != "average"] or table.columns
     stopped_x: list[float] = []
     lows: list[float] = []
     ringed = False
-    colors: dict[tuple[str, bool], str] = {}
+    others: list[str] = []
+    low_handles: list[Any] = []
     for backbone, trained, arm in series:
         rows = sorted((r for r in sweep_rows if (r[1], r[3], sweep_arm(r[2])) == (backbone, trained, arm)),
                       key=lambda r: factor_of[r])
+        marker, style = arm_style(arm, others)
+        color = f"C{backbones.index((backbone, trained)) % 10}"
+        methods = sorted({method_of.get(r) or "" for r in rows if not is_baseline(r[2])} - {""})
+        name = (f"{backbone}{'' if trained else ' (untrained)'} x<f>{'-' + arm if arm else ''}"
+                + (f" [{', '.join(methods)}]" if methods else "") + (f": {ARM_LABELS.get(arm, arm)}" if arm else ""))
+        hollow = {"markerfacecolor": "none"} if arm else {}
         for col in data_cols:
             cells = [(factor_of[r], table.cells[(r, col.name)], table.info[r]) for r in rows]
             shown = [(x, c) for x, c, _ in cells if c.status == OK]
-            methods = sorted({method_of.get(r) or "" for r in rows if not is_baseline(r[2])} - {""})
-            label = (f"{backbone}{'' if trained else ' (untrained)'}" + (f" [{', '.join(methods)}]" if methods else "")
-                     + (f" · {short_name(col.name)}" if len(data_cols) > 1 else ""))
-            if arm:  # another arm (FLOPS-matched λ): its points in the line's colour, not joined to it
-                ax.errorbar([x for x, _ in shown], [c.value for _, c in shown], yerr=[c.sd or 0.0 for _, c in shown],
-                            marker="D", markerfacecolor="none", linestyle="none", capsize=3,
-                            color=colors.get((backbone, trained)), label=f"{label}: {ARM_LABELS.get(arm, arm)} arm")
-                stopped_x.extend(x for x, c, _ in cells if c.status == COLLAPSED)
-                lows.extend(c.value for _, c in shown)
-                continue
-            line = ax.errorbar([x for x, _ in shown], [c.value for _, c in shown],
-                               yerr=[c.sd or 0.0 for _, c in shown], marker="o", capsize=3, label=label)
-            color = line[0].get_color()
-            colors[(backbone, trained)] = color
+            label = name + (f" · {short_name(col.name)}" if len(data_cols) > 1 else "")
+            ax.errorbar([x for x, _ in shown], [c.value for _, c in shown], yerr=[c.sd or 0.0 for _, c in shown],
+                        marker=marker, linestyle=style, capsize=3, color=color, label=label, **hollow)
             lows.extend(c.value for _, c in shown)
             marked = [(x, c) for x, c, info in cells if c.status == OK and info.mark]
             if marked:
@@ -101,21 +127,20 @@ def sweep_plot(table: Table, results: SuiteResults, path: Path) -> list[str]:
             stopped_x.extend(x for x, c, _ in cells if c.status == COLLAPSED)
             base = next((table.cells[(r, col.name)] for r in table.rows
                          if r[0] == "splade" and (r[1], r[3]) == (backbone, trained) and is_baseline(r[2])), None)
-            if base is not None and base.status == OK:
-                ax.axhline(base.value, color=color, linestyle="--", linewidth=1, label=f"{label}: baseline (unscaled)")
+            if not arm and base is not None and base.status == OK:
+                ax.axhline(base.value, color=color, linestyle="--", linewidth=1,
+                           label=f"{backbone}{'' if trained else ' (untrained)'}: baseline (unscaled)")
                 lows.append(base.value)
         if with_sparsity:
             low = axes[1, 0]
             dataset = table.sparsity[0]
-            for n, (name, style) in enumerate((("FLOPS", "-"), ("query_nnz", ":"), ("doc_nnz", "--"))):
-                pts = [(factor_of[r], table.sparse[(r, dataset)][name]) for r in rows
-                       if table.sparse.get((r, dataset), {}).get(name) is not None]
-                if pts and arm:
-                    low.plot([x for x, _ in pts], [y for _, y in pts], marker="D", markerfacecolor="none",
-                             linestyle="none", color=f"C{n}", label=f"{backbone}: {name}, {ARM_LABELS.get(arm, arm)} arm")
-                elif pts:
-                    low.plot([x for x, _ in pts], [y for _, y in pts], marker=".", linestyle=style, color=f"C{n}",
-                             label=f"{backbone}: {name}")
+            for n, (quantity, _, line) in enumerate(SPARSE_STYLES):
+                pts = [(factor_of[r], table.sparse[(r, dataset)][quantity]) for r in rows
+                       if table.sparse.get((r, dataset), {}).get(quantity) is not None]
+                if pts:
+                    low.plot([x for x, _ in pts], [y for _, y in pts], marker=marker, linestyle=line, color=f"C{n}",
+                             linewidth=1.6 if not arm else 1.0, **hollow)
+            low_handles.append(Line2D([], [], color="0.25", marker=marker, linestyle="none", label=name, **hollow))
     if stopped_x:
         bottom = (min(lows) if lows else 0.0) - 0.05
         ax.scatter(stopped_x, [bottom] * len(stopped_x), marker="x", color="red", s=60, zorder=3, label="collapsed (stopped)")
@@ -125,18 +150,19 @@ def sweep_plot(table: Table, results: SuiteResults, path: Path) -> list[str]:
         a.set_xticks(ticks)
         a.set_xticklabels([f"{t:g}" for t in ticks])
         a.grid(True, alpha=0.3)
-        a.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     axes[-1, 0].set_xlabel("MLM-head rescale factor (log2)")
     ax.set_ylabel(data_cols[0].measure if len({c.measure for c in data_cols}) == 1 else "score")
     ax.set_title(f"{results.suite}: {data_cols[0].measure} vs. rescale factor")
     if with_sparsity:
-        axes[1, 0].set_yscale("log")
-        axes[1, 0].set_ylabel(f"FLOPS, non-zeros ({short_name(table.sparsity[0])})")
-    fig.tight_layout()
-    save_figure(fig, path, dpi=DPI)
-    entries = legend_entries(fig)
-    plt.close(fig)
-    return entries
+        low = axes[1, 0]
+        low.set_yscale("log")
+        low.set_ylabel(f"FLOPS, non-zeros ({short_name(table.sparsity[0])})")
+        quantities = [Line2D([], [], color=f"C{n}", linestyle=line, label=label)
+                      for n, (_, label, line) in enumerate(SPARSE_STYLES)]
+        low.legend(handles=quantities + low_handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                   borderaxespad=0.0)
+    return fig
 
 
 def legend_entries(fig: Any) -> list[str]:
@@ -144,35 +170,61 @@ def legend_entries(fig: Any) -> list[str]:
     return [t.get_text() for ax in fig.axes if ax.get_legend() is not None for t in ax.get_legend().get_texts()]
 
 
+#: (hatch, legend) of a bar whose row carries an outcome mark
+MARK_COLLAPSED = ("xx", "collapsed in training (scored: trained to its end)")
+MARK_OTHER = ("..", "degraded, or judged against another run (the table's mark)")
+
+
 def averages_plot(table: Table, path: Path) -> list[str]:
-    """Baseline vs. rescaled per backbone, one panel per average (the paper's headline comparison)."""
+    """Baseline vs. rescaled per backbone, one panel per average (the paper's headline comparison), with
+    BM25's average as a line across and each row's training outcome on its bar: a red-edged, hatched bar
+    for a scored run marked collapsed or degraded, a red ✗ for a run stopped at its collapse (no score)."""
     averages = [c for c in table.columns if c.kind == "average"]
     backbones = list(dict.fromkeys(r[1] for r in table.rows if r[0] == "splade" and r[3]))
     variants = list(dict.fromkeys(r[2] for r in table.rows if r[0] == "splade" and r[3]))
     if not averages or len(backbones) < 2 or len(variants) < 2:
         return []
     plt = _pyplot()
-    fig, axes = plt.subplots(len(averages), 1, figsize=(max(6.4, 0.8 * len(backbones)), 3.2 * len(averages)), squeeze=False)
+    fig, axes = plt.subplots(len(averages), 1, figsize=(max(8.4, 0.8 * len(backbones) + 2.5), 3.2 * len(averages)),
+                             squeeze=False, layout="constrained")
     width = 0.8 / len(variants)
+    bm25 = next((r for r in table.rows if r[0] == "bm25"), None)
     for ax, col in zip(axes[:, 0], averages):
+        stopped_label, partial_label = "collapsed (stopped, no score)", f"{PARTIAL_MARK} leaves out columns without a score"
+        shown: set[str] = set()
         for j, variant in enumerate(variants):
             labelled = False  # one legend entry per variant, on its first bar (whichever backbone has one)
             for i, backbone in enumerate(backbones):
-                cell = table.cells.get((("splade", backbone, variant, True), col.name))
+                key = ("splade", backbone, variant, True)
+                cell = table.cells.get((key, col.name))
                 x = i + (j - (len(variants) - 1) / 2) * width
                 if cell is not None and cell.status == OK:
-                    ax.bar(x, cell.value, width, color=f"C{j}", label=None if labelled else variant,
-                           hatch="//" if cell.partial else None)
+                    info = table.info[key]
+                    mark = (MARK_COLLAPSED if info.outcomes.get(COLLAPSED) else MARK_OTHER if info.mark else None)
+                    hatch = ((mark[0] if mark else "") + ("//" if cell.partial else "")) or None
+                    ax.bar(x, cell.value, width, color=f"C{j}", label=None if labelled else variant, hatch=hatch,
+                           edgecolor="red" if mark else "0.3" if cell.partial else None, linewidth=1.0 if mark else 0)
                     labelled = True
+                    for legend, (pattern, edge) in ((mark and mark[1], (mark and mark[0], "red")),
+                                                    (cell.partial and partial_label, ("//", "0.3"))):
+                        if legend and legend not in shown:
+                            ax.bar(x, 0, 0, color="white", edgecolor=edge, hatch=pattern, label=legend)
+                            shown.add(legend)
                 elif cell is not None and cell.status == COLLAPSED:
-                    ax.text(x, 0.01, "collapsed", rotation=90, ha="center", va="bottom", fontsize=7, color="red")
+                    ax.scatter([x], [0], marker="x", color="red", s=60, zorder=3, clip_on=False,
+                               label=None if stopped_label in shown else stopped_label)
+                    shown.add(stopped_label)
+        if bm25 is not None and (ref := table.cells.get((bm25, col.name))) is not None and ref.status == OK:
+            ax.axhline(ref.value, color="0.2", linestyle="--", linewidth=1.2, label="BM25")
         ax.set_xticks(range(len(backbones)))
         ax.set_xticklabels(backbones, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel(col.measure)
         ax.set_title(col.name)
-        ax.legend(fontsize=7)
+        handles, names = ax.get_legend_handles_labels()
+        order = sorted(range(len(names)), key=lambda k: (names[k] not in variants, names[k] != "BM25"))
+        ax.legend([handles[k] for k in order], [names[k] for k in order], fontsize=7, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
     save_figure(fig, path, dpi=DPI)
     entries = legend_entries(fig)
     plt.close(fig)

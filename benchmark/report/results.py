@@ -31,6 +31,7 @@ RESULTS = "results.json"
 PERQUERY = "perquery.csv.gz"
 TELEMETRY_DIR = "telemetry"
 RUNS_DIR = "trec"  # the TREC runs, one per condition
+STAGE_LOG = "stages.csv"  # written by the run (benchmark.run.write_stage_log): each stage's seconds and bytes
 PERQUERY_COLUMNS = ["condition", "measure", "query_id", "value"]
 #: perquery.csv.gz rows whose condition is a train stage id: the published checkpoint's held-out dev RR@10
 DEV_MEASURE = "dev RR@10"
@@ -72,6 +73,7 @@ class ConditionResult:
     command: str = ""
     evaluate_id: str = ""
     search_id: str = ""
+    index_id: str = ""  # the search's index (its size is in stages.csv); "" in results written before it was kept
     train_id: str = ""
     backbone_id: str = ""
     telemetry: str = ""  # the training run's telemetry plot, relative to the suite folder
@@ -118,6 +120,11 @@ class SuiteResults:
     # dataset → [documents in its corpus, measures whose depth (cutoff, else the run's k) reaches them all]:
     # a corpus that small is not ranked by those measures (a slice like --max-docs 1), so the tables say so
     unranked: dict[str, list[Any]] = field(default_factory=dict)
+    # the suite's [[expected]] entries (benchmark.suites.Expected as data), checked on the page as --check
+    # checks them; None: results written before they were kept
+    expected: list[dict[str, Any]] | None = None
+    # stage id → {"stage", "seconds", "bytes"} from stages.csv, in the run's order; not in results.json
+    stage_log: dict[str, dict[str, Any]] = field(default_factory=dict)
     # condition key → measure → query id → value; not in results.json but in perquery.csv.gz
     perquery: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     # file name inside the suite folder → where to copy it from (telemetry plots); never written out
@@ -219,9 +226,14 @@ def write_results(results: SuiteResults, folder: Path) -> None:
         fh.write(perquery_bytes(results.perquery))
 
 
+_NOT_IN_JSON = ("perquery", "files", "runs", "stage_log")
+
+
 def to_json(results: SuiteResults) -> dict[str, Any]:
-    data = {f.name: getattr(results, f.name) for f in dataclasses.fields(results) if f.name not in ("perquery", "files", "runs")}
+    data = {f.name: getattr(results, f.name) for f in dataclasses.fields(results) if f.name not in _NOT_IN_JSON}
     data["conditions"] = [dataclasses.asdict(c) for c in results.conditions]
+    if data["expected"] is None:  # not recorded: left out, as results written before it
+        del data["expected"]
     data["format"] = FORMAT
     return data
 
@@ -288,7 +300,7 @@ def from_json(data: Mapping[str, Any], where: str) -> SuiteResults:
             if extra:
                 raise BenchmarkError(f"{where}: conditions[{i}] has unknown field(s) {', '.join(sorted(extra))}")
             conditions.append(ConditionResult(**c))
-        fields = {f.name for f in dataclasses.fields(SuiteResults)} - {"perquery", "files", "runs", "conditions"}
+        fields = {f.name for f in dataclasses.fields(SuiteResults)} - set(_NOT_IN_JSON) - {"conditions"}
         kwargs = {k: data[k] for k in fields if k in data}
         return SuiteResults(conditions=conditions, **kwargs)
     except (KeyError, TypeError) as exc:
@@ -311,7 +323,55 @@ def read_results(folder: Path) -> SuiteResults:
             results.perquery = read_perquery_file(pq)
         except (OSError, EOFError, ValueError, csv.Error) as exc:
             raise BenchmarkError(f"{pq} is damaged ({exc}); rerun the suite or --refresh it") from None
+    log = Path(folder) / STAGE_LOG
+    if log.is_file():
+        try:
+            results.stage_log = read_stage_log(log)
+        except (OSError, ValueError, KeyError, csv.Error) as exc:
+            raise BenchmarkError(f"{log} is damaged ({exc}); rerun the suite to rewrite it") from None
     return results
+
+
+def read_stage_log(path: Path) -> dict[str, dict[str, Any]]:
+    """stages.csv: stage id → its kind, the seconds it took when computed and its bytes on disk, in the
+    run's order (the plan's: parents first)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return {row["id"]: {"stage": row["stage"], "seconds": float(row["seconds"]), "bytes": int(row["bytes"])}
+                for row in csv.DictReader(fh)}
+
+
+def index_ids(results: SuiteResults) -> dict[str, str]:
+    """Search stage id → the id of the index it searched: as recorded, else from the stage log's order.
+
+    The log lists the plan's stages parents first, one condition after another, so a search's index
+    is the last index logged before it with no other search in between (an index shared by two
+    searches, or a log without the index, leaves the later search without one: never a guess)."""
+    out: dict[str, str] = {}
+    last: str | None = None
+    for stage_id, row in results.stage_log.items():
+        if row["stage"] == "index":
+            last = stage_id
+        elif row["stage"] == "search":
+            if last is not None:
+                out[stage_id] = last
+            last = None
+    for c in results.conditions:
+        if c.index_id and c.search_id:
+            out[c.search_id] = c.index_id
+    return out
+
+
+def efficiency(results: SuiteResults) -> dict[str, dict[str, float | None]]:
+    """Condition key → ``search_ms`` (its search stage's wall time over its queries, in ms) and
+    ``index_bytes`` (its index on disk), from stages.csv; None where the log lacks the stage."""
+    indexes = index_ids(results)
+    out: dict[str, dict[str, float | None]] = {}
+    for c in results.conditions:
+        search = results.stage_log.get(c.search_id) if c.search_id else None
+        index = results.stage_log.get(indexes.get(c.search_id, "")) if c.search_id else None
+        ms = 1000 * search["seconds"] / c.queries if search is not None and c.queries and c.scored else None
+        out[c.key] = {"search_ms": ms, "index_bytes": float(index["bytes"]) if index is not None and c.scored else None}
+    return out
 
 
 def outcome_counts(conditions: Iterable[ConditionResult]) -> dict[str, int]:

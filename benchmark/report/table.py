@@ -37,7 +37,10 @@ SHORT_NAMES = {
     "beir/webis-touche2020/v2": "Touché-2020",
 }
 SPARSITY = ("FLOPS", "query_nnz", "doc_nnz")
-SPARSITY_LABELS = {"FLOPS": "FLOPS", "query_nnz": "q nnz", "doc_nnz": "d nnz"}
+#: efficiency from the run's stage log (stages.csv): the search stage's wall time per query, the index's size
+EFFICIENCY = ("search_ms", "index_bytes")
+SPARSITY_LABELS = {"FLOPS": "FLOPS", "query_nnz": "q nnz", "doc_nnz": "d nnz", "search_ms": "ms/q",
+                   "index_bytes": "index MiB"}
 MAX_SPARSITY_DATASETS = 1  # FLOPS and non-zeros beside the score (the sweep); more datasets: their own table
 
 
@@ -94,6 +97,8 @@ class Table:
     digits: int
     sparsity: list[str] = field(default_factory=list)  # datasets whose FLOPS and non-zeros show beside the score
     sparse: dict[tuple[RowKey, str], dict[str, float | None]] = field(default_factory=dict)
+    sparse_names: list[str] = field(default_factory=list)  # of SPARSITY + EFFICIENCY, those some row has
+    legend: list[str] = field(default_factory=list)  # the symbols' key, short, under the table; ``notes`` in full
     notes: list[str] = field(default_factory=list)
     declared_averages: list[str] = field(default_factory=list)  # the suite's own averages (for the subset note)
     efficiency: bool = False  # FLOPS and non-zeros only: no score columns (a multi-dataset table's efficiency)
@@ -339,34 +344,48 @@ def build_table(results: SuiteResults, measure_for: Callable[[str], str | None],
     return table
 
 
-def add_sparsity(table: Table, datasets: list[str] | None = None) -> None:
-    """FLOPS and non-zeros beside the score (the sweep: scale versus density), as seed means."""
+def add_sparsity(table: Table, datasets: list[str] | None = None,
+                 efficiency: dict[str, dict[str, float | None]] | None = None) -> None:
+    """FLOPS and non-zeros beside the score (the sweep: scale versus density), and from ``efficiency``
+    (``benchmark.report.results.efficiency``: condition key → search ms per query, index bytes) the
+    cost beside the effectiveness, as seed means; a quantity no row has gets no column."""
     datasets = datasets if datasets is not None else [c.name for c in table.columns if c.kind == "dataset"]
     if not datasets or (not table.efficiency and len(datasets) > MAX_SPARSITY_DATASETS):
         return
-    if not any(c.FLOPS is not None for r in table.rows for c in table.info[r].runs):
-        return
-    table.sparsity = datasets
+    efficiency = efficiency or {}
+
+    def value(c: ConditionResult, name: str) -> float | None:
+        return getattr(c, name) if name in SPARSITY else efficiency.get(c.key, {}).get(name)
+
+    sparse: dict[tuple[RowKey, str], dict[str, float | None]] = {}
     for key in table.rows:
         for dataset in datasets:
             runs = [c for c in table.info[key].runs if c.dataset == dataset and c.scored]
-            table.sparse[(key, dataset)] = {
-                name: statistics.fmean(vals) if (vals := [getattr(c, name) for c in runs if getattr(c, name) is not None]) else None
-                for name in SPARSITY}
+            sparse[(key, dataset)] = {
+                name: statistics.fmean(vals) if (vals := [v for c in runs if (v := value(c, name)) is not None]) else None
+                for name in (*SPARSITY, *EFFICIENCY)}
+    flops = any(v.get("FLOPS") is not None for v in sparse.values())  # non-zeros go with FLOPS (impact runs)
+    names = [n for n in (*SPARSITY, *EFFICIENCY) if (flops or n in EFFICIENCY)
+             and any(v.get(n) is not None for v in sparse.values())]
+    if not names:
+        return
+    table.sparsity, table.sparse, table.sparse_names = datasets, sparse, names
 
 
 # --------------------------------------------------------------------------- notes
 
 
-def efficiency_table(headline: Table) -> Table | None:
-    """FLOPS and non-zeros per dataset in their own table, when a headline has several datasets: the
-    headline keeps to its measure and fits a screen."""
+def efficiency_table(headline: Table, efficiency: dict[str, dict[str, float | None]] | None = None) -> Table | None:
+    """FLOPS, non-zeros, search time and index size per dataset in their own table, when a headline has
+    several datasets: the headline keeps to its measure and fits a screen."""
     datasets = [c.name for c in headline.columns if c.kind == "dataset"]
     if len(datasets) <= MAX_SPARSITY_DATASETS:
         return None
-    title = headline.title.rsplit(": ", 1)[0] + ": efficiency (FLOPS, non-zeros)"
+    title = headline.title.rsplit(": ", 1)[0] + ": efficiency"
     table = Table(title, None, [], headline.rows, headline.info, {}, headline.alpha, headline.digits, efficiency=True)
-    add_sparsity(table, datasets)
+    add_sparsity(table, datasets, efficiency)
+    if table.sparsity:
+        table.title += " (" + ", ".join(SPARSITY_LABELS[n] for n in table.sparse_names) + ")"
     return table if table.sparsity else None
 
 
@@ -446,9 +465,15 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
             declared = ", ".join(table.declared_averages) or "the suite's averages"
             out.append(f"{col.name}: the mean over the {len(col.members)} datasets shown; not {declared}, "
                        "which needs every one of its datasets.")
-    if table.sparsity:
+    if any(n in table.sparse_names for n in SPARSITY):
         out.append("FLOPS: expected multiplications per query–document dot product, Σ_j p_q(j)·p_d(j); "
                    "q nnz / d nnz: mean non-zero terms per query / document as indexed; seed means.")
+    if any(n in table.sparse_names for n in EFFICIENCY):
+        out.append("ms/q: the search stage's wall time over its queries, in milliseconds (one batch of every query "
+                   "on the run's Lucene threads, opening the index, the exact rescoring of sums past 2^24 and writing "
+                   "the run included; encoding the queries is a stage of its own, not included): a cost on the machine "
+                   "that ran it, not a single-query latency; with few queries the stage's fixed costs dominate. index MiB: the index stage's folder on disk (2^20 bytes). "
+                   "Both from stages.csv (the stage log: seconds when computed, bytes); seed means.")
     out.extend(judgement_notes(table))
     out.append(scope(results))
     for row in marked:
@@ -465,6 +490,41 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
             if c.outcome == OK and c.outcome_detail.startswith("recovered: ") and c.seed not in seen:
                 seen.add(c.seed)
                 out.append(f"{table.info[r].label}{'' if c.seed is None else f', seed {c.seed}'}: ok, {c.outcome_detail}.")
+    return out
+
+
+def legend(table: Table) -> list[str]:
+    """The key to what the cells show, a few words per symbol; ``notes`` says the same in full (the
+    tests, each run's outcome, the data), one click away on the page."""
+    cells = [table.cells[(r, c.name)] for r in table.rows for c in table.columns]
+    out = []
+    if any(c.delta is not None for c in cells):
+        out.append("(+Δ): vs the same backbone's baseline")
+    tested = {c.test for c in cells if c.p_holm is not None}
+    if any(c.p_holm is not None for c in cells):
+        unit = " or ".join(t.removeprefix("paired t-test ") for t in sorted(tested))
+        out.append(f"{DAGGER}: significant vs that baseline (paired t-test {unit}, Holm, α = {table.alpha:g})")
+    if any(c.p_bm25 is not None for c in cells):
+        out.append(f"{DDAGGER}: significant vs BM25 (over queries, Holm, α = {table.alpha:g})")
+    if any(c.sd is not None for c in cells):
+        out.append("±: sd over seeds")
+    if any(c.status == OK and c.seeds < c.of for c in cells):
+        out.append("n=k/m: k of the row's m seeds scored")
+    if any(c.best for c in cells):
+        out.append("bold: best in the column")
+    if any(table.info[r].mark for r in table.rows):
+        out.append("[collapsed] / [degraded]: the training run's outcome; [… vs baseline] / [… vs reference]: "
+                   "judged against another run")
+    if any(c.status == COLLAPSED for c in cells):
+        out.append("collapsed (step N): stopped at its collapse, no score (never 0)")
+    if any(c.partial for c in cells):
+        out.append(f"{PARTIAL}: an average that leaves out columns without a score")
+    if any(c.status == MISSING for c in cells):
+        out.append("—: not run yet")
+    if any(n in table.sparse_names for n in SPARSITY):
+        out.append("FLOPS: Σ_j p_q(j)·p_d(j); q / d nnz: non-zeros per query / document")
+    if any(n in table.sparse_names for n in EFFICIENCY):
+        out.append("ms/q: search time per query; index MiB: index size")
     return out
 
 
@@ -584,10 +644,14 @@ def suite_tables(results: SuiteResults) -> list[Table]:
             continue
         tables.append(build_table(results, lambda name, m=measure: m if m in results.measures_of(name) else None,
                                   f"{where}: {measure}", settings, rows))
-    add_sparsity(tables[0])
-    efficiency = efficiency_table(tables[0])
+    from benchmark.report.results import efficiency as stage_costs
+
+    costs = stage_costs(results)
+    add_sparsity(tables[0], efficiency=costs)
+    efficiency = efficiency_table(tables[0], costs)
     if efficiency is not None:
         tables.insert(1, efficiency)
     for table in tables:
         table.notes = notes(table, results)
+        table.legend = legend(table)
     return tables

@@ -31,10 +31,17 @@ def p_value(value: float | None) -> str:
     return "<0.001" if value < 1e-3 else f"{value:.3g}"
 
 
+MS_DIGITS = 1  # search ms per query
+MIB_DIGITS = 2  # index size in MiB
+
+
 def sparse(name: str, value: float | None) -> str:
+    """FLOPS, non-zeros, ms per query, or (given bytes) an index's MiB, as the tables show them."""
     if value is None:
         return ""
-    return num(value, FLOPS_DIGITS if name == "FLOPS" else NNZ_DIGITS)
+    if name == "index_bytes":
+        return num(value / 2**20, MIB_DIGITS)
+    return num(value, FLOPS_DIGITS if name == "FLOPS" else MS_DIGITS if name == "search_ms" else NNZ_DIGITS)
 
 
 def scale(value: float | None) -> str:

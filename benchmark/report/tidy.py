@@ -6,18 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from benchmark.report.labels import row_id
-from benchmark.report.results import SuiteResults
-from benchmark.report.table import SPARSITY, Table
+from benchmark.report.results import SuiteResults, efficiency
+from benchmark.report.table import EFFICIENCY, SPARSITY, Table
 from benchmark.report.text import steps
 
 METRIC_COLUMNS = ["suite", "dataset", "system", "backbone", "variant", "factor", "trained", "measure", "value", "status",
                   "evaluate_id", "train_id", "subset", "method", "seed", "outcome", "outcome_reason", "outcome_step",
                   "stopped_early", "queries", "FLOPS", "query_nnz", "doc_nnz", "scale", "head_norm_before",
-                  "head_norm_after"]  # the first twelve as before, so readers of the earlier columns keep working
+                  "head_norm_after", "search_ms", "index_bytes"]  # the first twelve as before, so readers of the
+# earlier columns keep working; search_ms and index_bytes come from stages.csv
 TABLE_COLUMNS = ["table", "row", "row_id", "system", "backbone", "variant", "trained", "column", "kind", "measure",
                  "value", "sd", "seeds", "of", "delta", "p_value", "p_holm", "significant", "p_bm25", "p_bm25_holm",
                  "significant_bm25", "best", "partial", "status", "outcomes", "collapse_steps", "FLOPS", "query_nnz",
-                 "doc_nnz", "test", "p_query"]
+                 "doc_nnz", "test", "p_query", "search_ms", "index_bytes"]
 
 
 def exact(x: float | None) -> str:
@@ -27,6 +28,7 @@ def exact(x: float | None) -> str:
 
 def metric_rows(results: SuiteResults) -> list[dict[str, Any]]:
     out = []
+    costs = efficiency(results)
     for c in results.conditions:
         for measure in results.dataset_measures.get(c.dataset, results.measures):
             value = c.metrics.get(measure) if c.scored else None
@@ -40,7 +42,8 @@ def metric_rows(results: SuiteResults) -> list[dict[str, Any]]:
                         "FLOPS": exact(c.FLOPS), "query_nnz": exact(c.query_nnz), "doc_nnz": exact(c.doc_nnz),
                         "scale": exact(c.scale), "head_norm_before": exact(c.head_norm_before),
                         "head_norm_after": exact(c.head_norm_after), "evaluate_id": c.evaluate_id,
-                        "train_id": c.train_id})
+                        "train_id": c.train_id, "search_ms": exact(costs[c.key]["search_ms"]),
+                        "index_bytes": "" if (b := costs[c.key]["index_bytes"]) is None else int(b)})
     return out
 
 
@@ -59,7 +62,7 @@ def table_rows(table: Table) -> list[dict[str, Any]]:
                 out.append({"table": table.title, "row": table.info[row].label, "row_id": row_id(row), "system": row[0],
                             "backbone": row[1], "variant": row[2], "trained": row[3], "column": dataset,
                             "kind": "efficiency", "outcomes": table.info[row].mark,
-                            **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in SPARSITY}})
+                            **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in (*SPARSITY, *EFFICIENCY)}})
         return out
     for row in table.rows:
         info = table.info[row]
@@ -74,6 +77,6 @@ def table_rows(table: Table) -> list[dict[str, Any]]:
                         "significant": cell.significant, "p_bm25": fmt_p(cell.p_bm25),
                         "p_bm25_holm": fmt_p(cell.p_bm25_holm), "significant_bm25": cell.significant_bm25, "best": cell.best, "partial": cell.partial,
                         "status": cell.status, "outcomes": info.mark, "collapse_steps": steps(cell.steps),
-                        **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in SPARSITY},
+                        **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in (*SPARSITY, *EFFICIENCY)},
                         "test": cell.test, "p_query": fmt_p(cell.p_query)})
     return out
