@@ -358,6 +358,9 @@ def test_stage_lines_name_their_system():
     sweep = build_plan(load_suite("scale-sweep"), Options(variants=["x4", "x4-projection"], seeds=["43"]))
     trains = sorted(labels for s in sweep.stages() if s.kind.name == "train" for labels in [sweep.stage_labels()[s.id]])
     assert trains == ["bert-tiny x4, seed 43", "bert-tiny x4-projection, seed 43"]
+    published = build_plan(load_suite("published"), Options(datasets=["beir/scifact/test"], published=["naver/splade-v3"]))
+    assert {published.stage_labels()[s.id] for s in published.stages() if s.kind.name == "search"} == {
+        "BM25, beir/scifact/test", "naver/splade-v3 (published), beir/scifact/test"}
 
 
 def test_transformers_bars_stay_off_the_terminal(capfd, tmp_path):

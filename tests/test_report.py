@@ -840,6 +840,7 @@ def test_expected_scores_are_checked_on_the_page(tmp_path):
          "tolerance": 0.01, "source": "made up"},  # got 0.2000: FAIL
         {"dataset": D1, "system": "splade", "backbone": "bb2", "variant": "baseline", "collapsed": True},
         {"dataset": D1, "system": "bm25", "measure": MEASURE, "value": 0.1, "max_docs": 600},  # another subset
+        {"dataset": D1, "system": "published", "backbone": "naver/splade-v3", "measure": MEASURE, "value": 0.7},  # not run
     ]
     folder = publish(results, tmp_path / "hand")
     checks, skipped, source = check_results(read_results(folder))
@@ -848,11 +849,11 @@ def test_expected_scores_are_checked_on_the_page(tmp_path):
         ("OKish", "expected 0.6000 (±0.01, okish ±0.02), got 0.6150", "0.6150"),
         ("FAIL", "expected 0.5000 (±0.01, okish ±0.02), got 0.2000 [made up]", "0.2000"),
         ("OK", "collapsed, as expected", "collapsed")]
-    assert (skipped, source) == (1, "the suite's, recorded with these results")
+    assert (skipped, source) == (2, "the suite's, recorded with these results")
     assert checks[1].commands == ("python -m benchmark.run --suite hand  # bb-resc-alpha",)
     page = (folder / "index.html").read_text()
     section = page.split('<h2 id="checks">Regression checks</h2>')[1].split("<h2")[0]
-    assert "2 OK, 1 OKish, 1 FAIL; 1 entry for other subsets or datasets not checked" in section
+    assert "2 OK, 1 OKish, 1 FAIL; 2 entries for other subsets, datasets or models not checked" in section
     assert [v for v in re.findall(r'data-field="verdict">\[(\w+)\]', section)] == ["OK", "OKish", "FAIL", "OK"]
     assert "# bb-resc-alpha" in section and section.count('<td class="cmd">') == 4
     assert json.loads((folder / "results.json").read_text())["expected"][0]["system"] == "bm25"

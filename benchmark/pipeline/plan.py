@@ -213,8 +213,9 @@ class Plan:
         shared by nothing (a corpus serves every system) is left out."""
         variants: dict[str, list[str]] = {}
         for c in self.conditions:
-            if c.backbone_stage is not None and c.variant not in variants.setdefault(c.backbone_stage.id, []):
-                variants[c.backbone_stage.id].append(c.variant)
+            label = "(published)" if c.system == PUBLISHED else c.variant
+            if c.backbone_stage is not None and label not in variants.setdefault(c.backbone_stage.id, []):
+                variants[c.backbone_stage.id].append(label)
         facts: dict[str, dict[str, set[Any]]] = {}
 
         def gather(stage: Stage) -> dict[str, set[Any]]:

@@ -205,7 +205,11 @@ def expected_entries(results: Any) -> tuple[list[Any], str]:
 
 
 def applies_to_results(entry: Any, results: Any) -> bool:
+    """``applies`` for a results folder: its subset, one of its datasets, and a published model it evaluated."""
     columns = set(results.column_names()) | {c.dataset for c in results.conditions}
+    if entry.system == "published" and entry.backbone and not any(
+            entry.backbone in model_names(c.backbone) for c in results.conditions if c.system == "published"):
+        return False
     return entry.dataset in columns and entry.max_docs == results.max_docs and entry.max_queries == results.max_queries
 
 

@@ -369,7 +369,7 @@ def checks_html(results: SuiteResults) -> str:
                     f"<td>{escape(short_name(e.dataset, labels))}</td><td>{escape(_describe(e))}</td>"
                     f"<td>{escape(e.measure or 'status')}</td><td>{escape(expected)}</td><td>{escape(v.got)}</td>"
                     f"<td>{escape(e.source)}</td>{_cmd_cell(list(check.commands))}</tr>")
-    others = f"; {skipped} entr{'y' if skipped == 1 else 'ies'} for other subsets or datasets not checked" if skipped else ""
+    others = f"; {skipped} entr{'y' if skipped == 1 else 'ies'} for other subsets, datasets or models not checked" if skipped else ""
     return (f'<p class="lead">Expected scores: {escape(source)}, checked against these results as '
             "<code>python -m benchmark.run … --check</code> checks a run (Pyserini&#x27;s two-click reproductions): "
             f"{counts['OK']} OK, {counts['OKish']} OKish, {counts['FAIL']} FAIL{others}. [OK]: within the tolerance; "
