@@ -7,11 +7,12 @@ pyserini's import quirks, and is the only place that imports pyserini.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,12 +97,43 @@ def start_jvm() -> Jdk:
         drop_vector_option()
     from benchmark.common.command_line import verbose
 
-    if verbose():
-        import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
-    else:
-        _quiet_jvm_start(jdk)
+    import jnius_config
+
+    jnius_config.add_options(REDUCED_SIGNALS)
+    with python_keeps_signals():
+        if verbose():
+            import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
+        else:
+            _quiet_jvm_start(jdk)
     _STARTED = jdk
     return jdk
+
+
+#: The JVM runs inside this process (pyjnius), and by default it installs its own SIGINT, SIGTERM and SIGHUP
+#: handlers, which run Java's shutdown and exit without Python's: no ``interrupted`` line, claims left held,
+#: and libtorch threads torn down under a running exit (a SIGSEGV the JVM reports in ``hs_err_pid*.log``).
+#: -Xrs leaves those signals to the embedding process; the JVM's own (SIGSEGV for null checks) stay.
+REDUCED_SIGNALS = "-Xrs"
+OWNED_SIGNALS = ("SIGINT", "SIGTERM")
+
+
+@contextlib.contextmanager
+def python_keeps_signals() -> Iterator[None]:
+    """Python's SIGINT and SIGTERM handlers, as they were, once the block (the JVM's start) ends: each is
+    installed again, which sets the process's C-level handler back to Python's whatever the block did."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
+        yield
+        return
+    before = {name: signal.getsignal(getattr(signal, name)) for name in OWNED_SIGNALS}
+    try:
+        yield
+    finally:
+        for name, handler in before.items():
+            if handler is not None:  # None: installed outside Python, nothing of ours to restore
+                signal.signal(getattr(signal, name), handler)
 
 
 #: JDK 23+ warns on stderr when Lucene calls sun.misc.Unsafe (JEP 471); this option allows it silently
