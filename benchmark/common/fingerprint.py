@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from benchmark.common.atomic import atomic_write
@@ -76,8 +76,12 @@ def tree_digest(folder: Path | str, names: Iterable[str] | None = None) -> str:
                       if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
     else:
         rels = sorted(names)
+    return digest_of_tree({rel: file_digest(folder / rel) if (folder / rel).is_file() else None for rel in rels})
+
+
+def digest_of_tree(files: Mapping[str, str | None]) -> str:
+    """``tree_digest``'s value from each file's sha256 (None: missing), e.g. of copies hashed as they were made."""
     digest = hashlib.sha256()
-    for rel in rels:
-        path = folder / rel
-        digest.update(f"{rel}\0{file_digest(path) if path.is_file() else 'missing'}\n".encode())
+    for rel in sorted(files):
+        digest.update(f"{rel}\0{files[rel] or 'missing'}\n".encode())
     return digest.hexdigest()

@@ -18,7 +18,7 @@ class Corpus(StageKind):
     name = "corpus"
     VERSION = 1
     optional_parents = ("topics",)  # with max_docs: the judged documents to keep
-    sources = ("benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
+    sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
                "benchmark.data.datasets", "benchmark.stages.corpus")
 
     @dataclass(frozen=True)
@@ -44,7 +44,8 @@ class Corpus(StageKind):
         from benchmark.stages.topics import Topics
 
         keep = Topics.judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()
-        return materialise_corpus(config.source, out, config.max_docs, config.seed, keep, ctx.progress)
+        return materialise_corpus(config.source, out, config.max_docs, config.seed, keep, ctx.progress,
+                                  inputs.external.get("content"))
 
     # readers for later stages
     @staticmethod

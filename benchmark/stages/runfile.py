@@ -14,7 +14,7 @@ class RunFile(StageKind):
     name = "runfile"
     VERSION = 1
     parents = ("topics", "corpus")
-    sources = ("benchmark.formats.documents", "benchmark.formats.trec_run", "benchmark.data.datasets",
+    sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.trec_run", "benchmark.data.datasets",
                "benchmark.evaluation.external_runs", "benchmark.stages.runfile")
 
     @dataclass(frozen=True)
@@ -37,4 +37,5 @@ class RunFile(StageKind):
         from benchmark.evaluation.external_runs import materialise_run
 
         dataset = inputs.record("topics").get("dataset", "the dataset")
-        return materialise_run(Path(config.path), set(read_docids(inputs.path("corpus"))), str(dataset), out)
+        return materialise_run(Path(config.path), set(read_docids(inputs.path("corpus"))), str(dataset), out,
+                               inputs.external.get("content"))

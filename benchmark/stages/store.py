@@ -74,6 +74,10 @@ class Inputs:
 
     paths: Mapping[str, Path]
     metas: Mapping[str, Mapping[str, Any]]
+    #: the content fingerprints of outside inputs as the plan computed them (they are in the stage's id): a
+    #: stage compares what it copies with them (``benchmark.common.snapshot``), so it never publishes other
+    #: bytes under this id
+    external: Mapping[str, Any] = field(default_factory=dict)
 
     def path(self, role: str) -> Path:
         return self.paths[role]
