@@ -157,3 +157,209 @@ def test_a_run_file_that_is_a_pipe_is_one_line(world, tmp_path, capsys):
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"run file {str(fifo)!r} is a pipe, not a regular file" in proc.stderr
+
+
+# --------------------------------------------------------------------------- 2. records verified or derived
+
+
+def _stage_dir(runs: Path, kind: str) -> Path:
+    [folder] = [p for p in (runs / kind).iterdir() if not p.name.startswith(".")]
+    return folder
+
+
+def _edit_record(folder: Path, edit) -> None:
+    meta = json.loads((folder / "config.json").read_text())
+    edit(meta["record"])
+    (folder / "config.json").write_text(json.dumps(meta))
+
+
+def _run_out(capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = run_cli(*argv)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_an_edited_evaluate_record_is_found_and_the_tables_keep_the_per_query_mean(world, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(world["runs"], runs)
+    evaluate = _stage_dir(runs, "evaluate")
+    _edit_record(evaluate, lambda r: r["metrics"].update({"nDCG@10": r["metrics"]["nDCG@10"] + 0.1}))
+    argv = ["--suite", str(world["suite"]), "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results")]
+    code, out = _run_out(capsys, *argv, "--verify")
+    assert code == 0, out
+    assert f"[damaged] {evaluate.name}: its record gives nDCG@10 = " in out and "but its perquery.tsv averages" in out, out
+    assert _metrics(tmp_path / "results" / "t")[("bm25", "nDCG@10")] == world["true"]
+
+
+def test_the_tables_take_their_means_from_the_per_query_values(world, tmp_path):
+    """``--refresh`` reads stages by the ids a results folder records, without reusing them through the
+    store: its means too come from ``perquery.tsv``, not from the record beside it."""
+    from benchmark.report.build import refresh_suites
+
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    shutil.copytree(world["runs"], runs)
+    shutil.copytree(world["base"] / "computed", results)
+    _edit_record(_stage_dir(runs, "evaluate"), lambda r: r["metrics"].update({"nDCG@10": 0.1234}))
+    assert refresh_suites(results, ["t"], runs, out=lambda line: None) == 0
+    assert _metrics(results / "t")[("bm25", "nDCG@10")] == world["true"]
+
+
+def test_a_file_a_finished_stage_did_not_record_is_damage(world, tmp_path, capsys):
+    """A collection file added to a finished corpus stage (as a shard to an encode stage) is read by the
+    index built from it: the index then held more documents than its source, and ``--verify`` saw nothing."""
+    runs = tmp_path / "runs"
+    shutil.copytree(world["runs"], runs)
+    corpus = _stage_dir(runs, "corpus")
+    (corpus / "corpus" / "extra.jsonl").write_text(json.dumps({"id": "extra", "contents": "an extra document"}) + "\n")
+    for kind in ("index", "search", "evaluate"):
+        shutil.rmtree(_stage_dir(runs, kind))
+    argv = ["--suite", str(world["suite"]), "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results")]
+    code, out = _run_out(capsys, *argv)
+    assert code == 0, out
+    assert f"[damaged] {corpus.name}: it holds corpus/extra.jsonl, which it did not record; recomputing it" in out, out
+    assert _metrics(tmp_path / "results" / "t")[("bm25", "nDCG@10")] == world["true"]
+
+
+@pytest.mark.parametrize("verify", [False, True], ids=["plain", "verify"])
+def test_a_stage_holding_a_file_it_did_not_record_is_not_reused(tmp_path, verify):
+    from benchmark.stages.store import Stage, StageKind, Store
+
+    class Kind(StageKind):
+        name, VERSION = "kind", 1
+
+    def shard(out: Path) -> dict:
+        (out / "shard-0.jsonl").write_text("a\n")
+        return {}
+
+    stage = Stage(Kind, {"x": 1})
+    Store(tmp_path, log=lambda line: None).run(stage, shard)
+    (tmp_path / "kind" / stage.id / "shard-1.jsonl").write_text("b\n")
+    store = Store(tmp_path, verify=verify, log=lambda line: None)
+    assert store.lookup(stage) is None
+    assert store.damaged == {stage.id: "it holds shard-1.jsonl, which it did not record"}
+
+
+NBSP_DOC = {"_id": "nbsp-only", "title": "", "text": "\u00a0"}
+
+
+def test_a_document_of_one_no_break_space_is_counted_as_lucene_counts_it(world, tmp_path, capsys):
+    """Anserini skips a document whose contents ``String.trim()`` to nothing (code points up to U+0020); a
+    no-break space is kept, as a document without terms. Counted by Python's ``strip()``, the corpus said one
+    document fewer than its index held, and the run stopped with a line that ``--verify`` only repeated."""
+    folder = tmp_path / "slice"
+    shutil.copytree(world["folder"], folder)
+    with open(folder / "corpus.jsonl", "a") as fh:
+        fh.write(json.dumps(NBSP_DOC) + "\n")
+    suite = tmp_path / "t.toml"
+    suite.write_text(BM25.format(name="t", folder=folder))
+    runs = tmp_path / "runs"
+    argv = ["--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results")]
+    code, out = _run_out(capsys, *argv)
+    assert code == 0, out
+    corpus, index = _stage_dir(runs, "corpus"), _stage_dir(runs, "index")
+    assert json.loads((corpus / "config.json").read_text())["record"]["empty_documents"] == 0
+    assert json.loads((index / "config.json").read_text())["record"]["documents"] == 201
+
+    # a corpus stage recorded by the earlier rule (one empty document) is found by --verify and recomputed
+    _edit_record(corpus, lambda r: r.update(empty_documents=1))
+    for kind in ("index", "search", "evaluate"):
+        shutil.rmtree(_stage_dir(runs, kind))
+    assert "rerun with --verify" in _one_error(capsys, run_cli(*argv))
+    code, out = _run_out(capsys, *argv, "--verify")
+    assert code == 0, out
+    assert f"[damaged] {corpus.name}: its record counts 1 empty documents, but its docs.jsonl holds 0" in out, out
+
+
+# --------------------------------------------------------------------------- 4. concurrency and leftovers
+
+
+def _cli(argv: list[str], **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benchmark.run", *argv, "--no-progress"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+def _hidden(folder: Path) -> list[str]:
+    """Hidden entries but a lock file (kept: removing a lock file races with its next taker)."""
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock"))
+
+
+def test_a_killed_publish_leaves_a_staging_folder_that_the_next_run_removes(world, tmp_path):
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    shutil.copytree(world["runs"], runs)
+    argv = ["--suite", str(world["suite"]), "--runs-dir", str(runs), "--results-dir", str(results)]
+    killed = _cli(argv, BENCHMARK_KILL_AT="folder:staged")
+    assert killed.returncode == -9, killed.stderr
+    assert [name for name in _hidden(results) if ".partial" in name], _hidden(results)
+    assert _cli(argv).returncode == 0
+    assert _hidden(results) == []
+
+
+def test_a_kill_at_a_stages_swap_leaves_the_old_folder_that_the_next_run_removes(world, tmp_path):
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    shutil.copytree(world["runs"], runs)
+    argv = ["--suite", str(world["suite"]), "--runs-dir", str(runs), "--results-dir", str(results)]
+    killed = _cli([*argv, "--force"], BENCHMARK_KILL_AT="stage:swap")  # the first stage forced: corpus
+    assert killed.returncode == -9, killed.stderr
+    assert [name for name in _hidden(runs / "corpus") if ".old" in name], _hidden(runs / "corpus")
+    assert _cli(argv).returncode == 0
+    assert [name for name in _hidden(runs / "corpus") if ".old" in name] == []
+
+
+def test_a_users_file_where_the_results_folder_goes_is_refused_and_kept(world, tmp_path, capsys):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "t").write_text("my notes")
+    line = _one_error(capsys, run_cli("--suite", str(world["suite"]), "--runs-dir", str(tmp_path / "runs"),
+                                      "--results-dir", str(results)))
+    assert line == (f"error: {results / 't'} is a file, not a folder the harness wrote; it would be replaced by the results "
+                    "folder: move it away, or pass another --results-dir")
+    assert (results / "t").read_text() == "my notes" and _hidden(results) == []
+
+
+REBUILD_PAUSED = """
+import sys, time
+from pathlib import Path
+from benchmark.report import build
+results, paused, resume = map(Path, sys.argv[1:])
+real = build.render
+def render(results_, staging, name=None):  # the rebuild has copied the old folder: it waits here
+    paused.touch()
+    while not resume.exists():
+        time.sleep(0.05)
+    return real(results_, staging, name)
+build.render = render
+sys.exit(build.rebuild(results))
+"""
+
+
+def test_a_rebuild_and_a_publish_of_one_folder_take_turns(world, tmp_path):
+    """``python -m benchmark.report`` rebuilding a folder while a run publishes it: the rebuild had read the
+    old folder, and swapped its copy over the run's new tables after them (both exit 0)."""
+    import threading
+    import time
+
+    from benchmark.report import build
+    from benchmark.report.results import read_results
+
+    results = tmp_path / "results"
+    shutil.copytree(world["base"] / "computed", results)
+    folder = results / "t"
+    new = read_results(folder)
+    new.description = "the run's new tables"
+    paused, resume = tmp_path / "paused", tmp_path / "resume"
+    rebuild = subprocess.Popen([sys.executable, "-c", REBUILD_PAUSED, str(results), str(paused), str(resume)], cwd=ROOT,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not paused.exists() and time.monotonic() < deadline and rebuild.poll() is None:
+        time.sleep(0.05)
+    assert paused.exists(), rebuild.communicate()
+    publish = threading.Thread(target=build.publish, args=(new, folder))
+    publish.start()
+    publish.join(3)  # without a lock it has finished by now; with one it waits for the rebuild
+    resume.touch()
+    out, err = rebuild.communicate(timeout=120)
+    publish.join(120)
+    assert rebuild.returncode == 0 and not publish.is_alive(), err
+    assert read_results(folder).description == "the run's new tables"

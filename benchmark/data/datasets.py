@@ -597,7 +597,7 @@ def _materialise_corpus(source: str, read: str, out: Path, max_docs: int | None,
             seen.add(doc_id)
             yield corpus_format.Doc(doc_id, contents)
             n_docs += 1
-            empty += not contents.strip()  # Lucene indexes no document without terms
+            empty += corpus_format.indexed_empty(contents)  # Anserini skips these, as Java's trim() finds them
         if n_docs == 0:  # raised inside the writer: neither file appears
             raise BenchmarkError(f"dataset {source!r} has an empty corpus; give a corpus with at least one document")
 
@@ -607,6 +607,18 @@ def _materialise_corpus(source: str, read: str, out: Path, max_docs: int | None,
     if repeated:
         record["repeated_ids_skipped"] = repeated  # the first document of each id is kept
     return record
+
+
+def corpus_record_problem(record: dict[str, Any], folder: Path) -> str | None:
+    """Where a corpus stage's counts disagree with its ``docs.jsonl`` (read whole: for ``--verify``), or None."""
+    documents = empty = 0
+    for doc in corpus_format.read_docs(corpus_format.docs_path(folder)):
+        documents += 1
+        empty += corpus_format.indexed_empty(doc.contents)
+    for key, actual in (("documents", documents), ("empty_documents", empty)):
+        if key in record and record[key] != actual:
+            return f"its record counts {record[key]} {key.replace('_', ' ')}, but its docs.jsonl holds {actual}"
+    return None
 
 
 def judged_docs(topics_dir: Path) -> set[str]:

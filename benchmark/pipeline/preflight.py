@@ -15,7 +15,7 @@ from typing import Any
 from benchmark.common.errors import BenchmarkError
 
 
-def output_dir_problem(path: Path | str, what: str, flag: str, env: str) -> str | None:
+def output_dir_problem(path: Path | str, what: str, flag: str, env: str | None = None) -> str | None:
     """None when ``path`` is, or can be created as, a writable folder; nothing is created."""
     target = Path(path).expanduser().absolute()
     probe_in = target
@@ -33,8 +33,8 @@ def output_dir_problem(path: Path | str, what: str, flag: str, env: str) -> str 
             reason = exc.strerror or type(exc).__name__
     if reason is None:
         return None
-    return (f"{what} folder {str(path)!r} is not writable ({reason}); fix its permissions or pass {flag} DIR "
-            f"(or set {env})")
+    return (f"{what} folder {str(path)!r} is not writable ({reason}); fix its permissions or pass {flag} DIR"
+            + (f" (or set {env})" if env else ""))
 
 
 def overlap_problem(runs_dir: Path | str, results_dir: Path | str) -> str | None:
