@@ -271,6 +271,98 @@ def test_a_document_of_one_no_break_space_is_counted_as_lucene_counts_it(world, 
     assert f"[damaged] {corpus.name}: its record counts 1 empty documents, but its docs.jsonl holds 0" in out, out
 
 
+# --------------------------------------------------------------------------- 3. names and paths confined
+
+
+def _received(world, tmp_path, edit) -> tuple[Path, Path]:
+    """A copy of a results folder whose results.json someone else edited; (the results dir, the folder)."""
+    results = tmp_path / "results"
+    shutil.copytree(world["base"] / "computed", results)
+    folder = results / "t"
+    data = json.loads((folder / "results.json").read_text())
+    edit(data["conditions"][0], folder)
+    (folder / "results.json").write_text(json.dumps(data))
+    return results, folder
+
+
+def _rebuild(results: Path) -> tuple[int, list[str], list[str]]:
+    from benchmark.report.build import rebuild
+
+    out: list[str] = []
+    err: list[str] = []
+    return rebuild(results, out=out.append, err=err.append), out, err
+
+
+def test_a_received_results_folder_cannot_make_a_rebuild_write_outside_it(world, tmp_path):
+    """A ``telemetry`` entry of ``../../outside/victim.png`` overwrote an existing file outside the folder."""
+    victim = tmp_path / "outside" / "victim.png"
+    victim.parent.mkdir()
+    victim.write_bytes(b"precious")
+
+    def edit(c, folder):
+        c.update(trained=True, train_id="train-0123456789ab", telemetry="../../outside/victim.png")
+        (folder / "telemetry").mkdir()
+        (folder / "telemetry" / "train-0123456789ab.csv").write_text("step,loss\n1,2.0\n2,1.0\n")
+
+    results, folder = _received(world, tmp_path, edit)
+    code, _, err = _rebuild(results)
+    assert code == 1 and len(err) == 1, err
+    assert err[0].startswith(f"failed {folder}: {folder / 'results.json'}: conditions[0].telemetry '../../outside/victim.png' "
+                             "leads outside the folder (it climbs out with '..')"), err
+    assert victim.read_bytes() == b"precious"
+
+
+def test_a_system_name_climbing_out_writes_nothing_outside_the_folder(world, tmp_path):
+    """A system named ``../../outside/x`` created ``mteb/../../outside/x/…json`` beside the folder."""
+    results, folder = _received(world, tmp_path, lambda c, folder: c.update(system="../../outside/x"))
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if folder not in p.parents and p != folder)
+    code, _, err = _rebuild(results)
+    assert code == 1 and len(err) == 1, err
+    assert "leads outside" in err[0] and "'..'" in err[0], err
+    after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if folder not in p.parents and p != folder)
+    assert [p for p in after if p not in before and not p.name.endswith(".lock")] == []
+
+
+def test_two_local_folders_of_one_name_publish_to_two_results_folders(world, tmp_path, capsys):
+    """``--datasets ./a/cisi`` and, in another run, ``--datasets ./b/cisi``: both published to
+    ``adhoc@datasets=cisi``, the second over the first, labelled cisi but holding the other's numbers."""
+    a, b = tmp_path / "a" / "cisi", tmp_path / "b" / "cisi"
+    shutil.copytree(world["folder"], a)
+    shutil.copytree(world["folder"], b)
+    lines = (b / "qrels" / "test.tsv").read_text().splitlines(keepends=True)
+    (b / "qrels" / "test.tsv").write_text("".join(lines[:6]))  # another dataset: fewer judged queries
+    results = tmp_path / "results"
+    for folder in (a, b):
+        assert run_cli("--datasets", str(folder), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(results)) == 0
+    folders = sorted(p for p in results.iterdir() if not p.name.startswith("."))
+    assert [p.name.split("~")[0] for p in folders] == ["adhoc@datasets=cisi", "adhoc@datasets=cisi"], folders
+    scored = {json.loads((p / "results.json").read_text())["conditions"][0]["queries"] for p in folders}
+    assert scored == {20, 5}  # each folder holds its own dataset's numbers
+
+
+def test_a_remove_query_key_that_names_no_dataset_is_one_line(world, tmp_path, capsys):
+    suite = tmp_path / "t.toml"
+    suite.write_text(BM25.format(name="t", folder=world["folder"]) + f'[remove_query]\n"{world["folder"]}/" = true\n')
+    line = _one_error(capsys, run_cli("--suite", str(suite), "--dry-run"))
+    assert f"remove_query.'{world['folder']}/' names dataset '{world['folder']}/', not in the suite; valid: " in line, line
+
+
+@pytest.mark.parametrize("column, value", [("score", "99_999"), ("score", "\u0665"),
+                                           ("rank", "1_0"), ("rank", "\u0663")])
+def test_run_file_numbers_are_checked_as_trec_tools_read_them(tmp_path, column, value):
+    """Python's int() and float() read '99_999' as 99999 and '٥' (Arabic-Indic five) as 5; C's atof, which
+    TREC tools use, reads 99 and 0: the check that claims to check what TREC tools read must refuse them."""
+    from benchmark.evaluation.external_runs import parse_runs
+
+    row = {"rank": "1", "score": "2.5", column: value}
+    run = tmp_path / "x.trec"
+    run.write_text(f"q1 Q0 d1 {row['rank']} {row['score']} tag\n", encoding="utf-8")
+    runs, problems = parse_runs([f"x={run}"])
+    assert runs == [] and len(problems) == 1, problems
+    assert problems[0].startswith(f"run file {str(run)!r} line 1: {column} {value!r} is not "), problems[0]
+    assert "ASCII" in problems[0]
+
+
 # --------------------------------------------------------------------------- 4. concurrency and leftovers
 
 
@@ -363,3 +455,72 @@ def test_a_rebuild_and_a_publish_of_one_folder_take_turns(world, tmp_path):
     publish.join(120)
     assert rebuild.returncode == 0 and not publish.is_alive(), err
     assert read_results(folder).description == "the run's new tables"
+
+
+# --------------------------------------------------------------------------- 4. one line, not a wrong number or a traceback
+
+
+def test_a_cutoff_deeper_than_the_search_depth_is_refused_before_work(capsys):
+    """``--set k=100`` on a suite that reports R@1000 gave R@1000 equal to R@100 on every row, with exit 0."""
+    line = _one_error(capsys, run_cli("--suite", "smoke", "--set", "k=100", "--dry-run"))
+    assert line == ("error: measure(s) R@1000 rank deeper than the search depth k = 100: a search returns 100 hits per "
+                    "query, so they would be computed on those alone (R@1000 would equal R@100 on every row); set k to "
+                    "1000 or more (--set k=1000), or leave R@1000 out of the measures")
+
+
+@pytest.mark.parametrize("measures, expected", [
+    ('["INST"]', "error: measure 'INST' needs a value for max_rel (maximum relevance score), which has no default: write "
+                 "e.g. INST(max_rel=…); use ir_measures strings such as"),
+    ('["nDCG@10"]', None),  # the suite's expected scores of other measures no longer apply: not an error
+])
+def test_set_measures_is_judged_on_the_measures_it_names(capsys, measures, expected):
+    """``--set measures=[…]`` on the smoke suite named the suite's own ``expected[0]`` … entries (which the
+    command never touched) instead of the measure, and ir_measures' placeholder object for a missing value."""
+    code = run_cli("--suite", "smoke", "--set", f"measures={measures}", "--dry-run")
+    if expected is None:
+        assert code == 0, capsys.readouterr()
+        return
+    line = _one_error(capsys, code)
+    assert line.startswith(expected), line
+    assert "expected[" not in line and "object at 0x" not in line
+
+
+def test_a_non_ascii_path_under_the_c_locale_runs(tmp_path):
+    """Under LC_ALL=C Java encodes file names as ASCII: a run whose runs folder or dataset path held 'ü' failed
+    with three Java stack frames in place of its cause. The harness starts Java in a UTF-8 locale."""
+    from test_data import beir_folder
+
+    folder = beir_folder(tmp_path / "daten-ü" / "mini")
+    proc = _cli(["--datasets", str(folder), "--runs-dir", str(tmp_path / "läufe"), "--results-dir", str(tmp_path / "results")],
+                LC_ALL="C")
+    assert proc.returncode == 0, proc.stderr
+    [results] = [p for p in (tmp_path / "results").iterdir() if not p.name.startswith(".")]
+    assert _metrics(results)[("bm25", "nDCG@10")] == "1.0"  # both judged documents ranked first (test_data's folder)
+
+
+NO_UTF8_LOCALE = """
+import sys
+from pathlib import Path
+from benchmark.common.errors import BenchmarkError
+from benchmark.retrieval import lucene
+lucene.UTF8_LOCALE = "xx_XX.UTF-8"  # a UTF-8 locale that is not installed: Java falls back to ASCII
+try:
+    lucene.build_bm25_index(Path(sys.argv[1]), Path(sys.argv[2]), 1)
+except BenchmarkError as exc:
+    print(exc)
+"""
+
+
+def test_a_path_java_cannot_encode_is_named_with_its_cause(tmp_path):
+    collection = tmp_path / "sammlung-ü"
+    collection.mkdir()
+    (collection / "docs.jsonl").write_text('{"id": "d1", "contents": "a document"}\n')
+    proc = subprocess.run([sys.executable, "-c", NO_UTF8_LOCALE, str(collection), str(tmp_path / "index")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "LC_ALL": "C"})
+    line = proc.stdout.strip()
+    assert line.startswith("Java could not encode a file name (Malformed input or input contains unmappable characters: "
+                           ), proc.stdout + proc.stderr
+    assert line.endswith("set a UTF-8 locale installed here (`locale -a`), e.g. LC_ALL=C.UTF-8, or use ASCII paths for "
+                         "--runs-dir and the datasets"), line
+    assert "\tat " not in line

@@ -102,23 +102,28 @@ def swap_folder(new: Path | str, target: Path | str) -> Path | None:
     return aside
 
 
-#: the lock every ``replace_folder`` in a parent folder holds, in that parent
+#: where the folder lock lives when the parent folder itself cannot be locked (NFS locks need a file)
 LOCK = ".replace.lock"
 
 
 @contextlib.contextmanager
 def folder_lock(parent: Path | str) -> Iterator[None]:
-    """An exclusive lock on the folders replaced in ``parent`` (``flock``: released when its holder dies). A
-    rebuild that reads a folder and the run that publishes it take turns, so neither swaps its copy over
-    the other's newer one."""
+    """An exclusive lock on the folders replaced in ``parent`` (``flock`` on the folder itself, so no file
+    appears beside the suites; released when its holder dies). A rebuild that reads a folder and the run that
+    publishes it take turns, so neither swaps its copy over the other's newer one."""
     import fcntl
 
-    with open(Path(parent) / LOCK, "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    fd = os.open(parent, os.O_RDONLY)
+    try:
         try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a filesystem that locks files only (NFS emulates flock with write locks)
+            os.close(fd)
+            fd = os.open(Path(parent) / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def not_a_folder(target: Path | str) -> str | None:

@@ -45,6 +45,15 @@ def _measure_problem(name: str) -> str | None:
     if cutoff is not None and (not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff < 1):
         return (f"measure {name!r} has cutoff {cutoff!r}; a cutoff is a positive integer written in digits "
                 f"(e.g. {measure.NAME or type(measure).__name__}@10)")
+    from ir_measures.measures.base import _NOT_PROVIDED
+
+    missing = [p for p, info in measure.SUPPORTED_PARAMS.items()
+               if getattr(info, "required", False) and measure.params.get(p, _NOT_PROVIDED) is _NOT_PROVIDED]
+    if missing:  # ir_measures' own line names its internal placeholder: 'invalid param max_rel=<object object at …>'
+        what = "; ".join(measure.SUPPORTED_PARAMS[p].desc if len(missing) == 1 else f"{p}: {measure.SUPPORTED_PARAMS[p].desc}"
+                         for p in missing)
+        return (f"measure {name!r} needs a value for {', '.join(missing)} ({what}), which has no default: write e.g. "
+                f"{measure.NAME}({', '.join(f'{p}=…' for p in missing)}); {MEASURE_HELP}")
     try:
         measure.validate_params()
     except AssertionError as exc:  # ir_measures checks parameter types and ranges with assert

@@ -100,13 +100,65 @@ def start_jvm() -> Jdk:
     import jnius_config
 
     jnius_config.add_options(REDUCED_SIGNALS)
-    with python_keeps_signals():
+    with python_keeps_signals(), utf8_locale():
         if verbose():
             import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
         else:
             _quiet_jvm_start(jdk)
     _STARTED = jdk
     return jdk
+
+
+#: Java encodes file names by the locale it starts in (``sun.jnu.encoding``); under LC_ALL=C that is ASCII,
+#: and a path with any other character fails (InvalidPathException, "Malformed input or input contains
+#: unmappable characters"). Python reads such paths in its UTF-8 mode, so the harness starts Java in this
+#: locale whenever the one it was given is not UTF-8.
+UTF8_LOCALE = "C.UTF-8"
+LOCALE_VARS = ("LC_ALL", "LC_CTYPE", "LANG")
+
+
+def locale_is_utf8(env: dict[str, str] | os._Environ[str] | None = None) -> bool:
+    """Whether a JVM started with ``env`` (default: this process's) encodes file names as UTF-8."""
+    env = os.environ if env is None else env
+    name = next((env[v] for v in LOCALE_VARS if env.get(v)), "C")
+    return bool(re.search(r"utf-?8", name, re.I))
+
+
+def java_env(env: dict[str, str] | os._Environ[str] | None = None) -> dict[str, str]:
+    """``env`` for a JVM: a UTF-8 locale where it had none (LC_ALL=C), so that it can open non-ASCII paths."""
+    out = dict(os.environ if env is None else env)
+    if not locale_is_utf8(out):
+        out["LC_ALL"] = UTF8_LOCALE
+    return out
+
+
+@contextlib.contextmanager
+def utf8_locale() -> Iterator[None]:
+    """The process's environment with ``java_env``'s locale while the in-process JVM starts (it reads its
+    file-name encoding then, once), as it was afterwards."""
+    if locale_is_utf8():
+        yield
+        return
+    before = os.environ.get("LC_ALL")
+    os.environ["LC_ALL"] = UTF8_LOCALE
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["LC_ALL"]
+        else:
+            os.environ["LC_ALL"] = before
+
+
+def unencodable_path(text: str) -> str | None:
+    """The one line for Java's InvalidPathException in a JVM's output (a path its locale cannot encode), else None."""
+    found = re.search(r"InvalidPathException: ([^\n:]+): ([^\n]*)", text)
+    if not found:
+        return None
+    given = next((f"{v}={os.environ[v]}" for v in LOCALE_VARS if os.environ.get(v)), "no locale set")
+    return (f"Java could not encode a file name ({found.group(1).strip()}: {found.group(2).strip()}): its locale ({given}, "
+            f"and {UTF8_LOCALE}, which the harness tried, is not installed) cannot write a non-ASCII path; set a UTF-8 "
+            "locale installed here (`locale -a`), e.g. LC_ALL=C.UTF-8, or use ASCII paths for --runs-dir and the datasets")
 
 
 #: The JVM runs inside this process (pyjnius), and by default it installs its own SIGINT, SIGTERM and SIGHUP
@@ -237,7 +289,7 @@ def _pyserini_index(args: list[str], log: Path) -> None:
     jdk = find_jdk()
     cmd = [*indexer_command(jdk), *args]
     # the log goes through a pipe: on a full disk the indexer's own writes to it would fail unseen
-    proc = subprocess.run(cmd, env=dict(os.environ, JAVA_HOME=str(jdk.home)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.run(cmd, env=dict(java_env(), JAVA_HOME=str(jdk.home)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     text = proc.stdout.decode(errors="replace")
     try:
@@ -248,6 +300,9 @@ def _pyserini_index(args: list[str], log: Path) -> None:
     if disk.NO_SPACE in text:  # Anserini logs the IOException and may still exit 0
         raise disk.full_error(log.parent)
     if proc.returncode != 0:
+        cause = unencodable_path(text)
+        if cause:
+            raise BenchmarkError(cause)
         tail = text.strip().splitlines()[-3:]
         raise BenchmarkError(f"Lucene indexing failed (exit {proc.returncode}): {' | '.join(tail)}; see {log}")
 
