@@ -134,6 +134,28 @@ def test_a_local_folder_edited_while_the_run_goes_is_refused_and_the_restored_on
     assert _metrics(tmp_path / "results" / "t")[("bm25", "nDCG@10")] == world["true"]
 
 
+def test_a_local_checkpoint_edited_while_the_run_goes_is_refused(world, tmp_path, monkeypatch, capsys, bert_tiny):
+    """The backbone stage loads a local checkpoint from a snapshot whose digest must be the planned one, as
+    the data stages read a local folder (here the tokenizer's config is edited after the plan)."""
+    from benchmark.stages.backbone import Backbone
+
+    model = tmp_path / "tiny"
+    shutil.copytree(bert_tiny, model)
+    edited = model / "tokenizer_config.json"
+    edited.chmod(0o644)
+    suite = tmp_path / "s.toml"
+    suite.write_text(BM25.format(name="s", folder=world["folder"]) + f'[splade]\nbackbones = ["{model}"]\n'
+                     '[encode]\nmax_doc_length = 32\nmax_query_length = 16\n')
+    runs = tmp_path / "runs"
+    shutil.copytree(world["runs"], runs)
+    with monkeypatch.context() as m:
+        _edited_when_run(m, Backbone, edited, edited.read_text().replace("{", '{"model_max_length": 7, ', 1))
+        line = _one_error(capsys, run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir",
+                                          str(tmp_path / "results")))
+    assert line.startswith(f"error: backbone {str(model)!r} ({model}) changed after this run was planned"), line
+    assert not (runs / "backbone").exists() or not [p for p in (runs / "backbone").iterdir() if not p.name.startswith(".")]
+
+
 def test_a_run_file_that_is_a_pipe_is_one_line(world, tmp_path, capsys):
     """``--run x=<(zcat run.gz)`` is a pipe that can be read once (it gave 47 lines of traceback), and a
     named pipe without a writer blocked the run for ever: both are one line before any work."""

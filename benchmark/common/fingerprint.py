@@ -71,12 +71,15 @@ def tree_digest(folder: Path | str, names: Iterable[str] | None = None) -> str:
     'missing', so adding it later changes the digest.
     """
     folder = Path(folder)
-    if names is None:
-        rels = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                      if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
-    else:
-        rels = sorted(names)
+    rels = tree_files(folder) if names is None else sorted(names)
     return digest_of_tree({rel: file_digest(folder / rel) if (folder / rel).is_file() else None for rel in rels})
+
+
+def tree_files(folder: Path | str) -> list[str]:
+    """The files ``tree_digest`` covers when given no names: every file below ``folder`` but hidden ones."""
+    folder = Path(folder)
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
 
 
 def digest_of_tree(files: Mapping[str, str | None]) -> str:
