@@ -84,6 +84,7 @@ def _edited_when_run(monkeypatch, kind: type, path: Path, edited: str) -> None:
     monkeypatch.setattr(kind, "run", classmethod(run))
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_run_file_edited_while_the_run_goes_is_refused_and_the_restored_one_scored(world, tmp_path, monkeypatch, capsys):
     from benchmark.stages.runfile import RunFile
 
@@ -104,6 +105,7 @@ def test_a_run_file_edited_while_the_run_goes_is_refused_and_the_restored_one_sc
     assert _metrics(tmp_path / "results" / "t@run=x")[("x", "nDCG@10")] == world["true"]  # the BM25 run, as a file
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 @pytest.mark.parametrize("edited, kind", [("qrels/test.tsv", "topics"), ("corpus.jsonl", "corpus")])
 def test_a_local_folder_edited_while_the_run_goes_is_refused_and_the_restored_one_scored(world, tmp_path, monkeypatch,
                                                                                           capsys, edited, kind):
@@ -134,6 +136,7 @@ def test_a_local_folder_edited_while_the_run_goes_is_refused_and_the_restored_on
     assert _metrics(tmp_path / "results" / "t")[("bm25", "nDCG@10")] == world["true"]
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_local_checkpoint_edited_while_the_run_goes_is_refused(world, tmp_path, monkeypatch, capsys, bert_tiny):
     """The backbone stage loads a local checkpoint from a snapshot whose digest must be the planned one, as
     the data stages read a local folder (here the tokenizer's config is edited after the plan)."""
@@ -156,6 +159,7 @@ def test_a_local_checkpoint_edited_while_the_run_goes_is_refused(world, tmp_path
     assert not (runs / "backbone").exists() or not [p for p in (runs / "backbone").iterdir() if not p.name.startswith(".")]
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_run_file_that_is_a_pipe_is_one_line(world, tmp_path, capsys):
     """``--run x=<(zcat run.gz)`` is a pipe that can be read once (it gave 47 lines of traceback), and a
     named pipe without a writer blocked the run for ever: both are one line before any work."""
@@ -202,6 +206,7 @@ def _run_out(capsys, *argv: str) -> tuple[int, str]:
     return code, captured.out + captured.err
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_an_edited_evaluate_record_is_found_and_the_tables_keep_the_per_query_mean(world, tmp_path, capsys):
     runs = tmp_path / "runs"
     shutil.copytree(world["runs"], runs)
@@ -214,6 +219,7 @@ def test_an_edited_evaluate_record_is_found_and_the_tables_keep_the_per_query_me
     assert _metrics(tmp_path / "results" / "t")[("bm25", "nDCG@10")] == world["true"]
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_the_tables_take_their_means_from_the_per_query_values(world, tmp_path):
     """``--refresh`` reads stages by the ids a results folder records, without reusing them through the
     store: its means too come from ``perquery.tsv``, not from the record beside it."""
@@ -227,6 +233,7 @@ def test_the_tables_take_their_means_from_the_per_query_values(world, tmp_path):
     assert _metrics(results / "t")[("bm25", "nDCG@10")] == world["true"]
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_file_a_finished_stage_did_not_record_is_damage(world, tmp_path, capsys):
     """A collection file added to a finished corpus stage (as a shard to an encode stage) is read by the
     index built from it: the index then held more documents than its source, and ``--verify`` saw nothing."""
@@ -265,6 +272,7 @@ def test_a_stage_holding_a_file_it_did_not_record_is_not_reused(tmp_path, verify
 NBSP_DOC = {"_id": "nbsp-only", "title": "", "text": "\u00a0"}
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_document_of_one_no_break_space_is_counted_as_lucene_counts_it(world, tmp_path, capsys):
     """Anserini skips a document whose contents ``String.trim()`` to nothing (code points up to U+0020); a
     no-break space is kept, as a document without terms. Counted by Python's ``strip()``, the corpus said one
@@ -315,6 +323,7 @@ def _rebuild(results: Path) -> tuple[int, list[str], list[str]]:
     return rebuild(results, out=out.append, err=err.append), out, err
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_received_results_folder_cannot_make_a_rebuild_write_outside_it(world, tmp_path):
     """A ``telemetry`` entry of ``../../outside/victim.png`` overwrote an existing file outside the folder."""
     victim = tmp_path / "outside" / "victim.png"
@@ -334,6 +343,7 @@ def test_a_received_results_folder_cannot_make_a_rebuild_write_outside_it(world,
     assert victim.read_bytes() == b"precious"
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_system_name_climbing_out_writes_nothing_outside_the_folder(world, tmp_path):
     """A system named ``../../outside/x`` created ``mteb/../../outside/x/…json`` beside the folder."""
     results, folder = _received(world, tmp_path, lambda c, folder: c.update(system="../../outside/x"))
@@ -345,6 +355,7 @@ def test_a_system_name_climbing_out_writes_nothing_outside_the_folder(world, tmp
     assert [p for p in after if p not in before and not p.name.endswith(".lock")] == []
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_two_local_folders_of_one_name_publish_to_two_results_folders(world, tmp_path, capsys):
     """``--datasets ./a/cisi`` and, in another run, ``--datasets ./b/cisi``: both published to
     ``adhoc@datasets=cisi``, the second over the first, labelled cisi but holding the other's numbers."""
@@ -362,6 +373,7 @@ def test_two_local_folders_of_one_name_publish_to_two_results_folders(world, tmp
     assert scored == {20, 5}  # each folder holds its own dataset's numbers
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_remove_query_key_that_names_no_dataset_is_one_line(world, tmp_path, capsys):
     suite = tmp_path / "t.toml"
     suite.write_text(BM25.format(name="t", folder=world["folder"]) + f'[remove_query]\n"{world["folder"]}/" = true\n')
@@ -398,6 +410,7 @@ def _hidden(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock"))
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_killed_publish_leaves_a_staging_folder_that_the_next_run_removes(world, tmp_path):
     runs, results = tmp_path / "runs", tmp_path / "results"
     shutil.copytree(world["runs"], runs)
@@ -409,6 +422,7 @@ def test_a_killed_publish_leaves_a_staging_folder_that_the_next_run_removes(worl
     assert _hidden(results) == []
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_kill_at_a_stages_swap_leaves_the_old_folder_that_the_next_run_removes(world, tmp_path):
     runs, results = tmp_path / "runs", tmp_path / "results"
     shutil.copytree(world["runs"], runs)
@@ -420,6 +434,7 @@ def test_a_kill_at_a_stages_swap_leaves_the_old_folder_that_the_next_run_removes
     assert [name for name in _hidden(runs / "corpus") if ".old" in name] == []
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_users_file_where_the_results_folder_goes_is_refused_and_kept(world, tmp_path, capsys):
     results = tmp_path / "results"
     results.mkdir()
@@ -447,6 +462,7 @@ sys.exit(build.rebuild(results))
 """
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_rebuild_and_a_publish_of_one_folder_take_turns(world, tmp_path):
     """``python -m benchmark.report`` rebuilding a folder while a run publishes it: the rebuild had read the
     old folder, and swapped its copy over the run's new tables after them (both exit 0)."""
@@ -507,6 +523,7 @@ def test_set_measures_is_judged_on_the_measures_it_names(capsys, measures, expec
     assert "expected[" not in line and "object at 0x" not in line
 
 
+@pytest.mark.slow  # a pipeline through Lucene (JVM)
 def test_a_non_ascii_path_under_the_c_locale_runs(tmp_path):
     """Under LC_ALL=C Java encodes file names as ASCII: a run whose runs folder or dataset path held 'ü' failed
     with three Java stack frames in place of its cause. The harness starts Java in a UTF-8 locale."""

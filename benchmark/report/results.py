@@ -296,9 +296,10 @@ def from_json(data: Mapping[str, Any], where: str) -> SuiteResults:
         raise BenchmarkError(f"{where} is incomplete or malformed ({exc}); rewrite it with --refresh") from None
 
 
-#: fields of a condition that name files inside the suite folder, and the ids that name stage folders
+#: fields of a condition that name files inside the suite folder, and the ids that name stage folders (read
+#: by --refresh and export under the runs folder; the key only joins perquery.csv.gz and names no file)
 PATH_FIELDS = ("telemetry", "run_file")
-ID_FIELDS = ("key", "evaluate_id", "search_id", "train_id", "backbone_id")
+ID_FIELDS = ("evaluate_id", "search_id", "train_id", "backbone_id")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=:@-]*$")
 
 
