@@ -287,6 +287,12 @@ def _main(args: argparse.Namespace) -> int:
             print(describe_estimate(plan, args.gpus or 1, resources.get("train")))
         return 0
     store.check_writable()
+    store.sweep()
+    from benchmark.common.atomic import not_a_folder
+
+    problem = not_a_folder(Path(args.results_dir) / results_folder(plan))
+    if problem:
+        raise BenchmarkError(problem)
     from benchmark.pipeline.executor import LocalExecutor, follow_training
     from benchmark.stages import Context
 

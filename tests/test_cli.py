@@ -36,7 +36,7 @@ def test_adhoc_cranfield_bm25_and_its_run_file_as_a_system(tmp_path, capsys):
     import ir_measures
 
     runs, results = tmp_path / "runs", tmp_path / "results"
-    common = ["--datasets", "cranfield", "--max-queries", "20", "--set", "k=100",
+    common = ["--datasets", "cranfield", "--max-queries", "20", "--set", "bm25.k1=1.2",
               "--runs-dir", str(runs), "--results-dir", str(results)]
     assert run_cli(*common) == 0
     out = capsys.readouterr().out
@@ -45,23 +45,24 @@ def test_adhoc_cranfield_bm25_and_its_run_file_as_a_system(tmp_path, capsys):
     assert re.search(r"^\[run\] search-[0-9a-f]{12} \(BM25, cranfield\)$", out, re.M)
     assert "\r" not in out  # captured output is no terminal: no bar redraws
     assert "| BM25 |" in out  # the headline table closes the run
-    folder = results / "adhoc@datasets=cranfield,max-queries=20,set=k=100"
+    folder = results / "adhoc@datasets=cranfield,max-queries=20,set=bm25.k1=1.2"
     first = json.loads((folder / "results.json").read_text())
     (bm25,) = first["conditions"]
     assert sorted(bm25["metrics"]) == ["R@1000", "nDCG@10"]  # no family: the default rule
-    assert "--suite" not in bm25["command"] and "--set k=100" in bm25["command"]
-    assert "Ad hoc: datasets=cranfield,max-queries=20,set=k=100 (no suite file; each dataset's measures from its " \
+    assert "--suite" not in bm25["command"] and "--set bm25.k1=1.2" in bm25["command"]
+    assert "Ad hoc: datasets=cranfield,max-queries=20,set=bm25.k1=1.2 (no suite file; each dataset's measures from its " \
         "conventions)." in (folder / "table.md").read_text()
 
     (search,) = (runs / "search").glob("search-*")
     run_file = tmp_path / "bm25.trec"
     lines = (search / "run.trec").read_text().splitlines()
-    assert len(lines) == 20 * 100  # --set k=100 reached the search stage
+    assert json.loads((search / "config.json").read_text())["config"]["k1"] == 1.2  # --set reached the search stage
+    # (k is not lowered here: R@1000, one of cranfield's measures, would be refused at k < 1000)
     run_file.write_text("".join(line.rsplit(" ", 1)[0] + " my-tag\n" for line in lines))
     capsys.readouterr()
     assert run_cli(*common, "--run", f"again={run_file}") == 0
     assert "(run file)" in capsys.readouterr().out
-    second = json.loads((results / "adhoc@datasets=cranfield,max-queries=20,set=k=100,run=again" / "results.json").read_text())
+    second = json.loads((results / "adhoc@datasets=cranfield,max-queries=20,set=bm25.k1=1.2,run=again" / "results.json").read_text())
     rows = {c["system"]: c for c in second["conditions"]}
     assert rows["bm25"]["metrics"] == bm25["metrics"]  # cached, unchanged
     assert rows["run"]["variant"] == "again" and rows["run"]["metrics"] == bm25["metrics"]

@@ -305,6 +305,25 @@ def test_same_size_damage_below_a_cached_stage(world, computed, capsys):
     assert evaluate and evaluate[0].endswith(f"its run stage {search.name} has other content than when it was computed "
                                              "from it; recomputing it")
     assert metrics == first
+def test_an_extra_shard_in_a_finished_encode_stage_is_damage(world, computed, capsys):
+    """A shard file the encode stage never recorded: the impact index built from its folder held more documents
+    than its source, and stopped with "rerun with --verify", which found nothing. A finished stage must hold
+    exactly the files it recorded."""
+    runs = _copy_of_computed(computed, world["base"] / "runs-extra-shard")
+    first, out = _run(world, capsys, runs)
+    assert "[run] " not in out
+    encode = _stage(runs, "encode")
+    shards = sorted((encode / "docs").glob("part-*.jsonl"))
+    extra = encode / "docs" / f"part-{len(shards):05d}.jsonl"
+    extra.write_text(shards[0].read_text().splitlines(keepends=True)[0].replace('"id": "', '"id": "copy-', 1))
+    search = _stage(runs, "search", type="impact")
+    for folder in [_stage(runs, "index", type="impact"), search, *_children(runs / "evaluate", search.name)]:
+        shutil.rmtree(folder)
+    metrics, out = _run(world, capsys, runs)
+    assert f"[damaged] {encode.name}: it holds docs/{extra.name}, which it did not record; recomputing it" in _damaged(out)
+    assert metrics == first
+
+
 def test_keep_indexed_then_a_new_depth_searches_the_cached_index_without_encoding(tmp_path, capsys):
     """--keep indexed drops the encoded shards once the impact index exists; a new ranking depth k
     needs a new search stage, which reads the encode stage's record and df.npy (for FLOPS), not its

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.forwards import hidden_states, rounding_tolerance, vector_bound
+from test_kill_points import small_disk  # noqa: F401  (a fixture: a 48 MiB tmpfs)
 
 from benchmark.report import model_export as export
 from benchmark.report.build import publish
@@ -29,11 +30,21 @@ DOC_LEN, QUERY_LEN = 256, 64
 TRAIN, SEARCH, ENCODE, ENCODE_Q = "train-0123456789ab", "search-0123456789ab", "encode-0123456789ab", "queries-0123456789ab"
 
 
+def train_stage(runs) -> None:
+    """The train stage's config.json as the store writes it: finished, every file with its size and sha256."""
+    from benchmark.stages.store import COMPLETE, output_files
+
+    folder = runs / "train" / TRAIN
+    (folder / "config.json").write_text(json.dumps({"id": TRAIN, "kind": "train", "status": COMPLETE,
+                                                    "outputs": output_files(folder), "record": {}}))
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, bert_tiny):
     root = tmp_path_factory.mktemp("export")
     runs = root / "runs"
     shutil.copytree(bert_tiny, runs / "train" / TRAIN / "model")
+    train_stage(runs)
     for kind, stage, body in (("search", SEARCH, {"parents": {"docs": ENCODE, "queries": ENCODE_Q, "index": "index-x"}}),
                               ("encode", ENCODE, {"config": {"max_length": DOC_LEN}, "parents": {}}),
                               ("queries", ENCODE_Q, {"config": {"max_length": QUERY_LEN}, "parents": {}})):
@@ -149,3 +160,127 @@ def test_fold_for_export_carries_the_projection_scale_into_plain_weights(bert_ti
     with torch.inference_mode():
         assert torch.equal(model(**batch).logits, harness)
         assert torch.equal(plain(**batch).logits, harness)
+
+
+# --------------------------------------------------------------------------- what is not exported, in one line
+
+
+def _export_line(capsys, exported, runs, out) -> str:
+    root = exported.parents[1]
+    capsys.readouterr()
+    code = export.main(["--suite", "hand", "--results-dir", str(root / "results"), "--runs-dir", str(runs),
+                        "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]  # transformers' progress bars aside
+    assert "Traceback" not in err and len(lines) == 1, err
+    return lines[0]
+
+
+def _runs_copy(exported, tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(exported.parents[1] / "runs", runs)
+    weights = runs / "train" / TRAIN / "model" / "model.safetensors"
+    weights.chmod(0o644)
+    return runs, weights
+
+
+def test_weights_changed_at_the_same_size_are_not_exported(exported, tmp_path, capsys):
+    """4 MB of the trained weights zeroed in place: the model card would claim the scores of other weights."""
+    runs, weights = _runs_copy(exported, tmp_path)
+    size = weights.stat().st_size
+    with open(weights, "r+b") as fh:
+        fh.seek(size // 4)
+        fh.write(b"\0" * (4 << 20))
+    assert weights.stat().st_size == size
+    line = _export_line(capsys, exported, runs, tmp_path / "out")
+    assert f"train stage {runs / 'train' / TRAIN} is damaged (model/model.safetensors differs from its recorded sha256)" in line
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_truncated_model_is_one_line(exported, tmp_path, capsys):
+    runs, weights = _runs_copy(exported, tmp_path)
+    size = weights.stat().st_size
+    with open(weights, "r+b") as fh:
+        fh.truncate(size // 2)
+    line = _export_line(capsys, exported, runs, tmp_path / "out")
+    assert f"(model/model.safetensors is {size // 2} bytes, recorded {size})" in line, line
+
+
+def test_an_out_that_is_a_file_is_one_line(exported, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.write_text("not a folder")
+    line = _export_line(capsys, exported, exported.parents[1] / "runs", out)
+    assert line == f"error: export folder {str(out)!r} is not writable ({out} is a file); fix its permissions or pass --out DIR"
+    assert out.read_text() == "not a folder"
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder no write reaches: a read-only tmpfs as root (who writes through a mode of 0o555), else 0o555."""
+    import os
+    import subprocess
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+        return
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_a_read_only_out_is_one_line(exported, tmp_path, capsys, read_only_folder):
+    line = _export_line(capsys, exported, exported.parents[1] / "runs", read_only_folder)
+    assert line.startswith(f"error: export folder {str(read_only_folder)!r} is not writable ("), line
+    assert line.endswith("); fix its permissions or pass --out DIR"), line
+
+
+def test_a_full_disk_while_exporting_is_one_line_and_leaves_nothing(exported, tmp_path, capsys, small_disk):
+    out = small_disk / "exports"
+    out.mkdir()
+    with open(small_disk / "filler", "wb") as fh:  # leave 2 MiB: the 17 MiB of bert-tiny's weights do not fit
+        fh.write(b"\0" * (shutil.disk_usage(small_disk).free - (2 << 20)))
+    line = _export_line(capsys, exported, exported.parents[1] / "runs", out)
+    assert line == (f"error: cannot write the export to {out} (No space left on device); free space there or pass --out "
+                    "DIR on a larger disk, and export again (nothing half-written was left there)")
+    assert list(out.iterdir()) == []  # no hidden half-written folder
+
+
+KILLED_WHILE_SAVING = """
+import os, signal, sys
+from sentence_transformers import SparseEncoder
+real = SparseEncoder.save
+def save(self, path, *args, **kwargs):  # killed once the folder is half written, before it is moved into place
+    real(self, path, *args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+SparseEncoder.save = save
+from benchmark.report import model_export
+sys.exit(model_export.main(sys.argv[1:]))
+"""
+
+
+def test_a_killed_exports_leftover_is_removed_by_the_next_export(exported, tmp_path):
+    """A SIGKILL while saving leaves the hidden temporary folder; the next export into the same folder
+    removes it (its writer no longer runs)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "out"
+    root = exported.parents[1]
+    argv = ["--suite", "hand", "--results-dir", str(root / "results"), "--runs-dir", str(root / "runs"), "--out", str(out)]
+    killed = subprocess.run([sys.executable, "-c", KILLED_WHILE_SAVING, *argv], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")], "the kill left nothing to remove"
+    assert export.main(argv) == 0
+    assert sorted(p.name for p in out.iterdir()) == [exported.name]

@@ -119,3 +119,47 @@ def test_sigterm_while_the_telemetry_plot_is_drawn_is_raised_after_it(tmp_path):
     assert proc.stdout.strip() == "raised SIGTERM after the plot: True", proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not list(tmp_path.glob(".tmp-*"))
+
+
+JVM_FIRST = ('name = "jvm"\ndescription = "BM25 (the JVM starts in the process), then SPLADE encoding"\n'
+             'datasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\nmax_docs = 1500\nmax_queries = 10\n[bm25]\n'
+             '[splade]\nbackbones = ["bert-tiny"]\n[encode]\nmax_doc_length = 256\nmax_query_length = 32\n')
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_after_the_jvm_started_in_the_process_is_pythons(tmp_path, signum):
+    """BM25 search and index statistics start a JVM inside the process (pyjnius); by default it takes
+    SIGINT and SIGTERM over, and an interrupt while encoding then ran Java's exit: no line, claims left
+    held, and often a SIGSEGV in libtorch reported as ``hs_err_pid*.log`` in the working folder. The
+    signal must stay Python's: the usual line, 128 + signum, no hs_err file, no claim, and a rerun
+    that finishes."""
+    suite = tmp_path / "jvm.toml"
+    suite.write_text(JVM_FIRST)
+    work = tmp_path / "cwd"  # where a JVM would write its hs_err_pid*.log
+    work.mkdir()
+    cmd = [sys.executable, "-m", "benchmark.run", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"),
+           "--results-dir", str(tmp_path / "results"), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the BM25 condition runs first: its search starts the JVM in the process
+        seen.append(line)
+        if line.startswith("[run] encode-"):
+            break
+    assert any(line.startswith("[done] search-") for line in seen), "".join(seen)
+    time.sleep(1.0)  # inside the encoding
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    seen.append(out)
+    assert "[done] encode-" not in out, out  # the signal landed while encoding
+    assert proc.returncode == 128 + signum, err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    name = signal.Signals(signum).name
+    assert lines[-1] == f"interrupted ({name}): finished stages are kept; rerun the same command to resume", err
+    assert "Traceback" not in err and "fatal error" not in err, err
+    assert not list(work.iterdir()), list(work.iterdir())  # no hs_err_pid*.log
+    assert not [p for p in (tmp_path / "runs").rglob("*") if ".claim." in p.name]
+    rerun = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stderr

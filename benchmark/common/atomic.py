@@ -87,39 +87,85 @@ def swap_folder(new: Path | str, target: Path | str) -> Path | None:
     old folder is renamed aside first (a reader may then briefly find no folder, never a mixed one)."""
     from benchmark.common import kill_points
 
+    from benchmark.common.leftovers import scratch_name
+
     new, target = Path(new), Path(target)
     if not target.exists():
         os.replace(new, target)
         return None
     if _exchange(new, target):
         return new
-    aside = target.with_name(f".{target.name}.old-{os.getpid()}")
+    aside = target.with_name(scratch_name(target.name, "old"))
     os.replace(target, aside)
     kill_points.point("folder:swap")
     os.replace(new, target)
     return aside
 
 
+#: where the folder lock lives when the parent folder itself cannot be locked (NFS locks need a file)
+LOCK = ".replace.lock"
+
+
+@contextlib.contextmanager
+def folder_lock(parent: Path | str) -> Iterator[None]:
+    """An exclusive lock on the folders replaced in ``parent`` (``flock`` on the folder itself, so no file
+    appears beside the suites; released when its holder dies). A rebuild that reads a folder and the run that
+    publishes it take turns, so neither swaps its copy over the other's newer one."""
+    import fcntl
+
+    fd = os.open(parent, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a filesystem that locks files only (NFS emulates flock with write locks)
+            os.close(fd)
+            fd = os.open(Path(parent) / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def not_a_folder(target: Path | str) -> str | None:
+    """One line when ``target`` exists as something other than a folder (a user's file, a symlink), which a
+    swap would move to a hidden name; else None."""
+    target = Path(target)
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        what = "a symlink" if target.is_symlink() else "a file"
+        return (f"{target} is {what}, not a folder the harness wrote; it would be replaced by the results folder: "
+                "move it away, or pass another --results-dir")
+    return None
+
+
 def replace_folder(target: Path | str, fill: Any) -> None:
     """``fill(staging)`` writes every file of a folder into a sibling staging folder, which then
-    replaces ``target`` whole: a kill or an error before the swap leaves ``target`` as it was."""
+    replaces ``target`` whole: a kill or an error before the swap leaves ``target`` as it was. The whole
+    of it holds ``folder_lock`` (``fill`` may read ``target``); scratch that killed writers left beside
+    it is removed first."""
     import shutil
 
     from benchmark.common import kill_points
+    from benchmark.common.errors import BenchmarkError
+    from benchmark.common.leftovers import scratch_name, sweep_leftovers
 
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
-        fill(staging)
-        kill_points.point("folder:staged")
-        old = swap_folder(staging, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
+    with folder_lock(target.parent):
+        problem = not_a_folder(target)
+        if problem:
+            raise BenchmarkError(problem)
+        sweep_leftovers(target.parent)
+        staging = target.with_name(scratch_name(target.name, "partial"))
         shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        try:
+            fill(staging)
+            kill_points.point("folder:staged")
+            old = swap_folder(staging, target)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def write_lines(path: Path | str, lines: Iterable[str]) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from benchmark.common.atomic import atomic_write
@@ -71,13 +71,20 @@ def tree_digest(folder: Path | str, names: Iterable[str] | None = None) -> str:
     'missing', so adding it later changes the digest.
     """
     folder = Path(folder)
-    if names is None:
-        rels = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                      if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
-    else:
-        rels = sorted(names)
+    rels = tree_files(folder) if names is None else sorted(names)
+    return digest_of_tree({rel: file_digest(folder / rel) if (folder / rel).is_file() else None for rel in rels})
+
+
+def tree_files(folder: Path | str) -> list[str]:
+    """The files ``tree_digest`` covers when given no names: every file below ``folder`` but hidden ones."""
+    folder = Path(folder)
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+def digest_of_tree(files: Mapping[str, str | None]) -> str:
+    """``tree_digest``'s value from each file's sha256 (None: missing), e.g. of copies hashed as they were made."""
     digest = hashlib.sha256()
-    for rel in rels:
-        path = folder / rel
-        digest.update(f"{rel}\0{file_digest(path) if path.is_file() else 'missing'}\n".encode())
+    for rel in sorted(files):
+        digest.update(f"{rel}\0{files[rel] or 'missing'}\n".encode())
     return digest.hexdigest()

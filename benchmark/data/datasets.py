@@ -27,7 +27,8 @@ from typing import Any
 from benchmark.common import kill_points
 from benchmark.common.atomic import atomic_write
 from benchmark.common.errors import BenchmarkError
-from benchmark.common.fingerprint import cache_dir, tree_digest
+from benchmark.common.fingerprint import cache_dir, digest_of_tree, file_digest, tree_digest
+from benchmark.common.snapshot import changed_since_planned
 from benchmark.data import dataset_cache
 from benchmark.formats import documents as corpus_format, qrels as qrels_format, query_texts as topics_format
 from benchmark.formats.qrels import Qrel
@@ -97,8 +98,30 @@ class DatasetRef:
         if local is None:
             return self.name
         folder, split = local
-        digest = tree_digest(folder, [*BEIR_FILES, f"qrels/{split}.tsv"])
-        return f"local:{folder}{LOCAL_SPLIT_SEP}{split}:{digest[:16]}"
+        return _local_key(folder, split, tree_digest(folder, [*BEIR_FILES, f"qrels/{split}.tsv"]))
+
+
+def _local_key(folder: Path, split: str, digest: str) -> str:
+    return f"local:{folder}{LOCAL_SPLIT_SEP}{split}:{digest[:16]}"
+
+
+#: where a data stage copies a local folder's files (inside its partial folder; removed before it is published)
+SNAPSHOT = ".inputs"
+
+
+def _snapshot(folder: Path, rels: list[str], out: Path) -> tuple[Path, dict[str, str]]:
+    """Copy ``rels`` of a local folder into ``out/.inputs`` (one read each); (the copy, rel → sha256 copied)."""
+    from benchmark.common.snapshot import copy_hashed
+
+    _check_files(folder, tuple(rels))
+    into = Path(out) / SNAPSHOT
+    return into, {rel: copy_hashed(Path(folder) / rel, into / rel) for rel in rels}
+
+
+def _drop_snapshot(out: Path) -> None:
+    import shutil
+
+    shutil.rmtree(Path(out) / SNAPSHOT, ignore_errors=True)
 
 
 def validate_dataset(name: str) -> str | None:
@@ -400,12 +423,16 @@ def read_local_topics(folder: Path, split: str) -> tuple[dict[str, str], list[Qr
     return queries, qrels
 
 
-def _load_beir_folder(folder: Path, split: str, docs: bool = True) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
+def _check_files(folder: Path, needed: Iterator[str] | tuple[str, ...]) -> None:
     problem = _path_problem(str(folder)) or next(
         (f"BEIR folder {str(folder)!r} lacks {rel}; a BEIR folder holds {BEIR_LAYOUT}"
-         for rel in (*BEIR_FILES, f"qrels/{split}.tsv") if not (folder / rel).is_file()), None)
+         for rel in needed if not (Path(folder) / rel).is_file()), None)
     if problem:
         raise BenchmarkError(problem)
+
+
+def _load_beir_folder(folder: Path, split: str, docs: bool = True) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
+    _check_files(folder, (*BEIR_FILES, f"qrels/{split}.tsv") if docs else ("queries.jsonl", f"qrels/{split}.tsv"))
     queries, qrels = read_local_topics(folder, split)
     return (read_local_corpus(folder) if docs else iter(())), queries, qrels
 
@@ -439,11 +466,12 @@ def _ir_datasets_docs(ds: Any, name: str) -> Iterator[tuple[str, str]]:
         raise _ir_datasets_failed(name, exc) from None
 
 
-def load_source(name: str, docs: bool = True) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
-    """(documents, queries, qrels) of a dataset id or local BEIR folder; documents lazily."""
+def load_source(name: str, docs: bool = True, folder: Path | None = None) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
+    """(documents, queries, qrels) of a dataset id or local BEIR folder (read from ``folder``, its
+    snapshot, when given); documents lazily."""
     ref = DatasetRef(name)
     if ref.local is not None:
-        return _load_beir_folder(*ref.local, docs=docs)
+        return _load_beir_folder(Path(folder) if folder is not None else ref.local[0], ref.local[1], docs=docs)
     return _load_ir_datasets(name, docs=docs)
 
 
@@ -500,10 +528,25 @@ def judged_query_ids(name: str, max_queries: int | None = None, seed: int = 0) -
     return set(sorted(judged, key=lambda q: _rank(q, seed))[:max_queries] if max_queries else judged)
 
 
-def materialise_topics(name: str, out: Path, max_queries: int | None = None, seed: int = 0) -> dict[str, Any]:
-    """The topics stage: judged queries (``queries.tsv``) and their qrels (``qrels.txt``)."""
+def materialise_topics(name: str, out: Path, max_queries: int | None = None, seed: int = 0,
+                       planned: str | None = None) -> dict[str, Any]:
+    """The topics stage: judged queries (``queries.tsv``) and their qrels (``qrels.txt``). A local folder's
+    queries and qrels are read from a snapshot whose content must give ``planned``, the stage id's key."""
     _check_limit("max_queries", max_queries)
-    _, queries, qrels = load_source(name, docs=False)
+    local = DatasetRef(name).local
+    snapshot = None
+    if local is not None:
+        folder, split = local
+        snapshot, copied = _snapshot(folder, ["queries.jsonl", f"qrels/{split}.tsv"], out)
+        copied["corpus.jsonl"] = file_digest(folder / "corpus.jsonl")  # in the key; the corpus stage snapshots it
+        key = _local_key(folder, split, digest_of_tree(copied))
+        if planned is not None and key != planned:
+            _drop_snapshot(out)
+            raise changed_since_planned(f"dataset {name!r}", planned.rsplit(":", 1)[-1], key.rsplit(":", 1)[-1])
+    try:
+        _, queries, qrels = load_source(name, docs=False, folder=snapshot)
+    finally:
+        _drop_snapshot(out)
     unknown_q = sorted({q.query_id for q in qrels} - set(queries))
     if unknown_q:
         raise BenchmarkError(
@@ -522,21 +565,38 @@ def materialise_topics(name: str, out: Path, max_queries: int | None = None, see
 
 
 def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed: int = 0,
-                       keep: set[str] | frozenset[str] = frozenset(), progress: bool = True) -> dict[str, Any]:
-    """The corpus stage: ``corpus/docs.jsonl`` and ``docids.txt``; a subset keeps every doc in ``keep``."""
+                       keep: set[str] | frozenset[str] = frozenset(), progress: bool = True,
+                       planned: str | None = None) -> dict[str, Any]:
+    """The corpus stage: ``corpus/docs.jsonl`` and ``docids.txt``; a subset keeps every doc in ``keep``.
+    A local folder's corpus is read from a snapshot whose content must give ``planned``, the stage id's."""
+    _check_limit("max_docs", max_docs)
+    if not is_path(source):
+        return _materialise_corpus(source, source, out, max_docs, seed, keep, progress)
+    snapshot, copied = _snapshot(Path(source), ["corpus.jsonl"], out)
+    try:
+        digest = digest_of_tree(copied)[:16]
+        if planned is not None and digest != planned:
+            raise changed_since_planned(f"dataset folder {source!r}", planned, digest)
+        return _materialise_corpus(source, str(snapshot), out, max_docs, seed, keep, progress)
+    finally:
+        _drop_snapshot(out)
+
+
+def _materialise_corpus(source: str, read: str, out: Path, max_docs: int | None, seed: int,
+                        keep: set[str] | frozenset[str], progress: bool) -> dict[str, Any]:
+    """``materialise_corpus`` reading the documents from ``read`` (``source`` or its snapshot)."""
     from benchmark.common.bars import bar
 
-    _check_limit("max_docs", max_docs)
     keep_docs: set[str] | None = None
     if max_docs is not None:
         # A pass over ids only: the judged docs always stay, the rest fill up in hash order.
-        others = sorted({d for d, _ in _iter_corpus(source) if d not in keep}, key=lambda d: _rank(d, seed))
+        others = sorted({d for d, _ in _iter_corpus(read) if d not in keep}, key=lambda d: _rank(d, seed))
         keep_docs = set(keep) | set(others[: max(0, max_docs - len(keep))])
     n_docs, empty, seen, repeated = 0, 0, set(), 0
 
     def kept() -> Iterator[corpus_format.Doc]:
         nonlocal n_docs, empty, repeated
-        for doc_id, contents in bar(_iter_corpus(source), desc=f"corpus {source}", unit="doc", disable=not progress, mininterval=2):
+        for doc_id, contents in bar(_iter_corpus(read), desc=f"corpus {source}", unit="doc", disable=not progress, mininterval=2):
             if doc_id in seen:  # only an ir_datasets corpus gets here (a local folder's reader refuses repeats)
                 repeated += 1
                 continue
@@ -545,7 +605,7 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
             seen.add(doc_id)
             yield corpus_format.Doc(doc_id, contents)
             n_docs += 1
-            empty += not contents.strip()  # Lucene indexes no document without terms
+            empty += corpus_format.indexed_empty(contents)  # Anserini skips these, as Java's trim() finds them
         if n_docs == 0:  # raised inside the writer: neither file appears
             raise BenchmarkError(f"dataset {source!r} has an empty corpus; give a corpus with at least one document")
 
@@ -555,6 +615,18 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
     if repeated:
         record["repeated_ids_skipped"] = repeated  # the first document of each id is kept
     return record
+
+
+def corpus_record_problem(record: dict[str, Any], folder: Path) -> str | None:
+    """Where a corpus stage's counts disagree with its ``docs.jsonl`` (read whole: for ``--verify``), or None."""
+    documents = empty = 0
+    for doc in corpus_format.read_docs(corpus_format.docs_path(folder)):
+        documents += 1
+        empty += corpus_format.indexed_empty(doc.contents)
+    for key, actual in (("documents", documents), ("empty_documents", empty)):
+        if key in record and record[key] != actual:
+            return f"its record counts {record[key]} {key.replace('_', ' ')}, but its docs.jsonl holds {actual}"
+    return None
 
 
 def judged_docs(topics_dir: Path) -> set[str]:

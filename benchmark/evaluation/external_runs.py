@@ -48,6 +48,11 @@ def run_file_problem(path: str | Path) -> str | None:
     where = f"run file {str(path)!r}"
     seen: set[tuple[str, str]] = set()
     lines = 0
+    from benchmark.common.snapshot import not_a_regular_file
+
+    problem = not_a_regular_file(Path(path).expanduser(), "run file")
+    if problem:
+        return problem
     try:
         for number, row in read_run_lines(Path(path).expanduser()):
             at = f"{where} line {number}"
@@ -75,24 +80,31 @@ def run_file_problem(path: str | Path) -> str | None:
     return None
 
 
-def materialise_run(path: Path, docids: set[str], dataset: str, out: Path) -> dict[str, Any]:
-    """Copy a checked run file into a stage folder after checking that it ranks the corpus's documents."""
-    import shutil
+def materialise_run(path: Path, docids: set[str], dataset: str, out: Path, planned: str | None = None) -> dict[str, Any]:
+    """Copy a run file into a stage folder (one read, hashed: it must be the content ``planned``, the
+    stage id's), then check the copy: its lines, and that it ranks the corpus's documents."""
+    from benchmark.common.snapshot import changed_since_planned, copy_hashed
 
-    problem = run_file_problem(path)
+    copy = out / RUN
+    copied = copy_hashed(path, copy)
+    if planned is not None and copied != planned:
+        copy.unlink()
+        raise changed_since_planned(f"run file {str(path)!r}", planned, copied)
+    problem = run_file_problem(copy)
     if problem:
-        raise BenchmarkError(problem)
+        copy.unlink()
+        raise BenchmarkError(problem.replace(repr(str(copy)), repr(str(path))))
     queries: set[str] = set()
     foreign: list[str] = []
     hits = 0
-    for _, row in read_run_lines(path):
+    for _, row in read_run_lines(copy):
         queries.add(row.query_id)
         hits += 1
         if row.doc_id not in docids:
             foreign.append(row.doc_id)
     if foreign:
+        copy.unlink()
         raise BenchmarkError(
             f"run file {str(path)!r} ranks {len(set(foreign))} document(s) absent from the corpus of {dataset}, e.g. "
             f"{foreign[0]!r}; it was made on another collection (or the corpus is cut by --max-docs: drop it for run files)")
-    shutil.copyfile(path, out / RUN)
     return {"run_queries": len(queries), "hits": hits}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,15 @@ def _measure_problem(name: str) -> str | None:
     if cutoff is not None and (not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff < 1):
         return (f"measure {name!r} has cutoff {cutoff!r}; a cutoff is a positive integer written in digits "
                 f"(e.g. {measure.NAME or type(measure).__name__}@10)")
+    from ir_measures.measures.base import _NOT_PROVIDED
+
+    missing = [p for p, info in measure.SUPPORTED_PARAMS.items()
+               if getattr(info, "required", False) and measure.params.get(p, _NOT_PROVIDED) is _NOT_PROVIDED]
+    if missing:  # ir_measures' own line names its internal placeholder: 'invalid param max_rel=<object object at …>'
+        what = "; ".join(measure.SUPPORTED_PARAMS[p].desc if len(missing) == 1 else f"{p}: {measure.SUPPORTED_PARAMS[p].desc}"
+                         for p in missing)
+        return (f"measure {name!r} needs a value for {', '.join(missing)} ({what}), which has no default: write e.g. "
+                f"{measure.NAME}({', '.join(f'{p}=…' for p in missing)}); {MEASURE_HELP}")
     try:
         measure.validate_params()
     except AssertionError as exc:  # ir_measures checks parameter types and ranges with assert
@@ -125,9 +134,32 @@ def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures:
                                for m in parsed for q in judged), ["measure", "query_id", "value"], delimiter="\t")
     kill_points.point("evaluate:written")
     # Mean over every judged query, 0 where the run has none (trec_eval -c, as Pyserini's BEIR 2CR).
-    aggregate = {str(m): sum(per_query.get((str(m), q), 0.0) for q in judged) / len(judged) for m in parsed}
+    aggregate = means({str(m): {q: per_query.get((str(m), q), 0.0) for q in judged} for m in parsed})
     return {"metrics": aggregate, "queries": len(judged),
             "run_queries": len({d.query_id for d in run})}
+
+
+def means(perquery: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Each measure's mean over its queries, summed in their order: the evaluate stage's aggregate, and the
+    same number again from its ``perquery.tsv`` (values written as repr, read back exactly)."""
+    return {m: sum(values.values()) / len(values) for m, values in perquery.items() if values}
+
+
+def record_problem(record: Mapping[str, Any], eval_dir: Path) -> str | None:
+    """Where an evaluate stage's recorded means are not those of its ``perquery.tsv``, or None."""
+    if not (Path(eval_dir) / PERQUERY).is_file():
+        return None  # an evaluate stage from before per-query values
+    try:
+        derived = means(read_perquery(eval_dir))
+    except (OSError, ValueError) as exc:
+        return f"its {PERQUERY} cannot be read ({exc})"
+    metrics = record.get("metrics") or {}
+    if set(metrics) != set(derived):
+        return f"its record's measures ({', '.join(sorted(metrics))}) are not those of its {PERQUERY} ({', '.join(sorted(derived))})"
+    for measure, value in metrics.items():
+        if value != derived[measure]:
+            return f"its record gives {measure} = {value!r}, but its {PERQUERY} averages {derived[measure]!r}"
+    return None
 
 
 def read_perquery(eval_dir: Path) -> dict[str, dict[str, float]]:

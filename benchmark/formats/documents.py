@@ -21,6 +21,17 @@ class Doc(NamedTuple):
     contents: str
 
 
+#: what Java's ``String.trim()`` strips: the code points up to U+0020. Anserini skips a document whose contents
+#: trim to nothing; a document of a no-break space (U+00A0) or other Unicode space is indexed (with no term).
+JAVA_TRIMMED = "".join(map(chr, range(0x21)))
+
+
+def indexed_empty(contents: str) -> bool:
+    """Whether Anserini skips this document as empty (``contents.trim().isEmpty()``); Python's ``strip()``
+    also strips Unicode spaces, and counting by it made a corpus of one NBSP document disagree with its index."""
+    return not contents.strip(JAVA_TRIMMED)
+
+
 def docs_path(folder: Path | str) -> Path:
     return Path(folder) / COLLECTION / DOCS
 

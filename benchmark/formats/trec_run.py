@@ -8,6 +8,7 @@ its score strings.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -51,18 +52,20 @@ def read_run_lines(path: Path | str) -> Iterator[tuple[int, RunLine]]:
             yield number, RunLine(*fields)
 
 
+#: what C's atoi and atof (trec_eval's readers) read in full: ASCII digits, a sign, a point, an exponent.
+#: Python's int() and float() also take '99_999' and other scripts' digits ('٥'), which atof reads as 99 and 0.
+INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
+
 def line_problem(row: RunLine) -> str | None:
-    """Why a row's rank or score is not what TREC tools read (an integer, a finite number), or None."""
-    try:
-        int(row.rank)
-    except ValueError:
-        return f"rank {row.rank!r} is not an integer; a TREC run line is {FORMAT}"
-    try:
-        value = float(row.score)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        return f"score {row.score!r} is not a finite number; a TREC run line is {FORMAT}"
+    """Why a row's rank or score is not what TREC tools read (an integer; a finite decimal number, written in
+    ASCII digits as C's atof reads it whole), or None."""
+    if not INTEGER.fullmatch(row.rank):
+        return f"rank {row.rank!r} is not an integer in ASCII digits; a TREC run line is {FORMAT}"
+    if not DECIMAL.fullmatch(row.score) or not math.isfinite(float(row.score)):
+        return (f"score {row.score!r} is not a finite number in ASCII decimal digits (as C's atof, which TREC tools use, "
+                f"reads it whole); a TREC run line is {FORMAT}")
     return None
 
 

@@ -29,7 +29,7 @@ def stops_pipeline(meta: Mapping[str, Any] | None) -> bool:
 
 def inputs_of(stage: Stage, store: Store, metas: Mapping[str, Mapping[str, Any]]) -> Inputs:
     return Inputs({role: store.path(p) for role, p in stage.parents.items()},
-                  {role: metas[p.id] for role, p in stage.parents.items()})
+                  {role: metas[p.id] for role, p in stage.parents.items()}, stage.payload()["external"])
 
 
 def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

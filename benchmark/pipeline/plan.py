@@ -415,16 +415,22 @@ def subset_folder(label: str) -> str:
     import hashlib
     import re
 
-    name = re.sub(r"[^A-Za-z0-9=+,.:_-]", "_", label)
+    name = re.sub(r"[^A-Za-z0-9=+,.:_~-]", "_", label)
     if len(name) > 80:
         name = name[:60] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
     return name
 
 
 def _short_dataset(name: str) -> str:
+    """A dataset in a subset label (and so in its results folder's name). A local folder carries its content
+    digest, ``cisi~1a2b3c4d``: two folders of one name, run apart, must not publish into one results folder,
+    the second's numbers under the first's name."""
     ref = DatasetRef(name)
     if ref.local is not None:
-        return ref.local[0].name
+        try:
+            return f"{ref.local[0].name}~{ref.key().rsplit(':', 1)[-1][:8]}"
+        except OSError:  # unreadable: validation names it in one line before any results folder is written
+            return ref.local[0].name
     parts = name.split("/")
     return parts[1] if parts[0] == "beir" and len(parts) > 1 else parts[-1]
 

@@ -15,7 +15,7 @@ from typing import Any
 from benchmark.common.errors import BenchmarkError
 
 
-def output_dir_problem(path: Path | str, what: str, flag: str, env: str) -> str | None:
+def output_dir_problem(path: Path | str, what: str, flag: str, env: str | None = None) -> str | None:
     """None when ``path`` is, or can be created as, a writable folder; nothing is created."""
     target = Path(path).expanduser().absolute()
     probe_in = target
@@ -33,8 +33,8 @@ def output_dir_problem(path: Path | str, what: str, flag: str, env: str) -> str 
             reason = exc.strerror or type(exc).__name__
     if reason is None:
         return None
-    return (f"{what} folder {str(path)!r} is not writable ({reason}); fix its permissions or pass {flag} DIR "
-            f"(or set {env})")
+    return (f"{what} folder {str(path)!r} is not writable ({reason}); fix its permissions or pass {flag} DIR"
+            + (f" (or set {env})" if env else ""))
 
 
 def overlap_problem(runs_dir: Path | str, results_dir: Path | str) -> str | None:
@@ -55,6 +55,34 @@ def check_output_dirs(runs_dir: Path | str, results_dir: Path | str) -> None:
                             overlap_problem(runs_dir, results_dir)) if p]
     if problems:
         raise BenchmarkError(" | ".join(problems))
+
+
+def depth_problems(plan: Any) -> list[str]:
+    """A measure whose cutoff is deeper than the search depth ``k`` is computed on the ``k`` hits a search
+    returns: R@1000 at k = 100 is R@100 under R@1000's name on every row. Refused before any work (the
+    measures of the harness's own searches; a run file has its own depth)."""
+    import ir_measures
+
+    k = getattr(plan.suite, "k", None)
+    if not isinstance(k, int):
+        return []
+    measures = [m for c in plan.conditions if c.system != "run" and c.evaluate is not None
+                for m in c.evaluate.config.measures]
+    deeper: dict[str, int] = {}
+    for name in dict.fromkeys(measures):
+        try:
+            cutoff = ir_measures.parse_measure(name).params.get("cutoff")
+        except Exception:  # not a measure: measure_problems names it
+            continue
+        if isinstance(cutoff, int) and cutoff > k:
+            deeper[name] = cutoff
+    if not deeper:
+        return []
+    names, deepest = ", ".join(deeper), max(deeper.values())
+    example = next((f" ({m} would equal R@{k} on every row)" for m in deeper if m.startswith("R@")), "")
+    return [f"measure(s) {names} rank deeper than the search depth k = {k}: a search returns {k} hits per query, so "
+            f"they would be computed on those alone{example}; set k to {deepest} or more (--set k={deepest}), or leave "
+            f"{names} out of the measures"]
 
 
 def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
@@ -86,6 +114,7 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
         for name in published:
             problems.extend(backbone_problems(name, deep=deep))
         problems.extend(_length_problems(plan, published))
+    problems.extend(depth_problems(plan))
     if plan.suite.splade is not None:
         from benchmark.model.loader import backbone_problems
 

@@ -98,8 +98,11 @@ def _rerender(folder: Path) -> list[str]:
     written: list[str] = []
 
     def fill(staging: Path) -> None:
-        shutil.copytree(folder, staging, dirs_exist_ok=True)
-        written.extend(render(read_results(staging), staging, name=folder.name))
+        shutil.copytree(folder, staging, dirs_exist_ok=True, symlinks=True)  # a link is copied as a link, not followed
+        try:
+            written.extend(render(read_results(staging), staging, name=folder.name))
+        except BenchmarkError as exc:  # named by the folder, not by its staging copy
+            raise BenchmarkError(str(exc).replace(str(staging), str(folder))) from None
 
     replace_folder(folder, fill)
     return written

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.evaluation.measures import read_perquery
+from benchmark.evaluation.measures import means, read_perquery
 from benchmark.formats import trec_run
 from benchmark.model.rescale import record_tag
 from benchmark.report.portable import dataset_labels, is_machine_path, portable_dataset, scrub
@@ -116,6 +116,9 @@ def collect(plan: Any, store: Any) -> SuiteResults:
                 perquery[key] = read_perquery(store.path(evaluate))
             except OSError:
                 pass  # an evaluate stage from before per-query values: no significance test for it
+            else:  # the tables' means come from the per-query values, not from the record beside them
+                derived = means(perquery[key])
+                result.metrics = {m: derived.get(m, v) for m, v in result.metrics.items()}
         if train_record is not None:
             result.vocab_size = _int(train_record.get("vocab_size"))
             result.checkpoint_step = _int(train_record.get("checkpoint_step"))

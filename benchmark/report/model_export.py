@@ -21,7 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmark.common.confine import confined
 from benchmark.common.errors import BenchmarkError
+from benchmark.common.leftovers import scratch_name, sweep_leftovers
 
 MODEL = "model"  # the train stage's model folder
 CARD = "README.md"
@@ -81,14 +83,43 @@ def encode_lengths(runs: Path, search_id: str) -> tuple[int, int | None]:
     return doc_len, None if query_len is None else int(query_len)
 
 
+def verified_model(runs: Path, train_id: str) -> Path:
+    """The train stage's model folder, once its files are exactly those its config.json records, sha256
+    included: the card states that stage's scores, so other weights under its name must not be exported."""
+    from benchmark.stages.store import COMPLETE, files_problem
+
+    meta = stage_config(runs, train_id)
+    folder = Path(runs) / "train" / train_id
+    problem = ("it is not a finished train stage" if meta.get("status") != COMPLETE or meta.get("id") != train_id
+               else files_problem(folder, meta, hashes=True))
+    if problem:
+        raise BenchmarkError(f"train stage {folder} is damaged ({problem}), so its model is not the one scored; nothing "
+                             "exported. Rerun the suite (a damaged stage is recomputed) and export again")
+    return folder / MODEL
+
+
 def save_sparse_encoder(model_dir: Path, out: Path, *, max_seq_length: int, card: str) -> Path:
-    """``out``: the model of ``model_dir`` as a SparseEncoder folder with ``card`` as its README (atomic)."""
+    """``out``: the model of ``model_dir`` as a SparseEncoder folder with ``card`` as its README (atomic:
+    the folder is built beside ``out`` and removed if anything fails)."""
+    out = Path(out)
+    sweep_leftovers(out.parent)
+    tmp = out.with_name(scratch_name(out.name, "tmp"))
+    try:
+        return _save_sparse_encoder(model_dir, out, tmp, max_seq_length, card)
+    except Exception as exc:  # safetensors reports a full disk as its own error, not an OSError
+        from benchmark.common import disk
+
+        if not isinstance(exc, OSError) and disk.NO_SPACE in str(exc):
+            raise disk.full_error(tmp) from None
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _save_sparse_encoder(model_dir: Path, out: Path, tmp: Path, max_seq_length: int, card: str) -> Path:
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
-    out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
     logging.getLogger("sentence_transformers").setLevel(logging.ERROR)  # MLMTransformer's deprecation notice
     mlm = MLMTransformer(str(model_dir), max_seq_length=max_seq_length)
     mlm.auto_model = fold_for_export(mlm.auto_model)
@@ -160,9 +191,10 @@ def export_suite(folder: Path, runs: Path, out: Path, push_to_hub: str | None = 
         model_dir = Path(runs) / "train" / train_id / MODEL
         if not (model_dir / "config.json").is_file():
             raise BenchmarkError(f"no model in {model_dir}; pass the runs folder {folder.name} ran in as --runs-dir")
+        verified_model(Path(runs), train_id)
         doc_len, query_len = encode_lengths(Path(runs), c.search_id)
         name = export_name(c)
-        target = save_sparse_encoder(model_dir, Path(out) / name, max_seq_length=doc_len,
+        target = save_sparse_encoder(model_dir, confined(Path(out), name, "an exported model's name"), max_seq_length=doc_len,
                                      card=model_card(c, results, name=name, doc_len=doc_len, query_len=query_len))
         say(f"exported {target}")
         if push_to_hub:
@@ -196,9 +228,22 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(args.results_dir) / args.suite
         if not folder.is_dir():
             raise BenchmarkError(f"no results folder {folder}; pass --suite NAME of a folder under --results-dir")
+        from benchmark.pipeline.preflight import output_dir_problem
+
+        problem = output_dir_problem(args.out, "export", "--out")
+        if problem:
+            raise BenchmarkError(problem)
         export_suite(folder, Path(args.runs_dir), Path(args.out), args.push_to_hub)
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk, or a folder made read-only after the check: one line, nothing left behind
+        from benchmark.common.disk import is_full
+
+        fix = ("free space there or pass --out DIR on a larger disk" if is_full(exc)
+               else "fix its permissions or pass --out DIR")
+        print(f"error: cannot write the export to {args.out} ({exc.strerror or type(exc).__name__}); {fix}, and export "
+              "again (nothing half-written was left there)", file=sys.stderr)
         return 2
     return 0
 

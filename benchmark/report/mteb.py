@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.common.atomic import write_json
+from benchmark.common.confine import confined
 from benchmark.report.results import ConditionResult, SuiteResults, run_tag
 
 MTEB_DIR = "mteb"
@@ -73,8 +74,9 @@ def write_mteb(results: SuiteResults, folder: Path) -> list[str]:
         else:
             files[name] = result
     for name, result in files.items():
-        (Path(folder) / name).parent.mkdir(parents=True, exist_ok=True)
-        write_json(Path(folder) / name, result)
+        path = confined(folder, name, "an MTEB export named by a system of results.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, result)
     root = Path(folder) / MTEB_DIR
     if root.is_dir():
         for stale in root.glob("*/*.json"):

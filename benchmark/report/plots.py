@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.common.atomic import save_figure
+from benchmark.common.confine import confined
 from benchmark.report.labels import is_baseline, system_label
-from benchmark.report.results import TELEMETRY_DIR, ConditionResult, SuiteResults
+from benchmark.report.results import RESULTS, TELEMETRY_DIR, ConditionResult, SuiteResults
 from benchmark.report.table import PARTIAL as PARTIAL_MARK
 from benchmark.report.table import Table, short_name
 from benchmark.training.outcomes import COLLAPSED, OK
@@ -305,12 +306,13 @@ def telemetry_plots(results: SuiteResults, folder: Path) -> list[str]:
 
     drawn = []
     for c in {c.train_id: c for c in reversed(results.conditions) if c.trained and c.telemetry}.values():
-        rows_file = Path(folder) / TELEMETRY_DIR / f"{c.train_id}.csv"
+        rows_file = confined(folder, f"{TELEMETRY_DIR}/{c.train_id}.csv", f"{RESULTS}'s train_id of {c.key}")
+        png = confined(folder, c.telemetry, f"{RESULTS}'s telemetry of {c.key}")
         if not rows_file.is_file():
             continue
         with open(rows_file, encoding="utf-8", newline="") as fh:
             rows = [{k: _number(v) for k, v in row.items() if v != ""} for row in csv.DictReader(fh)]
         label = f"{c.outcome}: {c.outcome_reason}" if c.outcome_reason else ""
-        plot_png(rows, Path(folder) / c.telemetry, telemetry_title(c), c.outcome_step, label, c.armed_step)
+        plot_png(rows, png, telemetry_title(c), c.outcome_step, label, c.armed_step)
         drawn.append(c.telemetry)
     return sorted(drawn)

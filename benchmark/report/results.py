@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.common.atomic import atomic_write, write_json
+from benchmark.common.confine import confined
 from benchmark.common.errors import BenchmarkError
 from benchmark.formats import trec_run
 from benchmark.training.outcomes import COLLAPSED, DEGRADED, MISSING, OK, TRAINING_OUTCOMES
@@ -197,14 +198,14 @@ def write_results(results: SuiteResults, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     keep = set()
     for name, source in sorted(results.files.items()):
-        target = folder / name
+        target = confined(folder, name, "a copied file's name")
         target.parent.mkdir(parents=True, exist_ok=True)
         if Path(source).resolve() != target.resolve():
             with atomic_write(target, "wb") as fh, open(source, "rb") as src:
                 shutil.copyfileobj(src, fh)
         keep.add(target.name)
     for name, (source, tag) in sorted(results.runs.items()):
-        target = folder / name
+        target = confined(folder, name, "a run file's name")
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(target, "wb") as fh:
             fh.write(tagged_run(Path(source), tag))
@@ -299,12 +300,38 @@ def from_json(data: Mapping[str, Any], where: str) -> SuiteResults:
             extra = set(c) - names
             if extra:
                 raise BenchmarkError(f"{where}: conditions[{i}] has unknown field(s) {', '.join(sorted(extra))}")
+            problem = _escaping(c)
+            if problem:
+                raise BenchmarkError(f"{where}: conditions[{i}].{problem}; a results folder only names files inside "
+                                     "itself: correct or remove that entry, or --refresh the folder from its runs")
             conditions.append(ConditionResult(**c))
         fields = {f.name for f in dataclasses.fields(SuiteResults)} - set(_NOT_IN_JSON) - {"conditions"}
         kwargs = {k: data[k] for k in fields if k in data}
         return SuiteResults(conditions=conditions, **kwargs)
     except (KeyError, TypeError) as exc:
         raise BenchmarkError(f"{where} is incomplete or malformed ({exc}); rewrite it with --refresh") from None
+
+
+#: fields of a condition that name files inside the suite folder, and the ids that name stage folders (read
+#: by --refresh and export under the runs folder; the key only joins perquery.csv.gz and names no file)
+PATH_FIELDS = ("telemetry", "run_file")
+ID_FIELDS = ("evaluate_id", "search_id", "train_id", "backbone_id")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=:@-]*$")
+
+
+def _escaping(condition: Mapping[str, Any]) -> str | None:
+    """The first field of a recorded condition that would lead a reader or writer outside its folder, or None."""
+    from benchmark.common.confine import escape
+
+    for name in PATH_FIELDS:
+        value = condition.get(name)
+        if value and (reason := escape(value)):
+            return f"{name} {value!r} leads outside the folder ({reason})"
+    for name in ID_FIELDS:
+        value = condition.get(name)
+        if value and (not isinstance(value, str) or not _ID.match(value)):
+            return f"{name} {value!r} is not a stage id (letters, digits and -_.+=:@, no '/')"
+    return None
 
 
 def read_results(folder: Path) -> SuiteResults:

@@ -7,11 +7,12 @@ pyserini's import quirks, and is the only place that imports pyserini.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,12 +97,95 @@ def start_jvm() -> Jdk:
         drop_vector_option()
     from benchmark.common.command_line import verbose
 
-    if verbose():
-        import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
-    else:
-        _quiet_jvm_start(jdk)
+    import jnius_config
+
+    jnius_config.add_options(REDUCED_SIGNALS)
+    with python_keeps_signals(), utf8_locale():
+        if verbose():
+            import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
+        else:
+            _quiet_jvm_start(jdk)
     _STARTED = jdk
     return jdk
+
+
+#: Java encodes file names by the locale it starts in (``sun.jnu.encoding``); under LC_ALL=C that is ASCII,
+#: and a path with any other character fails (InvalidPathException, "Malformed input or input contains
+#: unmappable characters"). Python reads such paths in its UTF-8 mode, so the harness starts Java in this
+#: locale whenever the one it was given is not UTF-8.
+UTF8_LOCALE = "C.UTF-8"
+LOCALE_VARS = ("LC_ALL", "LC_CTYPE", "LANG")
+
+
+def locale_is_utf8(env: dict[str, str] | os._Environ[str] | None = None) -> bool:
+    """Whether a JVM started with ``env`` (default: this process's) encodes file names as UTF-8."""
+    env = os.environ if env is None else env
+    name = next((env[v] for v in LOCALE_VARS if env.get(v)), "C")
+    return bool(re.search(r"utf-?8", name, re.I))
+
+
+def java_env(env: dict[str, str] | os._Environ[str] | None = None) -> dict[str, str]:
+    """``env`` for a JVM: a UTF-8 locale where it had none (LC_ALL=C), so that it can open non-ASCII paths."""
+    out = dict(os.environ if env is None else env)
+    if not locale_is_utf8(out):
+        out["LC_ALL"] = UTF8_LOCALE
+    return out
+
+
+@contextlib.contextmanager
+def utf8_locale() -> Iterator[None]:
+    """The process's environment with ``java_env``'s locale while the in-process JVM starts (it reads its
+    file-name encoding then, once), as it was afterwards."""
+    if locale_is_utf8():
+        yield
+        return
+    before = os.environ.get("LC_ALL")
+    os.environ["LC_ALL"] = UTF8_LOCALE
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["LC_ALL"]
+        else:
+            os.environ["LC_ALL"] = before
+
+
+def unencodable_path(text: str) -> str | None:
+    """The one line for Java's InvalidPathException in a JVM's output (a path its locale cannot encode), else None."""
+    found = re.search(r"InvalidPathException: ([^\n:]+): ([^\n]*)", text)
+    if not found:
+        return None
+    given = next((f"{v}={os.environ[v]}" for v in LOCALE_VARS if os.environ.get(v)), "no locale set")
+    return (f"Java could not encode a file name ({found.group(1).strip()}: {found.group(2).strip()}): its locale ({given}, "
+            f"and {UTF8_LOCALE}, which the harness tried, is not installed) cannot write a non-ASCII path; set a UTF-8 "
+            "locale installed here (`locale -a`), e.g. LC_ALL=C.UTF-8, or use ASCII paths for --runs-dir and the datasets")
+
+
+#: The JVM runs inside this process (pyjnius), and by default it installs its own SIGINT, SIGTERM and SIGHUP
+#: handlers, which run Java's shutdown and exit without Python's: no ``interrupted`` line, claims left held,
+#: and libtorch threads torn down under a running exit (a SIGSEGV the JVM reports in ``hs_err_pid*.log``).
+#: -Xrs leaves those signals to the embedding process; the JVM's own (SIGSEGV for null checks) stay.
+REDUCED_SIGNALS = "-Xrs"
+OWNED_SIGNALS = ("SIGINT", "SIGTERM")
+
+
+@contextlib.contextmanager
+def python_keeps_signals() -> Iterator[None]:
+    """Python's SIGINT and SIGTERM handlers, as they were, once the block (the JVM's start) ends: each is
+    installed again, which sets the process's C-level handler back to Python's whatever the block did."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
+        yield
+        return
+    before = {name: signal.getsignal(getattr(signal, name)) for name in OWNED_SIGNALS}
+    try:
+        yield
+    finally:
+        for name, handler in before.items():
+            if handler is not None:  # None: installed outside Python, nothing of ours to restore
+                signal.signal(getattr(signal, name), handler)
 
 
 #: JDK 23+ warns on stderr when Lucene calls sun.misc.Unsafe (JEP 471); this option allows it silently
@@ -205,7 +289,7 @@ def _pyserini_index(args: list[str], log: Path) -> None:
     jdk = find_jdk()
     cmd = [*indexer_command(jdk), *args]
     # the log goes through a pipe: on a full disk the indexer's own writes to it would fail unseen
-    proc = subprocess.run(cmd, env=dict(os.environ, JAVA_HOME=str(jdk.home)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.run(cmd, env=dict(java_env(), JAVA_HOME=str(jdk.home)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     text = proc.stdout.decode(errors="replace")
     try:
@@ -216,6 +300,9 @@ def _pyserini_index(args: list[str], log: Path) -> None:
     if disk.NO_SPACE in text:  # Anserini logs the IOException and may still exit 0
         raise disk.full_error(log.parent)
     if proc.returncode != 0:
+        cause = unencodable_path(text)
+        if cause:
+            raise BenchmarkError(cause)
         tail = text.strip().splitlines()[-3:]
         raise BenchmarkError(f"Lucene indexing failed (exit {proc.returncode}): {' | '.join(tail)}; see {log}")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +35,38 @@ def _replace_dir(tmp: Path, out_dir: Path) -> None:
     os.replace(tmp, out_dir)
 
 
-def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
+def _load_snapshot(name: str, planned: Mapping[str, Any] | None, scratch: Path) -> tuple[Any, Any]:
+    """``load_backbone(name)``; a local folder whose content the plan fingerprinted is copied into ``scratch``
+    first (one read, hashed) and loaded from the copy once its digest is the planned one."""
+    source = Path(resolve_backbone(name))
+    if not (planned and "digest" in planned and source.is_dir()):
+        return load_backbone(name)
+    from benchmark.common.fingerprint import digest_of_tree, tree_files
+    from benchmark.common.snapshot import changed_since_planned, copy_hashed
+
+    try:
+        digest = digest_of_tree({rel: copy_hashed(source / rel, scratch / rel) for rel in tree_files(source)})
+        if digest != planned["digest"]:
+            raise changed_since_planned(f"backbone {name!r} ({source})", planned["digest"], digest)
+        try:
+            return load_backbone(str(scratch))
+        except BenchmarkError as exc:  # named by the folder given, not by its copy
+            raise BenchmarkError(str(exc).replace(str(scratch), str(source))) from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def prepare_backbone(name: str, spec: Rescale, out_dir: Path, planned: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Load ``name``, rescale its MLM head per ``spec``, save model + tokenizer into ``out_dir``.
 
     The folder is written next to ``out_dir`` first and moved into place when complete, so an
-    interrupted run never leaves a half-saved backbone. Returns the record for the stage's config:
-    the backbone, the spec, and ``benchmark.model.rescale.apply_rescale``'s record (method, factor,
-    params/tied/norms before and after, and the match statistic in match mode).
+    interrupted run never leaves a half-saved backbone. A local checkpoint is read from a snapshot
+    whose content must be ``planned`` (the stage id's fingerprint). Returns the record for the stage's
+    config: the backbone, the spec, and ``benchmark.model.rescale.apply_rescale``'s record (method,
+    factor, params/tied/norms before and after, and the match statistic in match mode).
     """
     out_dir = Path(out_dir)
-    model, tokenizer = load_backbone(name)
+    model, tokenizer = _load_snapshot(name, planned, out_dir.parent / ".inputs")
     record: dict[str, Any] = {
         "backbone": backbone_key(name),
         "source": resolve_backbone(name),
@@ -67,7 +90,7 @@ def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
 class Backbone(StageKind):
     name = "backbone"
     VERSION = 3  # 2: rescaling methods and match statistics; 3: the constant multiplier projection, its α in the record (the paper's once, the default, since: same output for every earlier config)
-    sources = ("benchmark.data.samples", "benchmark.model.checkpoints", "benchmark.model.heads",
+    sources = ("benchmark.common.snapshot", "benchmark.data.samples", "benchmark.model.checkpoints", "benchmark.model.heads",
                "benchmark.model.loader", "benchmark.model.rescale", "benchmark.stages.backbone")
 
     @dataclass(frozen=True)
@@ -93,7 +116,7 @@ class Backbone(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        return prepare_backbone(config.backbone, Rescale(**config.rescale), out / "model")
+        return prepare_backbone(config.backbone, Rescale(**config.rescale), out / "model", inputs.external.get("checkpoint"))
 
     @staticmethod
     def model(folder: Path) -> Path:

@@ -6,7 +6,7 @@ Query sets that share documents share this stage (MS MARCO dev, DL19 and DL20 en
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ class Corpus(StageKind):
     name = "corpus"
     VERSION = 1
     optional_parents = ("topics",)  # with max_docs: the judged documents to keep
-    sources = ("benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
+    sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
                "benchmark.data.datasets", "benchmark.stages.corpus")
 
     @dataclass(frozen=True)
@@ -44,7 +44,17 @@ class Corpus(StageKind):
         from benchmark.stages.topics import Topics
 
         keep = Topics.judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()
-        return materialise_corpus(config.source, out, config.max_docs, config.seed, keep, ctx.progress)
+        return materialise_corpus(config.source, out, config.max_docs, config.seed, keep, ctx.progress,
+                                  inputs.external.get("content"))
+
+    @classmethod
+    def record_problem(cls, meta: Mapping[str, Any], folder: Path, deep: bool) -> str | None:
+        """Under --verify: the document and empty-document counts the index is checked against, recounted."""
+        if not deep:
+            return None
+        from benchmark.data.datasets import corpus_record_problem
+
+        return corpus_record_problem(dict(meta.get("record", {})), folder)
 
     # readers for later stages
     @staticmethod

@@ -3,6 +3,7 @@ significance tests) and aggregated over every judged query (0 where the run has 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,13 @@ class Evaluate(StageKind):
 
         return evaluate_stage(Search.run_file(inputs.path("run")), inputs.path("topics"), inputs.path("corpus"),
                               list(config.measures), out)
+
+    @classmethod
+    def record_problem(cls, meta: Mapping[str, Any], folder: Path, deep: bool) -> str | None:
+        """The recorded means must be those of the per-query values beside them (read on every reuse: small)."""
+        from benchmark.evaluation.measures import record_problem
+
+        return record_problem(meta.get("record", {}), folder)
 
     @staticmethod
     def perquery(folder: Path) -> dict[str, dict[str, float]]:

@@ -3,6 +3,7 @@ the evaluate stage scores it as it scores a search stage's run."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ class RunFile(StageKind):
     name = "runfile"
     VERSION = 1
     parents = ("topics", "corpus")
-    sources = ("benchmark.formats.documents", "benchmark.formats.trec_run", "benchmark.data.datasets",
+    sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.trec_run", "benchmark.data.datasets",
                "benchmark.evaluation.external_runs", "benchmark.stages.runfile")
 
     @dataclass(frozen=True)
@@ -28,6 +29,17 @@ class RunFile(StageKind):
         return {"content": file_digest(config.path)}
 
     @classmethod
+    def record_problem(cls, meta: Mapping[str, Any], folder: Path, deep: bool) -> str | None:
+        """``run.trec`` is a byte copy of the file its id names: its recorded sha256 is that content."""
+        from benchmark.formats.trec_run import RUN
+
+        recorded = (meta.get("outputs") or {}).get(RUN, [None, None])[1]
+        planned = (meta.get("external") or {}).get("content")
+        if recorded and planned and recorded != planned:
+            return f"its {RUN} is not the run file its id was computed from (sha256 {recorded[:16]}, id's {planned[:16]})"
+        return None
+
+    @classmethod
     def describe(cls, config: Config) -> str:
         return Path(config.path).name
 
@@ -37,4 +49,5 @@ class RunFile(StageKind):
         from benchmark.evaluation.external_runs import materialise_run
 
         dataset = inputs.record("topics").get("dataset", "the dataset")
-        return materialise_run(Path(config.path), set(read_docids(inputs.path("corpus"))), str(dataset), out)
+        return materialise_run(Path(config.path), set(read_docids(inputs.path("corpus"))), str(dataset), out,
+                               inputs.external.get("content"))

@@ -53,6 +53,40 @@ def content_digest(meta: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical(meta.get("outputs")).encode()).hexdigest()[:16]
 
 
+def files_problem(folder: Path | str, meta: Mapping[str, Any], hashes: bool = True) -> str | None:
+    """Why a finished stage folder does not hold exactly the files its config.json records (one missing,
+    of another size or, with ``hashes``, another sha256; or one it never recorded), or None.
+
+    An unrecorded file is not harmless: a shard or collection file added to a folder is read by the
+    stage built from it (Lucene indexes every file of a collection folder)."""
+    folder = Path(folder)
+    dropped = tuple(meta.get("dropped", ()))
+    outputs = meta.get("outputs")
+    if not isinstance(outputs, dict):
+        return "its config.json lists no outputs (written by an older version)"
+    for rel, (size, digest) in outputs.items():
+        if rel.split("/")[0] in dropped:
+            continue
+        path = folder / rel
+        try:
+            actual = path.stat().st_size
+        except OSError:
+            return f"{rel} is missing"
+        if actual != size:
+            return f"{rel} is {actual} bytes, recorded {size}"
+        if hashes and digest is not None:
+            from benchmark.common.fingerprint import sha256_file
+
+            if sha256_file(path) != digest:
+                return f"{rel} differs from its recorded sha256"
+    extra = sorted(rel for rel in output_files(folder, hashes=False)
+                   if rel not in outputs and rel.split("/")[0] not in dropped)
+    if extra:
+        more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
+        return f"it holds {extra[0]}{more}, which it did not record"
+    return None
+
+
 def output_files(folder: Path, hashes: bool = True) -> dict[str, list[Any]]:
     """Every file under ``folder`` but ``config.json``: relative path → [size, sha256 or None]."""
     from benchmark.common.fingerprint import sha256_file
@@ -74,6 +108,10 @@ class Inputs:
 
     paths: Mapping[str, Path]
     metas: Mapping[str, Mapping[str, Any]]
+    #: the content fingerprints of outside inputs as the plan computed them (they are in the stage's id): a
+    #: stage compares what it copies with them (``benchmark.common.snapshot``), so it never publishes other
+    #: bytes under this id
+    external: Mapping[str, Any] = field(default_factory=dict)
 
     def path(self, role: str) -> Path:
         return self.paths[role]
@@ -116,6 +154,12 @@ class StageKind:
     @classmethod
     def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
         raise NotImplementedError
+
+    @classmethod
+    def record_problem(cls, meta: Mapping[str, Any], folder: Path, deep: bool) -> str | None:
+        """Where a finished stage's record disagrees with its own files (a record is not trusted where
+        it can be derived), or None. Cheap checks always; ``deep`` (``--verify``) may read large files."""
+        return None
 
     @classmethod
     def space_needed(cls, config: Any, inputs: Inputs, out: Path) -> int | None:
@@ -263,6 +307,16 @@ class Store:
                 "fix its permissions or pass --runs-dir DIR (or set BENCHMARK_RUNS_DIR)"
             ) from None
 
+    def sweep(self) -> list[str]:
+        """Remove what killed processes of this machine left aside in every kind's folder (an old folder moved
+        out at a swap, a damaged one being discarded): no later stage would, as none is named like them."""
+        from benchmark.common.leftovers import sweep_leftovers
+
+        if not self.root.is_dir():
+            return []
+        return [name for kind in sorted(self.root.iterdir()) if kind.is_dir() and not kind.name.startswith(".")
+                for name in sweep_leftovers(kind)]
+
     def path(self, stage: Stage) -> Path:
         return self.root / _kind_name(stage) / stage.id
 
@@ -285,25 +339,9 @@ class Store:
         parents), or None. Hashes are checked with ``verify`` (or ``hashes``)."""
         hashes = self.verify if hashes is None else hashes
         folder = self.path(stage)
-        dropped = tuple(meta.get("dropped", ()))
-        outputs = meta.get("outputs")
-        if not isinstance(outputs, dict):
-            return "its config.json lists no outputs (written by an older version)"
-        for rel, (size, digest) in outputs.items():
-            if rel.split("/")[0] in dropped:
-                continue
-            path = folder / rel
-            try:
-                actual = path.stat().st_size
-            except OSError:
-                return f"{rel} is missing"
-            if actual != size:
-                return f"{rel} is {actual} bytes, recorded {size}"
-            if hashes and digest is not None:
-                from benchmark.common.fingerprint import sha256_file
-
-                if sha256_file(path) != digest:
-                    return f"{rel} differs from its recorded sha256"
+        problem = files_problem(folder, meta, hashes) or stage.kind.record_problem(meta, folder, self.verify)
+        if problem:
+            return problem
         parents = {role: self.load(p) for role, p in stage.parents.items()}
         recorded = meta.get("inputs") or {}
         for role, parent in sorted(stage.parents.items()):
@@ -336,8 +374,10 @@ class Store:
         return None
 
     def _discard(self, folder: Path) -> None:
+        from benchmark.common.leftovers import scratch_name
+
         if folder.exists():
-            trash = folder.with_name(f".{folder.name}.discard-{os.getpid()}")
+            trash = folder.with_name(scratch_name(folder.name, "discard"))
             os.replace(folder, trash)
             shutil.rmtree(trash, ignore_errors=True)
 
@@ -443,13 +483,20 @@ class Store:
         }
         parents = {role: self.load(p) for role, p in stage.parents.items()}
         problem = stage.kind.consistent(record, {r: m["record"] for r, m in parents.items() if m is not None})
-        if problem:
+        if problem and not self.verify:
             raise BenchmarkError(f"{stage.id}: {problem}; its inputs are inconsistent — rerun with --verify")
+        if problem:  # --verify checked its inputs' files and records and found nothing: the counting rules disagree
+            raise BenchmarkError(f"{stage.id}: {problem}, and --verify found the files and records of its inputs intact: "
+                                 "the two stages count by different rules, which no rerun mends; this is a fault of the "
+                                 "harness, not of the data: report this line")
         write_json(partial / CONFIG, meta)
         kill_points.point("stage:publish")
         claim.check()  # a holder declared dead meanwhile must not publish over its successor
+        from benchmark.common.leftovers import scratch_name, sweep_leftovers
+
+        sweep_leftovers(final.parent)  # what killed publishers of this kind left aside
         if final.exists():  # forced rerun or a foreign/corrupt folder: move it aside, then swap
-            trash = final.with_name(f".{stage.id}.old-{os.getpid()}")
+            trash = final.with_name(scratch_name(stage.id, "old"))
             os.replace(final, trash)
             kill_points.point("stage:swap")
             os.replace(partial, final)

@@ -12,7 +12,7 @@ from benchmark.stages.store import Inputs, StageKind
 class Topics(StageKind):
     name = "topics"
     VERSION = 1
-    sources = ("benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
+    sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
                "benchmark.data.datasets", "benchmark.stages.topics")
 
     @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Topics(StageKind):
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
         from benchmark.data.datasets import materialise_topics
 
-        return materialise_topics(config.dataset, out, config.max_queries, config.seed)
+        return materialise_topics(config.dataset, out, config.max_queries, config.seed, inputs.external.get("content"))
 
     # readers for later stages
     @staticmethod

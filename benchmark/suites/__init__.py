@@ -282,6 +282,7 @@ class Suite:
         refs += [(f"dataset_measures.{d!r}", d) for d in self.dataset_measures]
         refs += [(f"table.averages[{a.name!r}]", d) for a in self.table.averages for d in a.datasets]
         refs += [(f"expected[{i}].dataset", e.dataset) for i, e in enumerate(self.expected)]
+        refs += [(f"remove_query.{d!r}", d) for d in self.remove_query]  # an unknown key was silently ignored
         for where, d in refs:
             if d not in known:
                 out.append(f"{where} names dataset {d!r}, not in the suite; valid: {', '.join(sorted(known))}")
@@ -438,15 +439,25 @@ def load_suite(name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> Su
                           "(or leave --suite out to run any ir_datasets id given to --datasets)")
         path = packaged_path(name)
     try:
-        return suite_from_data(apply_overrides(load_toml(path), list(overrides), "suite"), path, custom)
+        return suite_from_data(apply_overrides(load_toml(path), list(overrides), "suite"), path, custom,
+                               measures_overridden=any(p[0] in MEASURE_KEYS for p, _ in overrides))
     except BenchmarkError as exc:
         raise with_overrides(exc, list(overrides)) from None
 
 
-def suite_from_data(data: dict[str, Any], path: Path, custom: bool = True) -> Suite:
-    """A suite from its TOML document, checked (``path`` names it in messages)."""
+#: the keys that choose what is evaluated: set from the command line, they narrow the suite's [[expected]] table
+MEASURE_KEYS = ("measures", "dataset_measures")
+
+
+def suite_from_data(data: dict[str, Any], path: Path, custom: bool = True, measures_overridden: bool = False) -> Suite:
+    """A suite from its TOML document, checked (``path`` names it in messages). With ``measures_overridden``
+    (``--set measures=[…]``), the expected scores of measures no longer evaluated are dropped: the suite's own
+    entries, which the command never named, are not what is wrong with it."""
     data = with_encode_profile(data, path.name)
     suite = canonical_measures(from_dict(Suite, data, str(path.name)))
+    if measures_overridden:
+        suite = dataclasses.replace(suite, expected=[e for e in suite.expected if e.collapsed
+                                                     or e.measure in suite.measures_of(e.dataset)])
     if suite.bm25 is None and suite.splade is None and suite.published is None:
         raise BenchmarkError(f"suite file {path.name} defines no system; add a [bm25], [splade] or [published] table")
     problems = suite.problems() + (_collision(path, suite) if custom else [])
