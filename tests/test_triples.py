@@ -22,7 +22,8 @@ import pytest
 from helpers.tiny_models import tiny_bert
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.data.negatives import hf_triples, triples_path
+from benchmark.data.negatives import hf_triples
+from benchmark.formats.triples import triples_path
 from benchmark.training.examples import NoDuplicatesPermutedBatchSampler, PermutedBatchSampler, Permutation
 from benchmark.training.loop import train_splade
 from benchmark.training.outcomes import DEGRADED, OK

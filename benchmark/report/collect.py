@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.evaluation.measures import read_perquery
 from benchmark.formats import trec_run
+from benchmark.formats.perquery import perquery_path, read_perquery
 from benchmark.model.rescale import record_tag
 from benchmark.report.portable import dataset_labels, is_machine_path, portable_dataset, scrub
 from benchmark.report.results import (DEV_MEASURE, RUNS_DIR, TELEMETRY_DIR, ConditionResult, SuiteResults, TrainOutcome,
@@ -113,7 +113,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             result.metrics = {m: float(v) for m, v in record["metrics"].items()}
             result.queries = _int(record.get("queries"))
             try:
-                perquery[key] = read_perquery(store.path(evaluate))
+                perquery[key] = read_perquery(perquery_path(store.path(evaluate)))
             except OSError:
                 pass  # an evaluate stage from before per-query values: no significance test for it
         if train_record is not None:

@@ -17,6 +17,7 @@ from benchmark.common import kill_points
 from benchmark.common.errors import BenchmarkError
 from benchmark.common.fingerprint import file_digest
 from benchmark.data import samples
+from benchmark.formats.checkpoint import model_path
 from benchmark.model.checkpoints import quiet_transformers
 from benchmark.model.loader import backbone_fingerprint, backbone_key, load_backbone, resolve_backbone
 from benchmark.model.rescale import STATISTICS, Rescale, apply_rescale
@@ -67,7 +68,7 @@ def prepare_backbone(name: str, spec: Rescale, out_dir: Path) -> dict[str, Any]:
 class Backbone(StageKind):
     name = "backbone"
     VERSION = 3  # 2: rescaling methods and match statistics; 3: the constant multiplier projection, its α in the record (the paper's once, the default, since: same output for every earlier config)
-    sources = ("benchmark.data.samples", "benchmark.model.checkpoints", "benchmark.model.heads",
+    sources = ("benchmark.data.samples", "benchmark.formats.checkpoint", "benchmark.model.checkpoints", "benchmark.model.heads",
                "benchmark.model.loader", "benchmark.model.rescale", "benchmark.stages.backbone")
 
     @dataclass(frozen=True)
@@ -93,9 +94,4 @@ class Backbone(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        return prepare_backbone(config.backbone, Rescale(**config.rescale), out / "model")
-
-    @staticmethod
-    def model(folder: Path) -> Path:
-        """The saved ``*ForMaskedLM`` + tokenizer (what training and encoding load)."""
-        return Path(folder) / "model"
+        return prepare_backbone(config.backbone, Rescale(**config.rescale), model_path(out))

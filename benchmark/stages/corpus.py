@@ -6,7 +6,6 @@ Query sets that share documents share this stage (MS MARCO dev, DL19 and DL20 en
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,29 +39,8 @@ class Corpus(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.data.datasets import materialise_corpus
-        from benchmark.stages.topics import Topics
+        from benchmark.data.datasets import judged_docs, materialise_corpus
 
-        keep = Topics.judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()
+        keep = judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()
         return materialise_corpus(config.source, out, config.max_docs, config.seed, keep, ctx.progress)
-
-    # readers for later stages
-    @staticmethod
-    def collection(folder: Path) -> Path:
-        """The JsonCollection folder (what the BM25 index reads)."""
-        from benchmark.formats.documents import COLLECTION
-
-        return Path(folder) / COLLECTION
-
-    @staticmethod
-    def docs(folder: Path) -> Iterator[tuple[str, str]]:
-        from benchmark.data.datasets import iter_docs
-
-        return iter_docs(folder)
-
-    @staticmethod
-    def docids(folder: Path) -> list[str]:
-        from benchmark.data.datasets import read_docids
-
-        return read_docids(folder)
 

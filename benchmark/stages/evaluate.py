@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.formats.trec_run import RUN
 from benchmark.stages.store import Inputs, StageKind
 
 
@@ -15,8 +16,8 @@ class Evaluate(StageKind):
     VERSION = 2  # 2: perquery.tsv through the one CSV writer (\n line ends)
     parents = ("run", "topics", "corpus")
     counted = (("queries", "topics", "evaluated"),)
-    sources = ("benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.trec_run",
-               "benchmark.evaluation.measures", "benchmark.stages.evaluate")
+    sources = ("benchmark.formats.documents", "benchmark.formats.perquery", "benchmark.formats.qrels",
+               "benchmark.formats.trec_run", "benchmark.evaluation.measures", "benchmark.stages.evaluate")
 
     @dataclass(frozen=True)
     class Config:
@@ -29,13 +30,6 @@ class Evaluate(StageKind):
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
         from benchmark.evaluation.measures import evaluate_stage
-        from benchmark.stages.search import Search
 
-        return evaluate_stage(Search.run_file(inputs.path("run")), inputs.path("topics"), inputs.path("corpus"),
+        return evaluate_stage(Path(inputs.path("run")) / RUN, inputs.path("topics"), inputs.path("corpus"),
                               list(config.measures), out)
-
-    @staticmethod
-    def perquery(folder: Path) -> dict[str, dict[str, float]]:
-        from benchmark.evaluation.measures import read_perquery
-
-        return read_perquery(folder)

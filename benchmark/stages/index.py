@@ -9,19 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.formats.documents import COLLECTION
+from benchmark.formats.lucene_index import index_path
+from benchmark.formats.vectors import SHARDS
 from benchmark.stages.store import Inputs, StageKind
 
 
 def _bm25_input(folder: Path) -> Path:
-    from benchmark.stages.corpus import Corpus
-
-    return Corpus.collection(folder)
+    return Path(folder) / COLLECTION
 
 
 def _impact_input(folder: Path) -> Path:
-    from benchmark.stages.encode import Encode
-
-    return Encode.shards(folder)
+    return Path(folder) / SHARDS
 
 
 def _builder(index_type: str) -> Callable[..., None]:
@@ -41,7 +40,8 @@ class Index(StageKind):
     name = "index"
     VERSION = 1
     parents = ("source",)
-    sources = ("benchmark.retrieval.lucene", "benchmark.stages.index")
+    sources = ("benchmark.formats.documents", "benchmark.formats.lucene_index", "benchmark.formats.vectors",
+               "benchmark.retrieval.lucene", "benchmark.stages.index")
 
     @dataclass(frozen=True)
     class Config:
@@ -61,7 +61,7 @@ class Index(StageKind):
         problem = cls.nothing_to_index(config.type, inputs.record("source"), inputs.path("source"))
         if problem:
             raise BenchmarkError(problem)
-        target = out / "index"
+        target = index_path(out)
         if target.exists():  # a half-built Lucene index is never reused
             shutil.rmtree(target)
         _builder(config.type)(collection(inputs.path("source")), target, ctx.threads)
@@ -103,7 +103,3 @@ class Index(StageKind):
         if record.get("documents") != expected:
             return f"the index holds {record.get('documents')} documents, but its source has {expected} to index"
         return None
-
-    @staticmethod
-    def lucene_index(folder: Path) -> Path:
-        return Path(folder) / "index"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.formats.checkpoint import model_path
 from benchmark.stages.store import Inputs, StageKind
 
 
@@ -16,7 +17,8 @@ class Queries(StageKind):
     parents = ("model", "topics")
     device = "gpu"
     counted = (("queries", "topics", "encoded"),)
-    sources = ("benchmark.formats.documents", "benchmark.formats.query_texts", "benchmark.formats.vectors",
+    sources = ("benchmark.formats.checkpoint", "benchmark.formats.documents", "benchmark.formats.query_texts",
+               "benchmark.formats.vectors",
                "benchmark.model.heads", "benchmark.model.varlen", "benchmark.splade.encoder",
                "benchmark.splade.forward", "benchmark.splade.impacts", "benchmark.splade.pooling",
                "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.retrieval.impact_vectors",
@@ -40,20 +42,7 @@ class Queries(StageKind):
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
         from benchmark.retrieval.impact_vectors import encode_queries_stage
 
-        return encode_queries_stage(Path(inputs.path("model")) / "model", inputs.path("topics"), out,
+        return encode_queries_stage(model_path(inputs.path("model")), inputs.path("topics"), out,
                                     max_length=config.max_length, batch_size=config.batch_size,
                                     precision=config.precision, attn_implementation=config.attn_implementation,
                                     progress=ctx.progress)
-
-    # readers for later stages
-    @staticmethod
-    def vectors(folder: Path) -> dict[str, dict[str, int]]:
-        from benchmark.retrieval.impact_vectors import read_query_vectors
-
-        return read_query_vectors(folder)
-
-    @staticmethod
-    def qf(folder: Path) -> Any:
-        import numpy as np
-
-        return np.load(Path(folder) / "qf.npy")

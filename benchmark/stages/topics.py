@@ -38,22 +38,3 @@ class Topics(StageKind):
 
         return materialise_topics(config.dataset, out, config.max_queries, config.seed)
 
-    # readers for later stages
-    @staticmethod
-    def queries(folder: Path) -> dict[str, str]:
-        from benchmark.data.datasets import read_queries
-
-        return read_queries(folder)
-
-    @staticmethod
-    def qrels(folder: Path) -> Path:
-        from benchmark.data.datasets import qrels_path
-
-        return qrels_path(folder)
-
-    @staticmethod
-    def judged_docs(folder: Path) -> set[str]:
-        from benchmark.data.datasets import judged_docs
-
-        return judged_docs(folder)
-

@@ -21,7 +21,8 @@ class Train(StageKind):
     parents = ("init", "triples")
     resumable = True
     device = "gpu"
-    sources = ("benchmark.formats.json_lines", "benchmark.model.heads", "benchmark.splade.impacts",
+    sources = ("benchmark.formats.checkpoint", "benchmark.formats.json_lines", "benchmark.formats.triples",
+               "benchmark.model.heads", "benchmark.splade.impacts",
                "benchmark.training.detector", "benchmark.training.dev", "benchmark.training.examples",
                "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.max_pool",
                "benchmark.training.outcomes", "benchmark.training.ray_cluster", "benchmark.training.recipe",
@@ -45,19 +46,15 @@ class Train(StageKind):
             return cluster.data_parallel(train, config, inputs, out, ctx.progress)
         return train(config, inputs, out, ctx.progress)
 
-    @staticmethod
-    def model(folder: Path) -> Path:
-        return Path(folder) / "model"
-
 
 def train(config: Train.Config, inputs: Inputs, out: Path, progress: bool) -> dict[str, Any]:
     """One process's part of a train stage (all of it, or one rank's under torchrun or Ray Train)."""
     from benchmark.common.config import from_dict
-    from benchmark.stages.backbone import Backbone
-    from benchmark.stages.triples import Triples
+    from benchmark.formats.checkpoint import model_path
+    from benchmark.formats.triples import triples_path
     from benchmark.training.loop import train_splade
     from benchmark.training.recipe import Recipe
 
     recipe = from_dict(Recipe, config.recipe, f"recipe {config.recipe.get('name')!r}")
-    return train_splade(Backbone.model(inputs.path("init")), Triples.file(inputs.path("triples")), recipe, out,
+    return train_splade(model_path(inputs.path("init")), triples_path(inputs.path("triples")), recipe, out,
                         seed=config.seed, progress=progress, overrides=config.overrides or None)

@@ -15,7 +15,8 @@ class Triples(StageKind):
     VERSION = 2  # 2: Hugging Face triples joined to their corpus and queries subsets
     optional_parents = ("topics", "corpus", "run")  # BM25 mining: the training topics, their corpus, a BM25 run
     sources = ("benchmark.formats.documents", "benchmark.formats.json_lines", "benchmark.formats.qrels",
-               "benchmark.formats.query_texts", "benchmark.formats.trec_run", "benchmark.data.negatives",
+               "benchmark.formats.query_texts", "benchmark.formats.trec_run", "benchmark.formats.triples",
+               "benchmark.data.negatives",
                "benchmark.stages.triples")
 
     @dataclass(frozen=True)
@@ -38,10 +39,3 @@ class Triples(StageKind):
 
         options = {k: v for k, v in vars(config).items() if k != "negatives" and v is not None}
         return NEGATIVES_TO_MINER[config.negatives](dict(inputs.paths), out, **options)
-
-    @staticmethod
-    def file(folder: Path) -> Path:
-        """The triples, one JSON object per line: training streams them from here."""
-        from benchmark.data.negatives import triples_path
-
-        return triples_path(folder)
