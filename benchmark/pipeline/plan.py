@@ -104,6 +104,8 @@ class Condition:
     @property
     def arm(self) -> str:
         """The row label with how its head was rescaled: 'rescaled [projection ×0.0625 = 1/16]'."""
+        from benchmark.model.rescale import rescale_tag
+
         return f"{self.variant} [{rescale_tag(self.method, self.factor)}]" if self.method else self.variant
 
     def row(self) -> dict[str, Any]:
@@ -298,19 +300,16 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
 
     assert suite.splade is not None
     rs = suite.splade.rescale
-    factor = opts.rescale_factor if opts.rescale_factor is not None else rs.alpha
-    mode, match = rs.mode, rs.match
-    if opts.rescale_factor is not None:
-        mode, match = "factor", None
-    elif opts.match_norm is not None:
-        mode, match, factor = "match", opts.match_norm, None
     common = {"scale_bias": rs.scale_bias, "method": opts.rescale_method or rs.method}
     stat = opts.match_stat or rs.match_stat
-    table: dict[str, Any] = {
-        BASELINE: (Rescale(mode="none"), {}),
-        "rescaled": (Rescale(mode=mode, factor=factor if mode == "factor" else None,
-                             match=match if mode == "match" else None, match_stat=stat, **common), {}),
-    }
+    try:
+        rescaled = Rescale.from_options(opts.rescale_factor, opts.match_norm, match_stat=stat,
+                                        default=(rs.mode, rs.alpha, rs.match), **common)
+    except BenchmarkError:
+        if not all_variants:
+            raise
+        rescaled = Rescale.from_options(match_stat=stat, default=(rs.mode, rs.alpha, rs.match), **common)
+    table: dict[str, Any] = {BASELINE: (Rescale(mode="none"), {}), "rescaled": (rescaled, {})}
     for k in suite.splade.k_grid:
         table[f"k{_fmt_factor(k)}"] = (Rescale(mode="factor", factor=1.0 / k, **common), {})
     for f in suite.splade.sweep:
@@ -335,22 +334,6 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
     if bad:
         raise BenchmarkError(f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, comma-separated")
     return {n: table[n] for n in names}
-
-
-def rescale_tag(method: str, factor: str) -> str:
-    """'projection ×0.0625 = 1/16', 'head-norm match:bert-base-uncased, extension' (method and factor as
-    planned; a method other than the paper's, or a matched factor, is this harness's extension)."""
-    from benchmark.model.rescale import METHODS
-
-    paper = method in METHODS and METHODS[method].paper
-    try:
-        value = float(factor)
-    except ValueError:
-        return f"{method} {factor}, extension"
-    k = 1.0 / value if value > 0 else 0.0
-    copy = ", untied copy +vocab × hidden parameters" if method in METHODS and METHODS[method].adds_parameters else ""
-    return (f"{method} ×{factor}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + copy
-            + ("" if paper else ", extension"))
 
 
 def _factor_label(spec: Any) -> str:
