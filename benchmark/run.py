@@ -296,16 +296,14 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     start = time.perf_counter()
     targets = [c.evaluate for c in plan.conditions if c.evaluate is not None]
-    failed = None
     if args.executor == "ray":
         from benchmark.pipeline.ray_executor import execute
 
         explicit = {k for layer in resources_layers(suite, args.resources) for k, f in layer.items() if "gpus" in f}
         outcome = execute(store, ctx, targets, resources, explicit, args.ray_address, args.gpus)
-        if outcome.failed:
-            failed = outcome.summary({s.id: s for s in plan.stages()})
     else:
-        LocalExecutor(store, ctx).run(targets)
+        outcome = LocalExecutor(store, ctx).run(targets)
+    failed = outcome.summary({s.id: s for s in plan.stages()}) if outcome.failed else None
     if args.keep == "indexed":
         drop_encoded(plan, store)
     from benchmark.report.build import write_suite_results

@@ -464,10 +464,10 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
                                     train=train, command=f"python -m benchmark.run --suite {tmp_path}/s.toml "
                                                          f"--datasets {local} --runs-dir {runs}"))
 
-    class Plan:  # what collect reads of a plan
-        suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": MEASURE}})()
+    class Plan:  # a PlanView: what collect reads of a plan
+        suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": MEASURE}, "expected": None})()
         measures, dataset_measures, columns, groups = [MEASURE], {local: [MEASURE]}, [local], {}
-        max_docs, max_queries, seeds, subset = None, None, [7], None
+        max_docs, max_queries, seeds, subset, training = None, None, [7], None, ""
 
     Plan.conditions = conditions
     results = collect(Plan(), store)
@@ -566,9 +566,9 @@ def test_exports_tagged_runs_mteb_json_and_titled_telemetry(tmp_path):
                      train=train, search=search, command="python -m benchmark.run --suite hand")
 
     class Plan:
-        suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": "nDCG@10"}})()
+        suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": "nDCG@10"}, "expected": None})()
         measures, dataset_measures, columns, groups = ["nDCG@10", "RR@10", "R(rel=2)@1000"], {}, ["beir/scifact/test"], {}
-        max_docs, max_queries, seeds, subset, conditions = None, None, [44], None, [cond]
+        max_docs, max_queries, seeds, subset, training, conditions = None, None, [44], None, "", [cond]
 
     results = collect(Plan(), store)
     [c] = results.conditions

@@ -1,8 +1,9 @@
 """Running a plan's stages: the local executor (one process, parents first) and what every executor shares.
 
-An executor gets the plan's evaluate stages and makes each one exist in the store, computing what
-is missing. The store decides what is reused (``Store.run``: verified, claimed, atomic); the
-executor decides where and in which order stages run. ``benchmark.pipeline.ray_executor`` runs the same
+An executor (``Executor``) gets the plan's evaluate stages and makes each one exist in the store,
+computing what is missing, and says what happened to each (``Outcome``). The store decides what is reused
+(``Store.run``: verified, claimed, atomic); the executor decides where and in which order stages run.
+``LocalExecutor`` runs them in this process; ``benchmark.pipeline.ray_executor.RayExecutor`` runs the same
 stages as Ray tasks over a cluster.
 """
 
@@ -10,11 +11,37 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from benchmark.stages.store import Inputs, Stage, Store
 from benchmark.training.outcomes import COLLAPSED
+
+
+@dataclass
+class Outcome:
+    """What happened to each stage of a run."""
+
+    done: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # id → meta (None: after a collapse)
+    failed: dict[str, str] = field(default_factory=dict)  # id → its error
+    blocked: dict[str, str] = field(default_factory=dict)  # id → the failed ancestor's id
+
+    def summary(self, stages: Mapping[str, Stage]) -> str:
+        lines = [f"{len(self.failed)} stage(s) failed; {len(self.blocked)} depending on them did not run:"]
+        for sid, error in self.failed.items():
+            lines.append(f"  {sid} ({stages[sid].describe() or stages[sid].kind.name}): {error}")
+            below = sorted(b for b, root in self.blocked.items() if root == sid)
+            if below:
+                lines.append(f"    not run: {', '.join(below)}")
+        return "\n".join(lines)
+
+
+class Executor(Protocol):
+    """Makes each target stage exist in the store, its missing ancestors first (a stage below a training
+    run that stopped early is not computed: ``done`` holds None for it)."""
+
+    def run(self, targets: list[Stage]) -> Outcome: ...
 
 
 def stops_pipeline(meta: Mapping[str, Any] | None) -> bool:
@@ -118,7 +145,8 @@ class Progress:
 
 
 class LocalExecutor:
-    """Every stage in this process, parents before children, stopping at the first failure."""
+    """Every stage in this process, parents before children, stopping at the first failure (it raises:
+    its ``Outcome`` never holds a failed stage)."""
 
     def __init__(self, store: Store, ctx: Any) -> None:
         self.store, self.ctx = store, ctx
@@ -156,12 +184,12 @@ class LocalExecutor:
             self.progress.end(stage, getattr(self.store, "timings", {}).get(stage.id) or None)
         return self.done[stage.id]
 
-    def run(self, targets: list[Stage]) -> dict[str, dict[str, Any] | None]:
+    def run(self, targets: list[Stage]) -> Outcome:
         self.progress = Progress(self.pending(targets), getattr(self.ctx, "log", print),
                                  getattr(self.store, "labels", {}), self.earlier(targets))
         for stage in targets:
             self.execute(stage)
-        return self.done
+        return Outcome(done=self.done)
 
     def earlier(self, targets: list[Stage]) -> dict[str, list[float]]:
         """Per kind, the seconds the plan's finished stages took when they were computed: the ETA's

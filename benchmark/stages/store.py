@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from benchmark.common import kill_points
 from benchmark.common.atomic import write_json
@@ -217,9 +217,18 @@ class Stage:
 StageFn = Callable[[Path], Mapping[str, Any]]
 
 
-def _kind_name(stage: Any) -> str:
-    """A stage's kind name; also for references known by id and kind name only (report refreshes)."""
-    return getattr(stage.kind, "name", stage.kind)
+class StageView(Protocol):
+    """What the store and the report read of a stage: its id, its kind's name and its parents. A planned
+    ``Stage`` is one; so is a stage known by its id only (``benchmark.report.collect.StageRef``, a refresh)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def parents(self) -> Mapping[str, StageView]: ...
 
 
 # --------------------------------------------------------------------------- the store
@@ -263,13 +272,13 @@ class Store:
                 "fix its permissions or pass --runs-dir DIR (or set BENCHMARK_RUNS_DIR)"
             ) from None
 
-    def path(self, stage: Stage) -> Path:
-        return self.root / _kind_name(stage) / stage.id
+    def path(self, stage: StageView) -> Path:
+        return self.root / stage.name / stage.id
 
-    def partial_path(self, stage: Stage) -> Path:
-        return self.root / _kind_name(stage) / f".{stage.id}.partial"
+    def partial_path(self, stage: StageView) -> Path:
+        return self.root / stage.name / f".{stage.id}.partial"
 
-    def load(self, stage: Stage) -> dict[str, Any] | None:
+    def load(self, stage: StageView) -> dict[str, Any] | None:
         """The stage's config.json if the folder is complete and really is this stage, else None."""
         try:
             meta = read_meta(self.path(stage))
