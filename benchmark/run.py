@@ -306,8 +306,7 @@ def _main(args: argparse.Namespace) -> int:
     failed = outcome.summary({s.id: s for s in plan.stages()}) if outcome.failed else None
     if args.keep == "indexed":
         drop_encoded(plan, store)
-    from benchmark.report.build import write_suite_results
-    from benchmark.report.build import is_complete
+    from benchmark.report.build import is_complete, write_suite_results
 
     results_dir, folder = Path(args.results_dir), results_folder(plan)
     aside = f".{folder}.incomplete"  # a failed run's tables beside a complete folder, hidden from rebuilds

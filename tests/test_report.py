@@ -5,8 +5,8 @@ from their own files, hold no machine path, and refresh from a runs folder only 
 from __future__ import annotations
 
 import csv
-import json
 import gzip
+import json
 import math
 import re
 import shutil

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 from safetensors.torch import load_file
 
 from benchmark.common.errors import BenchmarkError
 from benchmark.model.heads import mlm_head
 from benchmark.model.loader import load_backbone
 from benchmark.model.rescale import METHODS, STATISTICS, Rescale, apply_rescale, logit_std, measure, token_logit_std
+from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 
 TEXTS = ["the quick brown fox jumps over the lazy dog", "capital of france"]
 FAMILIES = ["bert", "modernbert"]

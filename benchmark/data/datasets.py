@@ -19,7 +19,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -522,7 +522,7 @@ def materialise_topics(name: str, out: Path, max_queries: int | None = None, see
 
 
 def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed: int = 0,
-                       keep: set[str] | frozenset[str] = frozenset(), progress: bool = True) -> dict[str, Any]:
+                       keep: AbstractSet[str] = frozenset(), progress: bool = True) -> dict[str, Any]:
     """The corpus stage: ``corpus/docs.jsonl`` and ``docids.txt``; a subset keeps every doc in ``keep``."""
     from benchmark.common.bars import bar
 

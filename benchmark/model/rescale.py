@@ -487,8 +487,8 @@ def tie_handling(backbone: str) -> str | None:
     (an untied decoder, scaled in place), "shared" (tied to a word embedding normalised alone: the
     shared matrix is scaled), "untie" (tied to embeddings summed before their LayerNorm: an untied
     scaled copy, this harness's extension); None when unknown before loading."""
-    from benchmark.model.loader import backbone_architecture
     from benchmark.model.heads import MODEL_TYPE_TO_HEAD
+    from benchmark.model.loader import backbone_architecture
 
     arch = backbone_architecture(backbone)
     if arch is None or arch.model_type not in MODEL_TYPE_TO_HEAD:

@@ -245,5 +245,5 @@ def follow_training(stages: list[Stage], store: Store, ctx: Any, poll: float = 2
             time.sleep(poll)
         out = store.partial_path(stage)
         out.mkdir(parents=True, exist_ok=True)
-        metas = {p.id: store.load(p) for p in stage.parents.values()}
+        metas = {p.id: meta for p in stage.parents.values() if (meta := store.load(p)) is not None}
         stage.kind.run(stage.config, inputs_of(stage, store, metas), Path(out), ctx)

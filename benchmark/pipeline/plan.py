@@ -237,7 +237,7 @@ class Plan:
         if self.recipe is None:
             return ""
         text = f"Training: recipe {self.recipe.get('name')} ({self.recipe.get('description', '')})"
-        if self.slice_training:
+        if self.slice_training and self.suite.splade is not None:
             text += (f", not the suite's {self.suite.splade.recipe}: a run sliced with --max-docs/--max-queries trains"
                      " with the suite's slice_recipe (pass --recipe to choose)")
         return text + "."
@@ -396,34 +396,35 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
 
     assert suite.splade is not None
     rs = suite.splade.rescale
-    common = {"scale_bias": rs.scale_bias, "method": opts.rescale_method or rs.method}
+    scale_bias, method = rs.scale_bias, opts.rescale_method or rs.method
     stat = opts.match_stat or rs.match_stat
+    suite_spec = (rs.mode, rs.alpha, rs.match)
     try:
-        rescaled = Rescale.from_options(opts.rescale_factor, opts.match_norm, match_stat=stat,
-                                        default=(rs.mode, rs.alpha, rs.match), **common)
+        rescaled = Rescale.from_options(opts.rescale_factor, opts.match_norm, scale_bias, method, stat, suite_spec)
     except BenchmarkError:
         if not all_variants:
             raise
-        rescaled = Rescale.from_options(match_stat=stat, default=(rs.mode, rs.alpha, rs.match), **common)
+        rescaled = Rescale.from_options(None, None, scale_bias, method, stat, suite_spec)
     table: dict[str, Any] = {BASELINE: (Rescale(mode="none"), {}), "rescaled": (rescaled, {})}
     for k in suite.splade.k_grid:
-        table[f"k{_fmt_factor(k)}"] = (Rescale(mode="factor", factor=1.0 / k, **common), {})
+        table[f"k{_fmt_factor(k)}"] = (Rescale("factor", 1.0 / k, scale_bias=scale_bias, method=method), {})
     for f in suite.splade.sweep:
-        table[f"x{_fmt_factor(f)}"] = (Rescale(mode="factor", factor=f, **common), {})
+        table[f"x{_fmt_factor(f)}"] = (Rescale("factor", f, scale_bias=scale_bias, method=method), {})
     for v in suite.splade.extra_variants:
-        method = {**common, "method": v.method} if v.method is not None else common
-        spec = Rescale(mode="factor", factor=v.factor, **method) if v.factor is not None else Rescale()
+        spec = Rescale("factor", v.factor, scale_bias=scale_bias, method=v.method or method) if v.factor is not None \
+            else Rescale()
         table[v.name] = (spec, dict(v.overrides))
     reference = opts.match_norm or rs.match
     if reference is not None:
         # This harness's extensions, run only when named in --variants: the head matched to the reference
         # backbone's statistic (the paper uses one fixed k), via head-norm or via the projection.
-        table.setdefault("head-norm", (Rescale(mode="match", match=reference, match_stat=stat, scale_bias=rs.scale_bias,
+        table.setdefault("head-norm", (Rescale("match", match=reference, match_stat=stat, scale_bias=scale_bias,
                                                method="head-norm"), {}))
         from benchmark.model.rescale import STATISTICS
 
         for name in STATISTICS:
-            table.setdefault(f"match-{name}", (Rescale(mode="match", match=reference, match_stat=name, **common), {}))
+            table.setdefault(f"match-{name}", (Rescale("match", match=reference, match_stat=name, scale_bias=scale_bias,
+                                                       method=method), {}))
     if all_variants:
         return table
     bad = [n for n in names if n not in table]
@@ -638,15 +639,15 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             models: list[tuple[Stage, Stage | None, int | None]] = []
             if train_inputs is not None:
                 recipe, mined = train_inputs
-                for seed in seeds:
-                    train = Stage(Train, Train.Config(recipe, seed, dict(overrides)), {"init": init, "triples": mined})
-                    models.append((train, train, seed))
+                for each in seeds:
+                    trained = Stage(Train, Train.Config(recipe, each, dict(overrides)), {"init": init, "triples": mined})
+                    models.append((trained, trained, each))
             if (train_inputs is None or sp.untrained) and not overrides:
                 models.append((init, None, None))
-            for model, train, seed in models:
+            for trained_or_init, train, seed in models:
                 row = {"backbones": backbone, "variants": vnames[0]}
                 for name in datasets:
-                    ev, search = impact_search(model, name)
+                    ev, search = impact_search(trained_or_init, name)
                     plan.conditions.append(Condition(
                         name, "splade", backbone, label, tuple(vnames), _factor_label(spec),
                         spec.method if spec.mode != "none" else "", trained=train is not None,

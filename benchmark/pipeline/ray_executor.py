@@ -267,8 +267,8 @@ class RayExecutor:
             for parent in self.store.reached(stage):  # --verify: damage below a finished stage is found too
                 visit(parent)
             if self.store.is_done(stage, hashes=reading, dropped_ok=light):  # a reader's parents: hashes checked first
-                outcome.done[stage.id] = self.store.run(stage, lambda out: {}, light)
-                if outcome.done[stage.id].get("dropped"):
+                meta = outcome.done[stage.id] = self.store.run(stage, lambda out: {}, light)
+                if meta.get("dropped"):
                     dropped.add(stage.id)
                 return
             for role, parent in stage.parents.items():

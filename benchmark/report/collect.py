@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,18 @@ from benchmark.formats.perquery import perquery_path, read_perquery
 from benchmark.model.rescale import record_tag
 from benchmark.pipeline.plan import PlanView
 from benchmark.report.portable import dataset_labels, is_machine_path, portable_dataset, scrub
-from benchmark.report.results import (DEV_MEASURE, RUNS_DIR, TELEMETRY_DIR, ConditionResult, SuiteResults, TrainOutcome,
-                                      _float, _int, read_results, run_tag)
+from benchmark.report.results import (
+    DEV_MEASURE,
+    RUNS_DIR,
+    TELEMETRY_DIR,
+    ConditionResult,
+    SuiteResults,
+    TrainOutcome,
+    _float,
+    _int,
+    read_results,
+    run_tag,
+)
 from benchmark.stages.store import StageView, Store
 from benchmark.training.outcomes import MISSING, OK
 

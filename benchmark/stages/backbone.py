@@ -78,13 +78,13 @@ class Backbone(StageKind):
 
     @classmethod
     def external(cls, config: Config) -> dict[str, Any]:
-        out = {"checkpoint": backbone_fingerprint(config.backbone)}
+        out: dict[str, Any] = {"checkpoint": backbone_fingerprint(config.backbone)}
         match = config.rescale.get("match")
         if isinstance(match, str):  # the head is matched to another backbone: its content matters too
             out["reference"] = backbone_fingerprint(match)
         if config.rescale.get("mode") == "match":
             stat = config.rescale.get("match_stat")
-            if stat in STATISTICS and STATISTICS[stat].needs_text:  # α is measured on the shipped sample text
+            if isinstance(stat, str) and stat in STATISTICS and STATISTICS[stat].needs_text:  # α is measured on the shipped sample text
                 out["sample"] = file_digest(samples.sample_path())
         return out
 

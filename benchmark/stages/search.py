@@ -56,9 +56,13 @@ class Search(StageKind):
 
         index_type = inputs.record("index")["type"]
         index = index_path(inputs.path("index"))
+        queries: Mapping[str, Any]
         if index_type == "bm25":
-            queries: Mapping[str, Any] = dict(read_queries(Path(inputs.path("queries")) / QUERIES))
-            hits = lucene.bm25_search(index, queries, k=config.k, threads=ctx.threads, k1=config.k1, b=config.b)
+            texts = dict(read_queries(Path(inputs.path("queries")) / QUERIES))
+            bm25 = {"k1": config.k1, "b": config.b}  # a plan always sets both; left out, Pyserini's defaults
+            hits = lucene.bm25_search(index, texts, k=config.k, threads=ctx.threads,
+                                      **{k: v for k, v in bm25.items() if v is not None})
+            queries = texts
         else:
             queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
             hits = lucene.impact_search(index, queries, k=config.k, threads=ctx.threads)

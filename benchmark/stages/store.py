@@ -150,8 +150,9 @@ def label_field(**kwargs: Any) -> Any:
 
 
 def _config_dict(config: Any, labels: bool = True) -> dict[str, Any]:
-    if not dataclasses.is_dataclass(config):
+    if isinstance(config, Mapping):
         return dict(config)
+    assert dataclasses.is_dataclass(config) and not isinstance(config, type), f"a config is a dataclass, got {config!r}"
     out = dataclasses.asdict(config)
     for f in dataclasses.fields(config):
         if (f.metadata.get("added") and out[f.name] == f.default) or (not labels and f.metadata.get("label")):
@@ -165,7 +166,7 @@ class Stage:
 
     kind: type[StageKind]
     config: Any
-    parents: Mapping[str, "Stage"] = field(default_factory=dict)
+    parents: Mapping[str, Stage] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         config_type = getattr(self.kind, "Config", None)
@@ -318,7 +319,8 @@ class Store:
         for role, parent in sorted(stage.parents.items()):
             if parent.id in self.damaged:
                 return f"it was computed from its {role} stage {parent.id}, found damaged in this run"
-            if role in recorded and parents[role] is not None and recorded[role] != content_digest(parents[role]):
+            found = parents[role]
+            if role in recorded and found is not None and recorded[role] != content_digest(found):
                 return f"its {role} stage {parent.id} has other content than when it was computed from it"
         known = {role: m["record"] for role, m in parents.items() if m is not None}
         return stage.kind.consistent(meta.get("record", {}), known)
@@ -423,7 +425,10 @@ class Store:
                 self.log(f"[clean] {self.name(stage)}: removed the partial folder{who}")
                 shutil.rmtree(partial)
         partial.mkdir(parents=True, exist_ok=True)
-        inputs = {role: content_digest(m) for role, p in sorted(stage.parents.items()) if (m := self.load(p)) is not None}
+        inputs = {}
+        for role, p in sorted(stage.parents.items()):
+            if (m := self.load(p)) is not None:
+                inputs[role] = content_digest(m)
         self.log(f"[run] {self.name(stage)}")
         start = time.perf_counter()
         try:

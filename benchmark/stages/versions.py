@@ -21,6 +21,8 @@ import json
 import sys
 from pathlib import Path
 
+from benchmark.stages.store import StageKind
+
 LOCK = Path(__file__).with_name("versions.json")
 
 
@@ -28,8 +30,8 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            first = body[0] if body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
                 node.body = body[1:] or [ast.Pass()]
     return tree
 
@@ -42,7 +44,7 @@ def module_digest(module: str) -> str:
     return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
 
 
-def source_digest(kind: type) -> str:
+def source_digest(kind: type[StageKind]) -> str:
     digest = hashlib.sha256()
     for module in sorted(kind.sources):
         digest.update(f"{module}:{module_digest(module)}\n".encode())
