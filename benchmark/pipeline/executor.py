@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from benchmark.stages.records import StageRecord, TrainRecord, parse
 from benchmark.stages.store import Inputs, Stage, Store
-from benchmark.training.outcomes import COLLAPSED
 
 
 @dataclass
@@ -46,12 +46,7 @@ class Executor(Protocol):
 
 def stops_pipeline(meta: Mapping[str, Any] | None) -> bool:
     """A training run that stopped at a collapse trigger has no model worth encoding."""
-    if meta is None:
-        return True
-    record = meta.get("record", {})
-    if "stopped_early" in record:
-        return bool(record["stopped_early"])
-    return record.get("status") == COLLAPSED  # records written before training ran to its end
+    return meta is None or parse(meta, TrainRecord).stopped_early
 
 
 def inputs_of(stage: Stage, store: Store, metas: Mapping[str, Mapping[str, Any]]) -> Inputs:
@@ -63,7 +58,7 @@ def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mappin
     """Compute (or reuse) one stage whose parents are finished; ``parents`` maps parent ids to their metas."""
     inputs = inputs_of(stage, store, parents)
 
-    def compute(out: Path) -> dict[str, Any]:
+    def compute(out: Path) -> StageRecord:
         from benchmark.common import disk
 
         try:

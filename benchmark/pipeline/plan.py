@@ -19,6 +19,7 @@ from benchmark.data.datasets import DatasetRef
 from benchmark.stages import Backbone, Corpus, Encode, Evaluate, Index, Queries, RunFile, Search, Topics, Train, Triples
 from benchmark.stages.store import Stage, StageView
 from benchmark.suites import Bm25, Suite
+from benchmark.training.recipe import Recipe
 
 MINE_DEPTH = 50
 TRAIN_SEARCH_K = 100
@@ -596,7 +597,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
         plan.published = _distinct_models(published, plan)
         for model in plan.published:
             # the checkpoint as it is: the same backbone stage as an untrained baseline of that name
-            init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model).to_dict()))
+            init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model)))
             for name in datasets:
                 ev, search = impact_search(init, name)
                 late.append(Condition(name, PUBLISHED, model, "", (), "1", trained=False, evaluate=ev, search=search,
@@ -625,7 +626,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             problems.append(str(exc))
     seeds = list(opts.seeds or sp.seeds)
     plan.backbones, plan.variants, plan.seeds = list(backbones), dict(variants), seeds
-    plan.recipe = train_inputs[0] if train_inputs is not None else None
+    plan.recipe = dataclasses.asdict(train_inputs[0]) if train_inputs is not None else None
     for backbone in _distinct_backbones(backbones, plan):
         # variants that give the same weights and training share one stage and one row
         arms: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
@@ -635,7 +636,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             arms.setdefault(key, ([], spec, overrides))[0].append(vname)
         for vnames, spec, overrides in arms.values():
             label = " = ".join(vnames)
-            init = Stage(Backbone, Backbone.Config(backbone, spec.to_dict()))
+            init = Stage(Backbone, Backbone.Config(backbone, spec))
             models: list[tuple[Stage, Stage | None, int | None]] = []
             if train_inputs is not None:
                 recipe, mined = train_inputs
@@ -684,13 +685,14 @@ def _distinct_backbones(backbones: Sequence[str], plan: Plan) -> list[str]:
     return plan.backbones
 
 
-def _train_inputs(suite: Suite, recipe_name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> tuple[dict[str, Any], Stage]:
-    """The recipe (as data, so edits to it, and ``--set recipe.KEY=VALUE``, re-key the stage) and the
-    triples stage it trains on."""
+def _train_inputs(suite: Suite, recipe_name: str,
+                  overrides: Sequence[tuple[list[str], Any]] = ()) -> tuple[Recipe, Stage]:
+    """The recipe (every field enters the train stage's id, so edits to it, and ``--set recipe.KEY=VALUE``,
+    re-key the stage) and the triples stage it trains on."""
     from benchmark.training.recipe import load_recipe
 
     recipe = load_recipe(recipe_name, overrides)
-    as_dict = dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe)
+    as_dict = dataclasses.asdict(recipe)
     dataset = as_dict.get("dataset") or as_dict.get("train_dataset")
     if not dataset:
         raise BenchmarkError(f"recipe {recipe_name!r} names no training dataset; add dataset = \"<ir_datasets id>\" to it")
@@ -701,14 +703,14 @@ def _train_inputs(suite: Suite, recipe_name: str, overrides: Sequence[tuple[list
     limit = (as_dict["max_steps"] * as_dict["batch_size"] + 100 * as_dict.get("dev_queries", 0)
              if as_dict.get("max_steps", -1) > 0 else 0)
     if negatives != "bm25":
-        return as_dict, Stage(Triples, Triples.Config(negatives, dataset=dataset, limit=limit))
+        return recipe, Stage(Triples, Triples.Config(negatives, dataset=dataset, limit=limit))
     topics, corpus = data_stages(dataset, None, as_dict.get("max_train_queries"))
     idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
     bm25 = suite.bm25 or Bm25()  # mining uses BM25 even in a suite that does not report it
     search = Stage(Search, Search.Config(TRAIN_SEARCH_K, bm25.k1, bm25.b), {"index": idx, "queries": topics})
     mined = Stage(Triples, Triples.Config("bm25", depth=MINE_DEPTH, seed=seed, limit=limit),
                   {"topics": topics, "corpus": corpus, "run": search})
-    return as_dict, mined
+    return recipe, mined
 
 
 def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tuple[Stage, Stage]:

@@ -14,7 +14,6 @@ from typing import Any
 from benchmark.common.errors import BenchmarkError
 from benchmark.formats import trec_run
 from benchmark.formats.perquery import perquery_path, read_perquery
-from benchmark.model.rescale import record_tag
 from benchmark.pipeline.plan import PlanView
 from benchmark.report.portable import dataset_labels, is_machine_path, portable_dataset, scrub
 from benchmark.report.results import (
@@ -28,6 +27,16 @@ from benchmark.report.results import (
     _int,
     read_results,
     run_tag,
+)
+from benchmark.stages.records import (
+    BackboneRecord,
+    CorpusRecord,
+    EncodeRecord,
+    EvaluateRecord,
+    SearchRecord,
+    StageRecord,
+    TrainRecord,
+    parse,
 )
 from benchmark.stages.store import StageView, Store
 from benchmark.training.outcomes import MISSING, OK
@@ -72,19 +81,22 @@ def collect(plan: PlanView, store: Store) -> SuiteResults:
         evaluate, train = cond.evaluate, cond.train
         search = cond.search or _parent(evaluate, "run")
         backbone = _ancestor(train if train is not None else search, "backbone")
-        train_meta, eval_meta = load(train), load(evaluate)
-        search_meta = load(search) or {}
-        search_record = search_meta.get("record", {})
-        if search_meta.get("config", {}).get("remove_query") and portable(cond.dataset) not in removed:
+        train_meta, eval_meta, search_meta = load(train), load(evaluate), load(search)
+        ranked = parse(search_meta or {}, StageRecord)  # a search stage's, or a --run file's
+        search_record = ranked if isinstance(ranked, SearchRecord) else SearchRecord()
+        if search_meta is not None and search_meta.get("config", {}).get("remove_query") \
+                and portable(cond.dataset) not in removed:
             removed.append(portable(cond.dataset))
-        docs_record = (load(_parent(search, "docs")) or {}).get("record", {})
-        backbone_record = (load(backbone) or {}).get("record", {})
-        changed = str(backbone_record.get("changes") or "head_norm") if backbone_record else ""
-        train_record = train_meta["record"] if train_meta is not None else None
+        docs_record = parse(load(_parent(search, "docs")) or {}, EncodeRecord)
+        backbone_meta = load(backbone)
+        backbone_record = parse(backbone_meta, BackboneRecord) if backbone_meta is not None else None
+        changed = (backbone_record.changes or "head_norm") if backbone_record is not None else ""
+        train_record = parse(train_meta, TrainRecord) if train_meta is not None else None
         outcome = TrainOutcome.from_record(train_record) if train is not None else TrainOutcome(OK)
         seed = cond.seed
-        if seed is None and train_record is not None and train_record.get("seed") is not None:
-            seed = int(train_record["seed"])  # plans without per-condition seeds: the train record has it
+        if seed is None and train_record is not None and train_record.seed is not None:
+            seed = int(train_record.seed)  # plans without per-condition seeds: the train record has it
+        moved = backbone_record.moved() if backbone_record is not None else (None, None)
         key = evaluate.id if evaluate is not None else f"{cond.system}-{len(conditions)}"
         while key in used:
             key += "+"
@@ -98,34 +110,35 @@ def collect(plan: PlanView, store: Store) -> SuiteResults:
             evaluate_id=evaluate.id if evaluate is not None else "", search_id=search.id if search is not None else "",
             index_id=index.id if (index := _parent(search, "index")) is not None else "",
             train_id=train.id if train is not None else "", backbone_id=backbone.id if backbone is not None else "",
-            FLOPS=_float(search_record.get("FLOPS")), doc_nnz=_float(search_record.get("doc_nnz")),
-            query_nnz=_float(search_record.get("query_nnz")),
-            past_float32=_int(search_record.get("queries_past_float32")) or 0,
-            rescored_exactly=_int(search_record.get("queries_rescored_exactly")) or 0,
-            precision=str(docs_record.get("precision") or ""),
-            scale=_float(backbone_record.get("factor")),
-            rescale=record_tag(backbone_record),
-            head_norm_before=_float(backbone_record.get("head_norm_before")),
-            head_norm_after=_float(backbone_record.get("head_norm_after")),
+            FLOPS=_float(search_record.FLOPS), doc_nnz=_float(search_record.doc_nnz),
+            query_nnz=_float(search_record.query_nnz),
+            past_float32=_int(search_record.queries_past_float32) or 0,
+            rescored_exactly=_int(search_record.queries_rescored_exactly) or 0,
+            precision=str(docs_record.precision or ""),
+            scale=_float(backbone_record.factor) if backbone_record is not None else None,
+            rescale=backbone_record.tag if backbone_record is not None else "",
+            head_norm_before=_float(backbone_record.head_norm_before) if backbone_record is not None else None,
+            head_norm_after=_float(backbone_record.head_norm_after) if backbone_record is not None else None,
             changed=changed,
-            changed_before=_float(backbone_record.get(f"{changed}_before")),
-            changed_after=_float(backbone_record.get(f"{changed}_after")),
+            changed_before=_float(moved[0]),
+            changed_after=_float(moved[1]),
         )
-        if eval_meta is not None:
-            _note_unranked(unranked, portable(cond.dataset), (load(_parent(evaluate, "corpus")) or {}).get("record", {}),
-                           eval_meta["record"].get("metrics", {}), search_record.get("k"))
-        if evaluate is not None and eval_meta is not None and not outcome.stopped_early:
-            record = eval_meta["record"]
-            result.metrics = {m: float(v) for m, v in record["metrics"].items()}
-            result.queries = _int(record.get("queries"))
+        evaluation = parse(eval_meta, EvaluateRecord) if eval_meta is not None else None
+        if evaluation is not None:
+            corpus = parse(load(_parent(evaluate, "corpus")) or {}, CorpusRecord)
+            _note_unranked(unranked, portable(cond.dataset), corpus.recorded("documents"), evaluation.metrics,
+                           search_record.k)
+        if evaluate is not None and evaluation is not None and not outcome.stopped_early:
+            result.metrics = {m: float(v) for m, v in evaluation.metrics.items()}
+            result.queries = _int(evaluation.recorded("queries"))
             try:
                 perquery[key] = read_perquery(perquery_path(store.path(evaluate)))
             except OSError:
                 pass  # an evaluate stage from before per-query values: no significance test for it
         if train_record is not None:
-            result.vocab_size = _int(train_record.get("vocab_size"))
-            result.checkpoint_step = _int(train_record.get("checkpoint_step"))
-            keys, rr = train_record.get("dev_query_keys") or [], train_record.get("dev_rr_published") or []
+            result.vocab_size = _int(train_record.vocab_size)
+            result.checkpoint_step = _int(train_record.checkpoint_step)
+            keys, rr = train_record.dev_query_keys or [], train_record.dev_rr_published or []
             if train is not None and keys and len(keys) == len(rr):  # once per training run, under its stage id
                 perquery[train.id] = {DEV_MEASURE: {k: float(v) for k, v in zip(keys, rr)}}
         if train is not None and train_meta is not None:
@@ -136,7 +149,7 @@ def collect(plan: PlanView, store: Store) -> SuiteResults:
             rows = Path(store.path(train)) / "telemetry.csv"
             if rows.is_file():  # the page redraws the plot from it, titled with the row, seed and outcome
                 files[f"{TELEMETRY_DIR}/{train.id}.csv"] = rows
-            result.armed_step = _int((train_record or {}).get("triggers_armed_step"))
+            result.armed_step = _int(train_record.triggers_armed_step) if train_record is not None else None
         if search is not None and eval_meta is not None and not outcome.stopped_early:
             trec = Path(store.path(search)) / trec_run.RUN
             if trec.is_file():
@@ -183,13 +196,12 @@ def _portable_settings(settings: dict[str, Any],
     return out
 
 
-def _note_unranked(out: dict[str, list[Any]], dataset: str, corpus: Mapping[str, Any], metrics: Mapping[str, Any],
-                   k: Any) -> None:
+def _note_unranked(out: dict[str, list[Any]], dataset: str, docs: int | None, metrics: Mapping[str, Any],
+                   k: int | None) -> None:
     """Record the measures whose depth is at least the corpus's size: they see what a system retrieves,
     not how it ranks it (every document of a 1-document slice is in the top 10)."""
     import ir_measures
 
-    docs = corpus.get("documents")
     if not isinstance(docs, int):
         return
     for name in metrics:

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.stages.records import CorpusRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 class Corpus(StageKind):
     name = "corpus"
     VERSION = 1
+    Record = CorpusRecord
     optional_parents = ("topics",)  # with max_docs: the judged documents to keep
     sources = ("benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
                "benchmark.data.datasets", "benchmark.stages.corpus")
@@ -38,9 +40,10 @@ class Corpus(StageKind):
         return config.source + (f" (max_docs={config.max_docs})" if config.max_docs else "")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> CorpusRecord:
         from benchmark.data.datasets import judged_docs, materialise_corpus
 
         keep = judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()
-        return materialise_corpus(config.source, out, config.max_docs, config.seed, keep, ctx.progress)
+        return CorpusRecord.from_json(materialise_corpus(config.source, out, config.max_docs, config.seed, keep,
+                                                         ctx.progress))
 

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.formats.checkpoint import model_path
+from benchmark.stages.records import CorpusRecord, EncodeRecord
 from benchmark.stages.store import Inputs, StageKind, added_field
 
 
 class Encode(StageKind):
     name = "encode"
     VERSION = 2  # 2: canonical exact values on every encoder path (float64 enclosure, float64 log1p)
+    Record = EncodeRecord
     parents = ("model", "corpus")
     resumable = True
     device = "gpu"
@@ -47,14 +49,15 @@ class Encode(StageKind):
                 f"{config.attn_implementation} attention{body}")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> EncodeRecord:
         from benchmark.retrieval.impact_vectors import encode_docs_stage
 
         # the parent is a backbone stage or a train stage: both keep their checkpoint in model/
-        return encode_docs_stage(model_path(inputs.path("model")), inputs.path("corpus"), out, max_length=config.max_length,
-                                 batch_size=config.batch_size, shard_size=config.shard_size,
-                                 precision=config.precision, attn_implementation=config.attn_implementation,
-                                 compile=config.compile, progress=ctx.progress, cluster=getattr(ctx, "cluster", None))
+        return EncodeRecord.from_json(encode_docs_stage(
+            model_path(inputs.path("model")), inputs.path("corpus"), out, max_length=config.max_length,
+            batch_size=config.batch_size, shard_size=config.shard_size, precision=config.precision,
+            attn_implementation=config.attn_implementation, compile=config.compile, progress=ctx.progress,
+            cluster=getattr(ctx, "cluster", None)))
 
     @classmethod
     def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:
@@ -64,7 +67,7 @@ class Encode(StageKind):
 
         from benchmark.formats.vectors import SHARD_GLOB, SHARDS
 
-        folder, documents = out / SHARDS, inputs.record("corpus").get("documents")
+        folder, documents = out / SHARDS, inputs.record("corpus", CorpusRecord).documents
         pairs = [(p.stat().st_size, p.with_suffix(".stats.npz").stat().st_size)
                  for p in (folder.glob(SHARD_GLOB) if folder.is_dir() else ())
                  if p.with_suffix(".stats.npz").is_file()]

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.formats.trec_run import RUN
+from benchmark.stages.records import EvaluateRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 class Evaluate(StageKind):
     name = "evaluate"
     VERSION = 2  # 2: perquery.tsv through the one CSV writer (\n line ends)
+    Record = EvaluateRecord
     parents = ("run", "topics", "corpus")
     counted = (("queries", "topics", "evaluated"),)
     sources = ("benchmark.formats.documents", "benchmark.formats.perquery", "benchmark.formats.qrels",
@@ -28,8 +30,8 @@ class Evaluate(StageKind):
         return ", ".join(config.measures)
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> EvaluateRecord:
         from benchmark.evaluation.measures import evaluate_stage
 
-        return evaluate_stage(Path(inputs.path("run")) / RUN, inputs.path("topics"), inputs.path("corpus"),
-                              list(config.measures), out)
+        return EvaluateRecord.from_json(evaluate_stage(Path(inputs.path("run")) / RUN, inputs.path("topics"),
+                                                       inputs.path("corpus"), list(config.measures), out))

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.formats.checkpoint import model_path
+from benchmark.stages.records import QueriesRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 class Queries(StageKind):
     name = "queries"
     VERSION = 2  # 2: canonical exact values on every encoder path (float64 enclosure, float64 log1p)
+    Record = QueriesRecord
     parents = ("model", "topics")
     device = "gpu"
     counted = (("queries", "topics", "encoded"),)
@@ -39,10 +41,10 @@ class Queries(StageKind):
                 f"{config.attn_implementation} attention")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> QueriesRecord:
         from benchmark.retrieval.impact_vectors import encode_queries_stage
 
-        return encode_queries_stage(model_path(inputs.path("model")), inputs.path("topics"), out,
-                                    max_length=config.max_length, batch_size=config.batch_size,
-                                    precision=config.precision, attn_implementation=config.attn_implementation,
-                                    progress=ctx.progress)
+        return QueriesRecord.from_json(encode_queries_stage(
+            model_path(inputs.path("model")), inputs.path("topics"), out, max_length=config.max_length,
+            batch_size=config.batch_size, precision=config.precision, attn_implementation=config.attn_implementation,
+            progress=ctx.progress))

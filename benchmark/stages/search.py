@@ -19,12 +19,14 @@ from benchmark.formats import vectors
 from benchmark.formats.lucene_index import index_path
 from benchmark.formats.query_texts import QUERIES, read_queries
 from benchmark.formats.trec_run import RUN, write_run
+from benchmark.stages.records import EncodeRecord, IndexRecord, QueriesRecord, SearchRecord
 from benchmark.stages.store import Inputs, StageKind, added_field
 
 
 class Search(StageKind):
     name = "search"
     VERSION = 2
+    Record = SearchRecord
     parents = ("index", "queries")
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
     light_parents = ("docs",)  # its record and df.npy: shards dropped by --keep indexed are not needed
@@ -50,11 +52,11 @@ class Search(StageKind):
                 + (", exact past 2^24" if config.exact else ""))
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> SearchRecord:
         from benchmark.common import kill_points
         from benchmark.retrieval import lucene
 
-        index_type = inputs.record("index")["type"]
+        index_type = inputs.record("index", IndexRecord).type
         index = index_path(inputs.path("index"))
         queries: Mapping[str, Any]
         if index_type == "bm25":
@@ -79,7 +81,7 @@ class Search(StageKind):
                 hits[qid] = kept
         write_run(out / RUN, hits)
         kill_points.point("search:written")
-        record = {"type": index_type, "queries": len(queries), "k": config.k, "removed_self_hits": removed,
+        record: dict[str, Any] = {"type": index_type, "queries": len(queries), "k": config.k, "removed_self_hits": removed,
                   "queries_without_hits": sum(1 for v in hits.values() if not v)}
         if index_type != "bm25":
             record["queries_past_float32"] = len(lucene.past_float32(hits))
@@ -87,9 +89,9 @@ class Search(StageKind):
         if "docs" in inputs:
             from benchmark.retrieval.flops import flops
 
-            docs, query_rec = inputs.record("docs"), inputs.record("queries")
-            record.update({"doc_nnz": docs["doc_nnz"], "query_nnz": query_rec["query_nnz"],
-                           "FLOPS": flops(vectors.read_counts(Path(inputs.path("docs")) / vectors.DF), docs["documents"],
+            docs, query_rec = inputs.record("docs", EncodeRecord), inputs.record("queries", QueriesRecord)
+            record.update({"doc_nnz": docs.doc_nnz, "query_nnz": query_rec.query_nnz,
+                           "FLOPS": flops(vectors.read_counts(Path(inputs.path("docs")) / vectors.DF), docs.documents,
                                           vectors.read_counts(Path(inputs.path("queries")) / vectors.QF),
-                                          query_rec["queries"])})
-        return record
+                                          query_rec.queries)})
+        return SearchRecord.from_json(record)

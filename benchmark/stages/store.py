@@ -1,7 +1,8 @@
 """Stage kinds, stage nodes and the ``runs/`` store (in the manner of tango).
 
-A *stage kind* (one small class per kind, in ``benchmark/stages/``) holds its typed config, a
-``VERSION``, ``run()`` and ``describe()``, and the readers later stages use on its folder. A *stage*
+A *stage kind* (one small class per kind, in ``benchmark/stages/``) holds its typed ``Config``, its
+``Record`` (``benchmark.stages.records``: what ``run()`` returns), a ``VERSION``, ``run()`` and
+``describe()``; later stages read its files through ``benchmark.formats``. A *stage*
 is one node of the plan: a kind, a config and its parent stages. Its id hashes the kind, the
 kind's VERSION, the config, the parents' ids and the content fingerprints of what it reads from
 outside ``runs/`` (a checkpoint folder, a local dataset), so a changed input or changed code gives
@@ -27,12 +28,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from benchmark.common import kill_points
 from benchmark.common.atomic import write_json
 from benchmark.common.disk import disk_usage
 from benchmark.common.errors import BenchmarkError
+from benchmark.stages.records import StageRecord, parse
 
 CONFIG = "config.json"
 COMPLETE = "complete"
@@ -68,9 +70,12 @@ def output_files(folder: Path, hashes: bool = True) -> dict[str, list[Any]]:
 # --------------------------------------------------------------------------- kinds and nodes
 
 
+R = TypeVar("R", bound=StageRecord)
+
+
 @dataclass(frozen=True)
 class Inputs:
-    """What a running stage gets from its parents: folder and record per role."""
+    """What a running stage gets from its parents: folder and config.json per role."""
 
     paths: Mapping[str, Path]
     metas: Mapping[str, Mapping[str, Any]]
@@ -78,8 +83,9 @@ class Inputs:
     def path(self, role: str) -> Path:
         return self.paths[role]
 
-    def record(self, role: str) -> Mapping[str, Any]:
-        return self.metas[role]["record"]
+    def record(self, role: str, as_type: type[R]) -> R:
+        """The parent's record, as its kind's record type (``as_type``: that type or a base of it)."""
+        return parse(self.metas[role], as_type)
 
     def __contains__(self, role: str) -> bool:
         return role in self.paths
@@ -95,6 +101,7 @@ class StageKind:
     name: ClassVar[str]
     VERSION: ClassVar[int]
     Config: ClassVar[type]
+    Record: ClassVar[type[StageRecord]] = StageRecord
     parents: ClassVar[tuple[str, ...]] = ()  # required parent roles
     optional_parents: ClassVar[tuple[str, ...]] = ()
     #: parent roles read for their record and small files only: a parent whose large intermediates
@@ -114,7 +121,7 @@ class StageKind:
         return ""
 
     @classmethod
-    def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Any) -> StageRecord:
         raise NotImplementedError
 
     @classmethod
@@ -126,12 +133,13 @@ class StageKind:
     counted: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
     @classmethod
-    def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
+    def consistent(cls, record: StageRecord, parents: Mapping[str, StageRecord]) -> str | None:
         """A problem when counts disagree with the parents' records (documents, queries), else None."""
         for key, role, did in cls.counted:
-            expected = parents.get(role, {}).get(key)
-            if expected is not None and record.get(key) != expected:
-                return f"{record.get(key)} {key} {did}, but the {role} stage holds {expected}"
+            parent = parents.get(role)
+            expected = getattr(parent, key, None) if parent is not None and key not in parent.absent else None
+            if expected is not None and getattr(record, key, None) != expected:
+                return f"{getattr(record, key, None)} {key} {did}, but the {role} stage holds {expected}"
         return None
 
 
@@ -215,7 +223,7 @@ class Stage:
         return isinstance(other, Stage) and other.id == self.id
 
 
-StageFn = Callable[[Path], Mapping[str, Any]]
+StageFn = Callable[[Path], StageRecord | Mapping[str, Any]]
 
 
 class StageView(Protocol):
@@ -322,8 +330,8 @@ class Store:
             found = parents[role]
             if role in recorded and found is not None and recorded[role] != content_digest(found):
                 return f"its {role} stage {parent.id} has other content than when it was computed from it"
-        known = {role: m["record"] for role, m in parents.items() if m is not None}
-        return stage.kind.consistent(meta.get("record", {}), known)
+        known = {role: parse(m, StageRecord) for role, m in parents.items() if m is not None}
+        return stage.kind.consistent(parse(meta, StageRecord), known)
 
     def lookup(self, stage: Stage, hashes: bool = False, dropped_ok: bool = False) -> dict[str, Any] | None:
         """A finished, undamaged folder of ``stage`` (checked once per process; its hashes too with
@@ -432,13 +440,14 @@ class Store:
         self.log(f"[run] {self.name(stage)}")
         start = time.perf_counter()
         try:
-            record = dict(fn(partial))
+            result = fn(partial)
         except Exception:
             claim.check()  # a successor that took the stage over removed this partial folder: say so, not what broke
             raise
         seconds = time.perf_counter() - start
         from benchmark.common.environment import environment
 
+        record = result.to_json() if isinstance(result, StageRecord) else dict(result)
         payload = stage.payload()
         meta = {
             "id": stage.id,
@@ -456,7 +465,8 @@ class Store:
             "status": COMPLETE,
         }
         parents = {role: self.load(p) for role, p in stage.parents.items()}
-        problem = stage.kind.consistent(record, {r: m["record"] for r, m in parents.items() if m is not None})
+        problem = stage.kind.consistent(parse(meta, StageRecord),
+                                        {r: parse(m, StageRecord) for r, m in parents.items() if m is not None})
         if problem:
             raise BenchmarkError(f"{stage.id}: {problem}; its inputs are inconsistent — rerun with --verify")
         write_json(partial / CONFIG, meta)

@@ -6,12 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.stages.records import TopicsRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 class Topics(StageKind):
     name = "topics"
     VERSION = 1
+    Record = TopicsRecord
     sources = ("benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
                "benchmark.data.datasets", "benchmark.stages.topics")
 
@@ -33,8 +35,8 @@ class Topics(StageKind):
         return config.dataset + (f" (max_queries={config.max_queries})" if config.max_queries else "")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> TopicsRecord:
         from benchmark.data.datasets import materialise_topics
 
-        return materialise_topics(config.dataset, out, config.max_queries, config.seed)
+        return TopicsRecord.from_json(materialise_topics(config.dataset, out, config.max_queries, config.seed))
 
