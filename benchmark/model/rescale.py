@@ -643,6 +643,16 @@ def apply_rescale(
     A factor of exactly 1 leaves the model untouched whatever the method (``untie`` does not untie).
     In match mode the statistic is measured again afterwards (``stat_after``): equal to the target up
     to rounding for ``projection``, ``head-norm`` and ``untie``; for ``tied`` the encoder's input moved too.
+
+    Args:
+        model: a ``*ForMaskedLM`` whose head ``benchmark.model.heads`` knows.
+        spec: how α is chosen and which weights carry it.
+        tokenizer: the model's tokenizer; needed by match statistics that read text (``logit-std``).
+
+    Returns:
+        The backbone stage's rescale keys (``benchmark.stages.records.BackboneRecord``): mode, method, α as
+        ``factor``, the matched statistic before and after, the input drift of a shared matrix, and every
+        ``head_snapshot`` statistic before and after.
     """
     import torch
 

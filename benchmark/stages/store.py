@@ -245,7 +245,16 @@ class StageView(Protocol):
 
 class Store:
     """The ``runs/`` folder: finds finished stages, verifies them, runs missing ones under a claim,
-    publishes them atomically."""
+    publishes them atomically.
+
+    Args:
+        root: the runs folder (every node of a cluster mounts the same one).
+        force: recompute each stage once in this process even when it is finished.
+        verify: check every reused stage's files against their recorded sha256, not only their sizes.
+        log: where the one-line reports go ([cached], [run], [damaged], …).
+        claim_ttl: seconds without a heartbeat before a holder on another machine counts as dead
+            (default: ``$BENCHMARK_CLAIM_TTL``, else ``benchmark.stages.claims.DEFAULT_TTL``).
+    """
 
     def __init__(self, root: Path | str, force: bool = False, verify: bool = False,
                  log: Callable[[str], None] = print, claim_ttl: float | None = None) -> None:
@@ -394,6 +403,13 @@ class Store:
         """Return the stage's config.json, computing and publishing it first if needed.
 
         Waits while another process computes the same stage, then reuses its result.
+
+        Args:
+            stage: the stage to make exist.
+            fn: computes it into the partial folder it is given; returns its record (a ``StageRecord``, or
+                the record's JSON).
+            dropped_ok: a finished stage whose large intermediates were dropped (``--keep indexed``) counts
+                as finished (for a child that reads none of them).
         """
         waited = False
         while True:
