@@ -32,7 +32,7 @@ RESULTS = "results.json"
 PERQUERY = "perquery.csv.gz"
 TELEMETRY_DIR = "telemetry"
 RUNS_DIR = "trec"  # the TREC runs, one per condition
-STAGE_LOG = "stages.csv"  # written by the run (benchmark.run.write_stage_log): each stage's seconds and bytes
+STAGE_LOG = "stages.csv"  # written by the run (benchmark.report.build.write_stage_log): each stage's seconds and bytes
 PERQUERY_COLUMNS = ["condition", "measure", "query_id", "value"]
 #: perquery.csv.gz rows whose condition is a train stage id: the published checkpoint's held-out dev RR@10
 DEV_MEASURE = "dev RR@10"
