@@ -68,7 +68,8 @@ def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mappin
                 raise
             from benchmark.common.errors import BenchmarkError
 
-            raise BenchmarkError(disk.disk_full_line(stage, out, stage.kind.space_needed(stage.config, inputs, out))) from None
+            needed = stage.kind.space_needed(stage.config, inputs, out)
+            raise BenchmarkError(disk.disk_full_line(stage, out, needed)) from None
 
     return store.run(stage, compute)
 
@@ -116,7 +117,8 @@ class Progress:
         mean = sum(every) / len(every)
         untimed = list(dict.fromkeys(k for k in kinds if self._mean(k) is None))
         left = sum(m if (m := self._mean(kind)) is not None else mean for kind in kinds)
-        named = ", ".join(untimed[:3]) + (f" and {len(untimed) - 3} more kind{'s' if len(untimed) > 4 else ''}" if len(untimed) > 3 else "")
+        more = f" and {len(untimed) - 3} more kind{'s' if len(untimed) > 4 else ''}" if len(untimed) > 3 else ""
+        named = ", ".join(untimed[:3]) + more
         return f"ETA ~{duration(left)}" + (f" ({named} not timed yet)" if untimed else "")
 
     def begin(self, stage: Stage) -> None:
@@ -159,10 +161,12 @@ class LocalExecutor:
             if (light or not (done or {}).get("dropped")) and (
                     not reading or done is None or self.store.lookup(stage, hashes=True, dropped_ok=light) is not None):
                 return done
-            del self.done[stage.id]  # damaged since it was reused, or dropped for a child that reads it: recomputed below
+            # damaged since it was reused, or dropped for a child that reads it: recomputed below
+            del self.done[stage.id]
         for parent in self.store.reached(stage):  # --verify: damage below a finished stage is found too
             self.execute(parent)
-        if self.store.is_done(stage, hashes=reading, dropped_ok=light):  # a finished stage needs nothing from its parents
+        # a finished stage needs nothing from its parents
+        if self.store.is_done(stage, hashes=reading, dropped_ok=light):
             self.done[stage.id] = self.store.run(stage, lambda out: {}, light)
             return self.done[stage.id]
         metas: dict[str, dict[str, Any]] = {}

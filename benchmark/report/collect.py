@@ -315,8 +315,8 @@ def recorded_plan(results: SuiteResults, runs: Path) -> RecordedPlan:
     conditions = [_RecordedCondition(c.dataset, c.system, c.backbone, c.variant, c.factor, c.method, c.trained, c.seed,
                                      stage(c.evaluate_id), stage(c.train_id), stage(c.search_id), c.command)
                   for c in results.conditions]
-    return RecordedPlan(_RecordedSuite(results.suite, results.description, results.table, results.expected), results.measures,
-                        results.dataset_measures, results.columns, results.groups, results.max_docs,
+    return RecordedPlan(_RecordedSuite(results.suite, results.description, results.table, results.expected),
+                        results.measures, results.dataset_measures, results.columns, results.groups, results.max_docs,
                         results.max_queries, results.seeds, results.subset, conditions, results.training)
 
 

@@ -74,7 +74,8 @@ class Backbone(StageKind):
     VERSION = 3
     Record = BackboneRecord
     sources = ("benchmark.data.samples", "benchmark.formats.checkpoint", "benchmark.model.checkpoints",
-               "benchmark.model.heads", "benchmark.model.loader", "benchmark.model.rescale", "benchmark.stages.backbone")
+               "benchmark.model.heads", "benchmark.model.loader", "benchmark.model.rescale",
+               "benchmark.stages.backbone")
 
     @dataclass(frozen=True)
     class Config:

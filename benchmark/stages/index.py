@@ -93,7 +93,8 @@ class Index(StageKind):
         if index_type == "impact":
             return (f"all {documents} documents encoded to empty vectors in {folder} (every impact rounds to 0 when "
                     "quantised): the model is collapsed or its MLM head is scaled out of range (a "
-                    "--rescale-factor far from 1); use a factor nearer 1, or train it with a recipe that does not collapse")
+                    "--rescale-factor far from 1); use a factor nearer 1, or train it with a recipe that does not "
+                    "collapse")
         return f"all {documents} documents of {folder} have no text; the corpus has nothing to index"
 
     @classmethod

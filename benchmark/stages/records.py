@@ -49,7 +49,8 @@ class StageRecord:
         """The record of ``data`` (a config.json's ``"record"``, or what a kind's domain code returned)."""
         data = cls.upgrade(dict(data), version)
         names = cls.keys()
-        return cls(**{k: data[k] for k in names if k in data}, details={k: v for k, v in data.items() if k not in names},
+        return cls(**{k: data[k] for k in names if k in data},
+                   details={k: v for k, v in data.items() if k not in names},
                    absent=frozenset(k for k in names if k not in data))
 
     def recorded(self, key: str) -> Any:

@@ -81,7 +81,8 @@ class Search(StageKind):
                 hits[qid] = kept
         write_run(out / RUN, hits)
         kill_points.point("search:written")
-        record: dict[str, Any] = {"type": index_type, "queries": len(queries), "k": config.k, "removed_self_hits": removed,
+        record: dict[str, Any] = {"type": index_type, "queries": len(queries), "k": config.k,
+                                  "removed_self_hits": removed,
                   "queries_without_hits": sum(1 for v in hits.values() if not v)}
         if index_type != "bm25":
             record["queries_past_float32"] = len(lucene.past_float32(hits))

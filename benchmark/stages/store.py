@@ -198,7 +198,8 @@ class Stage:
         """What the id hashes (label fields left out; config.json records the config in full)."""
         cached = self.__dict__.get("_payload")
         if cached is None:
-            cached = {"kind": self.kind.name, "version": self.kind.VERSION, "config": _config_dict(self.config, labels=False),
+            cached = {"kind": self.kind.name, "version": self.kind.VERSION,
+                      "config": _config_dict(self.config, labels=False),
                       "external": self.kind.external(self.config),
                       "parents": {role: p.id for role, p in sorted(self.parents.items())}}
             object.__setattr__(self, "_payload", cached)
@@ -424,7 +425,8 @@ class Store:
             if claim is not None:
                 break
             if not waited:
-                self.log(f"[wait] {self.name(stage)} is being computed by {self.claims.holder_of(self.root / stage.kind.name / f'.{stage.id}')}")
+                holder = self.claims.holder_of(self.root / stage.kind.name / f".{stage.id}")
+                self.log(f"[wait] {self.name(stage)} is being computed by {holder}")
                 waited = True
             time.sleep(WAIT_POLL)
         try:
