@@ -11,19 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.pipeline.plan import Options, Plan, build_plan, check_factor
+from benchmark.pipeline.plan import Options, Plan, build_plan
 from benchmark.stages.store import Store
-
-
-def validate(plan: Plan, opts: Options, found: list[str] | None = None, deep: bool = True) -> None:
-    """Check everything the plan names before any work starts; report every problem at once
-    (with ``found``, those build_plan already collected: datasets outside the suite, variants).
-    ``deep=False`` (a dry run) skips what needs the network or transformers."""
-    from benchmark.pipeline.preflight import plan_problems
-
-    problems = list(found or []) + plan_problems(plan, opts.backbones or plan.backbones, deep=deep)
-    if problems:
-        raise BenchmarkError(" | ".join(problems) if len(problems) > 1 else problems[0])
 
 
 def drop_encoded(plan: Plan, store: Store) -> None:
@@ -34,24 +23,6 @@ def drop_encoded(plan: Plan, store: Store) -> None:
             freed += store.drop(stage.parents["source"], ["docs"])
     if freed:
         print(f"--keep indexed: freed {freed / 2**20:.1f} MiB of encoded shards")
-
-
-def write_stage_log(plan: Plan, store: Store, out_dir: Path) -> None:
-    """Every finished stage of the plan: the wall time it took when computed, its bytes on disk, and
-    whether this run computed it or found it cached (``results/<suite>/stages.csv``)."""
-    from benchmark.common.atomic import write_csv
-    from benchmark.common.disk import disk_usage
-    from benchmark.report.build import STAGE_LOG
-
-    def rows():
-        for stage in plan.stages():
-            meta = store.load(stage)
-            if meta is not None:
-                state = "computed" if store.timings.get(stage.id) else "cached"
-                yield {"stage": stage.kind.name, "id": stage.id, "seconds": f"{meta['seconds']:.2f}",
-                       "bytes": disk_usage(store.path(stage)), "this_run": state}
-
-    write_csv(out_dir / STAGE_LOG, rows(), ["stage", "id", "seconds", "bytes", "this_run"])
 
 
 def dry_run(plan: Plan, store: Store) -> None:
@@ -187,19 +158,6 @@ def _seeds(value: str | list[str] | None) -> list[int] | None:
     return seeds
 
 
-def headline(out: Path) -> str:
-    """The first table of ``table.md`` (the headline measure) with its key, for the terminal at the end of a
-    run; its notes stay in the file (they run to pages)."""
-    try:
-        text = (out / "table.md").read_text(encoding="utf-8")
-    except OSError:
-        return ""
-    sections = text.split("\n## ")
-    first = ("## " + sections[1]) if len(sections) > 1 else text
-    table, folded, _ = first.partition("\n<details>")
-    return table.strip() + (f"\n\nNotes: {out / 'table.md'}" if folded else "")
-
-
 def load_run_suite(args: argparse.Namespace, opts: Options) -> tuple[Any, str]:
     """(suite, the --suite value for reproduce commands): a packaged or file suite, or an ad-hoc one
     built from --datasets when --suite is left out (benchmark.suites.adhoc)."""
@@ -240,26 +198,10 @@ def results_folder(plan: Plan) -> str:
 
 def _main(args: argparse.Namespace) -> int:
     from benchmark.common.command_line import set_verbose, split_list
-    from benchmark.common.config import parse_override
     from benchmark.evaluation.external_runs import parse_runs
+    from benchmark.pipeline.preflight import check_flags, check_plan, recipe_override_problem
 
-    for flag in ("max_docs", "max_queries", "threads"):
-        value = getattr(args, flag)
-        if value is not None and value <= 0:
-            raise BenchmarkError(f"--{flag.replace('_', '-')} {value} must be a positive integer")
-    check_factor(args.rescale_factor)
-    if not args.dry_run:
-        from benchmark.pipeline.preflight import check_output_dirs
-
-        check_output_dirs(args.runs_dir, args.results_dir)
-    if args.executor != "ray":
-        for flag in ("ray_address", "resources", "gpus"):
-            if getattr(args, flag) is not None:
-                raise BenchmarkError(f"--{flag.replace('_', '-')} applies to the Ray executor; add --executor ray")
-    if args.gpus is not None and args.gpus < 0:
-        raise BenchmarkError(f"--gpus {args.gpus} must be 0 or more")
-    for item in args.sets:
-        parse_override(item)  # a malformed KEY=VALUE is reported before anything loads
+    check_flags(args)
     runs, problems = parse_runs(args.runs)
     opts = Options(datasets=split_list(args.datasets), backbones=split_list(args.backbones),
                    variants=split_list(args.variants), rescale_factor=args.rescale_factor,
@@ -269,14 +211,14 @@ def _main(args: argparse.Namespace) -> int:
                    published=split_list(args.published))
     set_verbose(args.verbose)
     suite, suite_arg = load_run_suite(args, opts)
-    if opts.recipe_overrides() and not (opts.recipe or (suite.splade is not None and suite.splade.recipe)):
-        problems.append(f"--set {', '.join(i for i in opts.sets if i.startswith('recipe.'))}: this run trains no "
-                        "model, so no recipe reads it; add --recipe NAME (and --backbones) or drop it")
+    problem = recipe_override_problem(opts, suite)
+    if problem:
+        problems.append(problem)
     plan = build_plan(suite, opts, problems, suite_arg=suite_arg)
     store = Store(args.runs_dir, force=args.force, verify=args.verify)
     store.labels = plan.stage_labels()  # the log names each stage's system, seed and dataset beside its id
     resources = stage_resources(suite, args.resources) if args.executor == "ray" else {}
-    validate(plan, opts, problems, deep=not args.dry_run)
+    check_plan(plan, opts, problems, deep=not args.dry_run)
     if args.dry_run:
         dry_run(plan, store)
         if args.executor == "ray":
@@ -302,34 +244,26 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     start = time.perf_counter()
     targets = [c.evaluate for c in plan.conditions if c.evaluate is not None]
-    failed = None
     if args.executor == "ray":
         from benchmark.pipeline.ray_executor import execute
 
         explicit = {k for layer in resources_layers(suite, args.resources) for k, f in layer.items() if "gpus" in f}
         outcome = execute(store, ctx, targets, resources, explicit, args.ray_address, args.gpus)
-        if outcome.failed:
-            failed = outcome.summary({s.id: s for s in plan.stages()})
     else:
-        LocalExecutor(store, ctx).run(targets)
+        outcome = LocalExecutor(store, ctx).run(targets)
+    failed = outcome.summary({s.id: s for s in plan.stages()}) if outcome.failed else None
     if args.keep == "indexed":
         drop_encoded(plan, store)
-    from benchmark.report.build import write_suite_results
-    from benchmark.report.build import is_complete
+    from benchmark.report.build import headline, publish_run
 
     results_dir, folder = Path(args.results_dir), results_folder(plan)
-    aside = f".{folder}.incomplete"  # a failed run's tables beside a complete folder, hidden from rebuilds
-    kept = failed and is_complete(results_dir / folder)  # a failed run never replaces a complete folder
-    out = write_suite_results(plan, store, results_dir, folder=aside if kept else folder,
-                              extra=lambda staging: write_stage_log(plan, store, staging))
+    out, kept = publish_run(plan, store, results_dir, folder, failed=failed is not None)
     if failed:
         where = (f"the complete tables in {results_dir / folder} are kept; this run's, of the finished conditions, "
                  f"are in {out}" if kept else f"tables of the finished conditions in {out}")
-        print(f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; {where}\n{failed}", file=sys.stderr)
+        print(f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; {where}\n{failed}",
+              file=sys.stderr)
         return 1
-    import shutil
-
-    shutil.rmtree(results_dir / aside, ignore_errors=True)  # superseded by the complete folder
     table = headline(out)
     if table:
         print("\n" + table + "\n")

@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmark.common.atomic import write_text
 from benchmark.common.errors import BenchmarkError
+from benchmark.stages.records import StageRecord
 from benchmark.stages.store import Inputs, Stage, StageKind
 
 
@@ -51,7 +52,7 @@ class Total(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        value = inputs.record("a")["value"] + inputs.record("b")["value"]
+        value = inputs.record("a", StageRecord).details["value"] + inputs.record("b", StageRecord).details["value"]
         write_text(out / "value.txt", str(value))
         return {"value": value}
 

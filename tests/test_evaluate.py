@@ -7,7 +7,8 @@ import math
 import pytest
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.evaluation.measures import evaluate_stage, parse_measures, read_perquery
+from benchmark.evaluation.measures import evaluate_stage, parse_measures
+from benchmark.formats.perquery import perquery_path, read_perquery
 
 QRELS = "q1 0 d1 1\nq1 0 d3 2\nq2 0 d2 1\nq3 0 d9 1\n"
 RUN = ("q1 Q0 d2 1 3.0 t\nq1 Q0 d1 2 2.0 t\nq1 Q0 d3 3 1.0 t\n"
@@ -28,7 +29,7 @@ def test_values_match_hand_computation(tmp_path, data_dir):
     out = tmp_path / "eval"
     out.mkdir()
     record = evaluate_stage(tmp_path / "run.trec", data_dir, data_dir, ["RR@10", "nDCG@10", "R@100"], out)
-    per = read_perquery(out)
+    per = read_perquery(perquery_path(out))
     assert per["RR@10"] == {"q1": 0.5, "q2": 1.0, "q3": 0.0}
     # q1: trec_eval's linear gains 0,1,2 at ranks 1..3 -> DCG = 1/log2(3) + 2/log2(4); ideal = 2 + 1/log2(3)
     dcg = 1 / math.log2(3) + 2 / math.log2(4)

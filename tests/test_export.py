@@ -243,7 +243,7 @@ def test_a_read_only_out_is_one_line(exported, tmp_path, capsys, read_only_folde
     assert line.endswith("); fix its permissions or pass --out DIR"), line
 
 
-def test_a_full_disk_while_exporting_is_one_line_and_leaves_nothing(exported, tmp_path, capsys, small_disk):
+def test_a_full_disk_while_exporting_is_one_line_and_leaves_nothing(exported, tmp_path, capsys, small_disk):  # noqa: F811
     out = small_disk / "exports"
     out.mkdir()
     with open(small_disk / "filler", "wb") as fh:  # leave 2 MiB: the 17 MiB of bert-tiny's weights do not fit

@@ -158,3 +158,58 @@ def test_the_check_sees_an_arrow_back_up(tmp_path: Path) -> None:
     graph = import_graph(pkg)
     assert arrows_back_up(graph, ["common/", "stages/"]) == ["common/ -> stages/ (benchmark/common/disk.py:2)"]
     assert arrows_back_up(graph, ["stages/", "common/"]) == ["stages/ -> common/ (benchmark/stages/store.py:1)"]
+
+
+def _stage_kind_modules(package: Path) -> set[str]:
+    """The modules of ``stages/`` that define a stage kind (a class deriving from ``StageKind``)."""
+    out = set()
+    for path in sorted((package / "stages").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.ClassDef) and any(getattr(b, "id", None) == "StageKind" for b in n.bases)
+               for n in tree.body):
+            out.add(_module(path, package))
+    return out
+
+
+def sibling_stage_imports(package: Path = PACKAGE) -> list[str]:
+    """``kind -> kind (file:line)`` for every import of one stage kind's module (or of the ``stages``
+    package, which imports them all) by another's: a stage reads its parents' files through ``formats/``."""
+    kinds = _stage_kind_modules(package)
+    stages = f"{package.name}.stages"
+    out = []
+    for module in sorted(kinds):
+        path = package.parent.joinpath(*module.split(".")).with_suffix(".py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                if (name in kinds and name != module) or name == stages:
+                    out.append(f"{module} -> {name} ({path.relative_to(package.parent)}:{node.lineno})")
+    return out
+
+
+def test_no_stage_kind_imports_another() -> None:
+    found = sibling_stage_imports()
+    assert not found, ("a stage kind imports another (read the parent's files through benchmark.formats, by the "
+                       "file name its format module holds):\n" + "\n".join(found))
+
+
+def test_the_check_sees_a_sibling_stage_import(tmp_path: Path) -> None:
+    """The sibling check itself: an import inside a function, of another kind or of the stages package."""
+    pkg = tmp_path / "benchmark"
+    (pkg / "stages").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "stages" / "__init__.py").write_text("from benchmark.stages.search import Search\n")
+    (pkg / "stages" / "store.py").write_text("class StageKind: ...\n")
+    (pkg / "stages" / "search.py").write_text("from benchmark.stages.store import StageKind\n"
+                                              "class Search(StageKind): ...\n")
+    (pkg / "stages" / "evaluate.py").write_text(
+        "from benchmark.stages.store import StageKind\nclass Evaluate(StageKind):\n"
+        "    def run(self):\n        from benchmark.stages.search import Search\n        from benchmark import stages\n")
+    assert _stage_kind_modules(pkg) == {"benchmark.stages.search", "benchmark.stages.evaluate"}
+    assert sibling_stage_imports(pkg) == [
+        "benchmark.stages.evaluate -> benchmark.stages.search (benchmark/stages/evaluate.py:4)",
+        "benchmark.stages.evaluate -> benchmark.stages (benchmark/stages/evaluate.py:5)"]

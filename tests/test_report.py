@@ -5,8 +5,8 @@ from their own files, hold no machine path, and refresh from a runs folder only 
 from __future__ import annotations
 
 import csv
-import json
 import gzip
+import json
 import math
 import re
 import shutil
@@ -464,10 +464,10 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
                                     train=train, command=f"python -m benchmark.run --suite {tmp_path}/s.toml "
                                                          f"--datasets {local} --runs-dir {runs}"))
 
-    class Plan:  # what collect reads of a plan
-        suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": MEASURE}})()
+    class Plan:  # a PlanView: what collect reads of a plan
+        suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": MEASURE}, "expected": None})()
         measures, dataset_measures, columns, groups = [MEASURE], {local: [MEASURE]}, [local], {}
-        max_docs, max_queries, seeds, subset = None, None, [7], None
+        max_docs, max_queries, seeds, subset, training = None, None, [7], None, ""
 
     Plan.conditions = conditions
     results = collect(Plan(), store)
@@ -566,9 +566,9 @@ def test_exports_tagged_runs_mteb_json_and_titled_telemetry(tmp_path):
                      train=train, search=search, command="python -m benchmark.run --suite hand")
 
     class Plan:
-        suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": "nDCG@10"}})()
+        suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": "nDCG@10"}, "expected": None})()
         measures, dataset_measures, columns, groups = ["nDCG@10", "RR@10", "R(rel=2)@1000"], {}, ["beir/scifact/test"], {}
-        max_docs, max_queries, seeds, subset, conditions = None, None, [44], None, [cond]
+        max_docs, max_queries, seeds, subset, training, conditions = None, None, [44], None, "", [cond]
 
     results = collect(Plan(), store)
     [c] = results.conditions
@@ -660,9 +660,9 @@ def test_a_recovered_collapse_is_an_event_under_the_table_not_a_mark(tmp_path):
 def test_a_short_key_under_each_table_and_the_notes_one_click_away(tmp_path):
     """Under a table: a key to its symbols, a few words each. Every note is still there, in full, behind a
     click (a <details> block on the page and in table.md), and the terminal's closing table leaves them out."""
+    from benchmark.report.build import headline
     from benchmark.report.html import table_html
     from benchmark.report.table import suite_tables
-    from benchmark.run import headline
 
     results = paper_results()
     folder = publish(results, tmp_path / "hand")

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 from safetensors.torch import load_file
 
 from benchmark.common.errors import BenchmarkError
 from benchmark.model.heads import mlm_head
 from benchmark.model.loader import load_backbone
 from benchmark.model.rescale import METHODS, STATISTICS, Rescale, apply_rescale, logit_std, measure, token_logit_std
+from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 
 TEXTS = ["the quick brown fox jumps over the lazy dog", "capital of france"]
 FAMILIES = ["bert", "modernbert"]
@@ -111,6 +111,40 @@ def test_labels_name_the_method():
     assert Rescale("factor", factor=3).factor == 3.0 and isinstance(Rescale("factor", factor=3).factor, float)
     assert "adds vocab × hidden parameters" in Rescale("factor", factor=0.5, method="untie").description
     assert "no parameter added" in Rescale("factor", factor=0.5).description
+
+
+def test_one_rule_from_factor_and_match_to_a_spec():
+    """The planner's 'rescaled' arm and the head diagnostics build their spec by the same rule: a factor gives
+    mode factor, a match target mode match, neither the default (the suite's), both a one-line error."""
+    suite = ("factor", 1 / 16, "bert-base-uncased")
+    assert Rescale.from_options(default=suite) == Rescale("factor", factor=0.0625)  # the match of mode factor dropped
+    assert Rescale.from_options(default=("match", 0.0625, "bert-base-uncased"), match_stat="frobenius") == \
+        Rescale("match", match="bert-base-uncased", match_stat="frobenius")
+    assert Rescale.from_options(0.25, default=suite, method="tied") == Rescale("factor", factor=0.25, method="tied")
+    assert Rescale.from_options(match="3", default=suite) == Rescale("match", match=3.0)
+    assert Rescale.from_options() == Rescale()
+    with pytest.raises(BenchmarkError) as err:
+        Rescale.from_options(0.5, "3", default=suite)
+    assert str(err.value) == ("give either a rescale factor (0.5) or a match target (3), not both; drop "
+                              "--rescale-factor or --match-norm")
+
+
+def test_one_tag_for_a_rescale_as_planned_and_as_recorded():
+    from benchmark.model.rescale import rescale_tag
+
+    assert rescale_tag("once", "0.0625") == rescale_tag("once", 1 / 16) == "once ×0.0625 = 1/16"
+    assert rescale_tag("projection", "0.25") == "projection ×0.25 = 1/4, extension"
+    assert rescale_tag("head-norm", "4") == "head-norm ×4, extension"
+    assert rescale_tag("untie", "0.0625") == "untie ×0.0625 = 1/16, untied copy +vocab × hidden parameters, extension"
+    assert rescale_tag("untie", 0.0625, params_added=2_000) == "untie ×0.0625 = 1/16, untied copy +2,000 parameters, extension"
+    assert rescale_tag("once", 0.0625, params_added=0, embedding_scale_median=0.5, encoder_drift=0.25) == \
+        "once ×0.0625 = 1/16, shared matrix (embeddings ×0.5 in the median row, direction kept; encoder output moved 25 %)"
+    assert rescale_tag("once", 0.0625, params_added=0, embedding_scale_median=0.5) == \
+        "once ×0.0625 = 1/16, shared matrix (embeddings ×0.5 in the median row, direction kept)"
+    assert rescale_tag("head-norm", "match:bert-base-uncased") == "head-norm match:bert-base-uncased, extension"
+    assert rescale_tag("once", 17.5, "match", match_stat="logit-std", stat_before=0.1523, stat_after=2.665) == \
+        "once, logit-std 0.1523 → 2.665 (×17.5), extension"  # a matched factor is this harness's extension
+    assert rescale_tag("", "0.5") == rescale_tag("once", 1.0) == rescale_tag("once", 0.5, "none") == ""
 
 
 def test_identity_and_canonical_form(tmp_path):

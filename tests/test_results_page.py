@@ -483,7 +483,7 @@ def rich_results() -> SuiteResults:
     def add(row: tuple[str, str, str], dataset: str, seed, base: float, **extra) -> None:
         system, backbone, variant = row
         key = f"{system}-{backbone}-{variant}-{dataset}-{seed}"
-        c = ConditionResult(key=key, dataset=dataset, system=system, backbone=backbone, variant=variant, search_id=f"search-{key}",
+        c = ConditionResult(key=key, dataset=dataset, system=system, backbone=backbone, variant=variant, search_id="search-" + "".join(ch for ch in key if ch.isalnum()),
                             trained=system == "splade", seed=seed, factor=variant.lstrip("x") if variant.startswith("x") else "1",
                             command=f"python -m benchmark.run --suite rich --backbones {backbone} --variants {variant} --seeds {seed}",
                             **extra)

@@ -10,7 +10,7 @@ from helpers.pipeline import run_cli
 
 from benchmark.report.results import ConditionResult, run_tag
 
-COMMON = ["--datasets", "cranfield", "--max-queries", "20", "--set", "k=100"]
+COMMON = ["--datasets", "cranfield", "--max-queries", "20", "--set", "k=1000"]
 
 
 def test_every_row_has_its_own_run_tag():

@@ -40,9 +40,11 @@ class Child(StageKind):
     Config = Demo.Config
 
     @classmethod
-    def consistent(cls, record, parents):
-        n = parents.get("source", {}).get("n")
-        return None if n is None or record.get("n") == n else f"child saw {record.get('n')}, source has {n}"
+    def consistent(cls, record, parents):  # records of a kind with no declared Record: every key in details
+        source = parents.get("source")
+        n = source.details.get("n") if source is not None else None
+        seen = record.details.get("n")
+        return None if n is None or seen == n else f"child saw {seen}, source has {n}"
 
 
 class DemoV2(Demo):

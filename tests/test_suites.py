@@ -60,9 +60,9 @@ def test_paper_plan_is_the_full_matrix():
     assert kinds == {"splade": models * 16, "bm25": 16}
     systems = {c.system_key for c in plan.conditions if c.system == "splade"}
     assert systems == {("splade", b, v, True) for b in PAPER_BACKBONES for v in ("baseline", "rescaled")}
-    rescaled = {(c.backbone, c.backbone_stage.config.rescale["method"]) for c in plan.conditions if c.variant == "rescaled"}
+    rescaled = {(c.backbone, c.backbone_stage.config.rescale.method) for c in plan.conditions if c.variant == "rescaled"}
     assert rescaled == {(b, "untie" if b == "bert-base-uncased" else "once") for b in PAPER_BACKBONES}
-    assert {c.backbone_stage.config.rescale["factor"] for c in plan.conditions if c.variant == "rescaled"} == {1 / 16}
+    assert {c.backbone_stage.config.rescale.factor for c in plan.conditions if c.variant == "rescaled"} == {1 / 16}
     stages = Counter(s.kind.name for s in plan.stages())
     # MS MARCO dev, DL19 and DL20 share one passage corpus: 14 corpora to encode per model, 16 query sets.
     assert stages["train"] == models and stages["backbone"] == models and stages["encode"] == models * 14
@@ -110,7 +110,7 @@ def test_paper_k_grid_and_extension_arms_when_asked(tmp_path, capsys):
             "match-row-rms [once match:bert-base-uncased, extension]\n") in out
     assert "head-norm (logit-std matched to bert-base-uncased via head-norm (this harness's extension: " in out
     plan = build_plan(load_suite("paper"), Options(backbones=["ettin-17m"], variants=["rescaled"], rescale_method="head-norm"))
-    assert {c.backbone_stage.config.rescale["method"] for c in plan.conditions if c.system == "splade"} == {"head-norm"}
+    assert {c.backbone_stage.config.rescale.method for c in plan.conditions if c.system == "splade"} == {"head-norm"}
 
 def test_beir_dry_run_and_cqadupstack_group(tmp_path, capsys):
     assert run_cli("--suite", "beir", "--dry-run", "--runs-dir", str(tmp_path)) == 0
@@ -152,7 +152,7 @@ def test_projection_arm_only_when_asked(tmp_path, capsys):
     for suite in ("paper", "msmarco", "trec-dl", "beir"):
         plan = build_plan(load_suite(suite), Options(backbones=["modernbert-base"],
                                                      variants=["baseline", "rescaled", "rescaled-projection"]))
-        methods = {c.variant: c.backbone_stage.config.rescale["method"] for c in plan.conditions if c.system == "splade"}
+        methods = {c.variant: c.backbone_stage.config.rescale.method for c in plan.conditions if c.system == "splade"}
         assert methods == {"baseline": "once", "rescaled": "once", "rescaled-projection": "projection"}
         arms = {c.variant: c.arm for c in plan.conditions if c.system == "splade"}
         assert arms["rescaled-projection"] == "rescaled-projection [projection ×0.0625 = 1/16, extension]"

@@ -19,14 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.tiny_models import tiny_bert
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.data.negatives import hf_triples, triples_path
-from benchmark.training.examples import NoDuplicatesPermutedBatchSampler, PermutedBatchSampler, Permutation
+from benchmark.data.negatives import hf_triples
+from benchmark.formats.triples import triples_path
+from benchmark.training.examples import NoDuplicatesPermutedBatchSampler, Permutation, PermutedBatchSampler
 from benchmark.training.loop import train_splade
 from benchmark.training.outcomes import DEGRADED, OK
 from benchmark.training.recipe import load_recipe
+from helpers.tiny_models import tiny_bert
 
 TESTS = Path(__file__).resolve().parent
 SUBSET = "bert-ensemble-margin-mse"

@@ -86,7 +86,6 @@ def swap_folder(new: Path | str, target: Path | str) -> Path | None:
     to delete), or None if there was none. One atomic exchange where the filesystem has it; else the
     old folder is renamed aside first (a reader may then briefly find no folder, never a mixed one)."""
     from benchmark.common import kill_points
-
     from benchmark.common.leftovers import scratch_name
 
     new, target = Path(new), Path(target)

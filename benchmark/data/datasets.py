@@ -19,7 +19,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -565,7 +565,7 @@ def materialise_topics(name: str, out: Path, max_queries: int | None = None, see
 
 
 def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed: int = 0,
-                       keep: set[str] | frozenset[str] = frozenset(), progress: bool = True,
+                       keep: AbstractSet[str] = frozenset(), progress: bool = True,
                        planned: str | None = None) -> dict[str, Any]:
     """The corpus stage: ``corpus/docs.jsonl`` and ``docids.txt``; a subset keeps every doc in ``keep``.
     A local folder's corpus is read from a snapshot whose content must give ``planned``, the stage id's."""
@@ -583,7 +583,7 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
 
 
 def _materialise_corpus(source: str, read: str, out: Path, max_docs: int | None, seed: int,
-                        keep: set[str] | frozenset[str], progress: bool) -> dict[str, Any]:
+                        keep: AbstractSet[str], progress: bool) -> dict[str, Any]:
     """``materialise_corpus`` reading the documents from ``read`` (``source`` or its snapshot)."""
     from benchmark.common.bars import bar
 

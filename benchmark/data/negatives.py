@@ -9,14 +9,13 @@
 
 Every source is streamed to ``triples.jsonl``: memory does not grow with the number of triples (the
 BM25 miner holds its corpus's texts, the id join a sorted id index of the corpus and the queries).
-Training reads the file by path (:func:`triples_path`), streamed as well.
+Training reads the file by path (``benchmark.formats.triples``), streamed as well.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import random
 from collections.abc import Callable, Iterator
 from itertools import islice
@@ -25,18 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.common.atomic import write_jsonl
 from benchmark.common.errors import BenchmarkError
 from benchmark.data import dataset_cache
 from benchmark.formats import documents as corpus, qrels, query_texts as topics, trec_run
-
-TRIPLES = "triples.jsonl"
+from benchmark.formats.triples import triples_path, write_triples
 
 
 def _write(out: Path, triples: Iterator[dict[str, Any]]) -> int:
-    n = write_jsonl(out / TRIPLES, triples)
+    n = write_triples(triples_path(out), triples)
     if n == 0:
-        (out / TRIPLES).unlink()
+        triples_path(out).unlink()
         raise BenchmarkError(f"no training triples could be made in {out}; the training data needs queries with relevant documents")
     return n
 
@@ -194,14 +191,3 @@ NEGATIVES_TO_MINER: dict[str, Callable[..., dict[str, Any]]] = {
     "official-triples": official_triples,
     "dataset-hard-negatives": hf_triples,
 }
-
-
-def triples_path(stage_dir: Path) -> Path:
-    """The triples stage's output, as ``train_splade`` takes it (streamed, never loaded whole)."""
-    return Path(stage_dir) / TRIPLES
-
-
-def read_triples(stage_dir: Path) -> list[dict[str, Any]]:
-    """Every triple as a dict, in memory: for small stages and tests only; training takes ``triples_path``."""
-    with open(triples_path(stage_dir), encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh]

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmark.common import kill_points
-from benchmark.common.atomic import write_csv
 from benchmark.common.errors import BenchmarkError
-from benchmark.formats import documents as corpus, qrels as qrels_format, trec_run
+from benchmark.formats import documents as corpus, perquery, qrels as qrels_format, trec_run
 
-PERQUERY = "perquery.tsv"
 MEASURE_HELP = "use ir_measures strings such as nDCG@10, RR@10, R@100, R@1000, AP, R(rel=2)@1000"
 
 # A trial evaluation for every measure before any work starts: two judged queries (one with graded
@@ -130,8 +127,8 @@ def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures:
         raise BenchmarkError(f"evaluating {', '.join(map(str, parsed))} on {run_file} failed ({detail}); "
                              f"drop the measure that fails from the suite; {MEASURE_HELP}") from None
     # a judged query the system returned nothing for scores 0, as trec_eval -c
-    write_csv(out / PERQUERY, ({"measure": str(m), "query_id": q, "value": per_query.get((str(m), q), 0.0)}
-                               for m in parsed for q in judged), ["measure", "query_id", "value"], delimiter="\t")
+    perquery.write_perquery(perquery.perquery_path(out), (perquery.Value(str(m), q, per_query.get((str(m), q), 0.0))
+                                                          for m in parsed for q in judged))
     kill_points.point("evaluate:written")
     # Mean over every judged query, 0 where the run has none (trec_eval -c, as Pyserini's BEIR 2CR).
     aggregate = means({str(m): {q: per_query.get((str(m), q), 0.0) for q in judged} for m in parsed})
@@ -147,27 +144,16 @@ def means(perquery: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
 
 def record_problem(record: Mapping[str, Any], eval_dir: Path) -> str | None:
     """Where an evaluate stage's recorded means are not those of its ``perquery.tsv``, or None."""
-    if not (Path(eval_dir) / PERQUERY).is_file():
+    if not perquery.perquery_path(eval_dir).is_file():
         return None  # an evaluate stage from before per-query values
     try:
-        derived = means(read_perquery(eval_dir))
+        derived = means(perquery.read_perquery(perquery.perquery_path(eval_dir)))
     except (OSError, ValueError) as exc:
-        return f"its {PERQUERY} cannot be read ({exc})"
+        return f"its {perquery.PERQUERY} cannot be read ({exc})"
     metrics = record.get("metrics") or {}
     if set(metrics) != set(derived):
-        return f"its record's measures ({', '.join(sorted(metrics))}) are not those of its {PERQUERY} ({', '.join(sorted(derived))})"
+        return f"its record's measures ({', '.join(sorted(metrics))}) are not those of its {perquery.PERQUERY} ({', '.join(sorted(derived))})"
     for measure, value in metrics.items():
         if value != derived[measure]:
-            return f"its record gives {measure} = {value!r}, but its {PERQUERY} averages {derived[measure]!r}"
+            return f"its record gives {measure} = {value!r}, but its {perquery.PERQUERY} averages {derived[measure]!r}"
     return None
-
-
-def read_perquery(eval_dir: Path) -> dict[str, dict[str, float]]:
-    """measure → {query_id: value}."""
-    out: dict[str, dict[str, float]] = {}
-    with open(Path(eval_dir) / PERQUERY, encoding="utf-8") as fh:
-        rows = csv.reader(fh, delimiter="\t")
-        next(rows)
-        for measure, qid, value in rows:
-            out.setdefault(measure, {})[qid] = float(value)
-    return out

@@ -5,9 +5,15 @@ row, one reader and one writer each.
 - ``query_texts``: ``queries.tsv``;
 - ``qrels``: ``qrels.txt`` (TREC qrels);
 - ``trec_run``: ``run.trec`` (TREC run);
-- ``vectors``: ``docs/part-NNNNN.jsonl`` (JsonVectorCollection shards) and ``queries.jsonl``;
+- ``vectors``: ``docs/part-NNNNN.jsonl`` (JsonVectorCollection shards) and ``queries.jsonl``, with the
+  per-term counts ``df.npy`` and ``qf.npy``;
+- ``lucene_index``: ``index/`` (a Lucene index);
+- ``perquery``: ``perquery.tsv`` (an evaluate stage's per-query values);
+- ``triples``: ``triples.jsonl`` (training examples);
+- ``checkpoint``: ``model/`` (a saved ``*ForMaskedLM`` and its tokenizer);
 - ``json_lines``: any JSON-lines file read by Arrow a block of lines at a time (``triples.jsonl``).
 
 They sit low in the import graph (the standard library, ``benchmark.common.atomic`` and ``benchmark.common.errors``
-only), so any stage or domain module reads a parent's files without importing the stage that wrote them.
+only; NumPy inside the one reader of its arrays), so any stage or domain module reads a parent's files
+without importing the stage that wrote them: a stage kind never imports another (``tests/test_layout.py``).
 """

@@ -1,14 +1,16 @@
 """SPLADE impact vectors as Pyserini reads them: an encode stage's ``docs/part-NNNNN.jsonl``
 (JsonVectorCollection shards, ``{"id", "contents": "", "vector": {term: impact}}`` per line) and a
 queries stage's ``queries.jsonl`` (``{"id", "vector"}`` per line). Impacts are integers, quantised
-before they are written (Anserini truncates float impacts)."""
+before they are written (Anserini truncates float impacts). Beside them, per-term counts as NumPy
+arrays over the vocabulary, for FLOPS: the encode stage's document frequencies ``df.npy`` and the
+queries stage's query frequencies ``qf.npy``."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from benchmark.common.atomic import write_jsonl
 
@@ -16,6 +18,8 @@ SHARDS = "docs"  # the JsonVectorCollection folder, what the impact index reads
 SHARD = "part-{:05d}.jsonl"
 SHARD_GLOB = "part-*.jsonl"
 QUERIES = "queries.jsonl"
+DF = "df.npy"
+QF = "qf.npy"
 
 
 class Vector(NamedTuple):
@@ -34,6 +38,18 @@ def read_vectors(path: Path | str) -> Iterator[Vector]:
         for line in fh:
             row = json.loads(line)
             yield Vector(row["id"], row["vector"])
+
+
+def read_vector_map(path: Path | str) -> dict[str, dict[str, int]]:
+    """id → vector, of ``queries.jsonl`` (or one shard)."""
+    return {row.id: row.vector for row in read_vectors(path)}
+
+
+def read_counts(path: Path | str) -> Any:
+    """``df.npy`` or ``qf.npy``: an integer array over the vocabulary."""
+    import numpy as np
+
+    return np.load(path)
 
 
 def write_doc_vectors(path: Path | str, rows: Iterable[Vector]) -> int:

@@ -47,7 +47,7 @@ size would dominate the shrunken W·h and change which terms are active, a secon
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -396,12 +396,27 @@ class Rescale:
         scale_bias: bool = True,
         method: str = DEFAULT_METHOD,
         match_stat: str = DEFAULT_MATCH_STAT,
+        default: tuple[str, float | None, str | float | None] = ("none", None, None),
     ) -> Rescale:
-        """Build from the CLI pair ``--rescale FACTOR`` / ``--match-norm REF_OR_NUMBER`` (at most one)."""
+        """The one rule from a factor and a match target to a spec: a factor gives mode ``factor``, a match
+        target mode ``match`` (at most one of them), neither the ``default`` (mode, factor, match): the
+        suite's ``[splade.rescale]`` for the planner, no rescaling for the head diagnostics.
+
+        Args:
+            factor: ``--rescale-factor FACTOR``, α itself.
+            match: ``--match-norm REF_OR_NUMBER``, a reference backbone or a target number.
+            scale_bias: whether the decoder bias is scaled with the weights.
+            method: a key of ``METHODS``.
+            match_stat: a key of ``STATISTICS`` (read in mode ``match`` only).
+            default: (mode, factor, match) when neither is given; the field the mode does not read is dropped.
+        """
         if factor is not None and match is not None:
-            raise BenchmarkError("give either a rescale factor or a match target, not both")
-        mode = "factor" if factor is not None else "match" if match is not None else "none"
-        return cls(mode, factor=factor, match=match, scale_bias=scale_bias, method=method, match_stat=match_stat)
+            raise BenchmarkError(f"give either a rescale factor ({factor:g}) or a match target ({match}), not both; "
+                                 "drop --rescale-factor or --match-norm")
+        mode, factor, match = ("factor", factor, None) if factor is not None else \
+            ("match", None, match) if match is not None else default
+        return cls(mode, factor=factor if mode == "factor" else None, match=match if mode == "match" else None,
+                   scale_bias=scale_bias, method=method, match_stat=match_stat)
 
     @property
     def label(self) -> str:
@@ -472,8 +487,8 @@ def tie_handling(backbone: str) -> str | None:
     (an untied decoder, scaled in place), "shared" (tied to a word embedding normalised alone: the
     shared matrix is scaled), "untie" (tied to embeddings summed before their LayerNorm: an untied
     scaled copy, this harness's extension); None when unknown before loading."""
-    from benchmark.model.loader import backbone_architecture
     from benchmark.model.heads import MODEL_TYPE_TO_HEAD
+    from benchmark.model.loader import backbone_architecture
 
     arch = backbone_architecture(backbone)
     if arch is None or arch.model_type not in MODEL_TYPE_TO_HEAD:
@@ -518,30 +533,52 @@ def _vocab_by_hidden(backbone: str) -> int | None:
         return None
 
 
-def record_tag(record: dict[str, Any]) -> str:
-    """How a backbone stage rescaled the head, for table rows and results.json, from its record.
+def rescale_tag(method: str, factor: float | str | None, mode: str = "factor", *, match_stat: str | None = None,
+                stat_before: float | None = None, stat_after: float | None = None, params_added: int | None = None,
+                embedding_scale_median: float | None = None, encoder_drift: float | None = None) -> str:
+    """How a head was rescaled, in the words of table rows, the dry run and results.json: the one label of
+    a rescale, from what is known of it. As planned: the method and the factor (a matched factor as the
+    string ``match:<target>``); as the backbone stage recorded it: also the matched statistic before and
+    after, the parameters added, and what a shared matrix did to the embeddings and the encoder's output.
 
-    'projection ×0.0625 = 1/16' (the paper's method); 'head-norm, logit-std 0.1523 → 2.66 (×17.5),
-    extension' (matched: the statistic and its value before → after); '' for an untouched head.
+    'once ×0.0625 = 1/16' (the paper's method); 'projection ×0.0625 = 1/16, extension'; 'untie ×0.0625 =
+    1/16, untied copy +vocab × hidden parameters, extension' (planned; recorded: the count); 'head-norm
+    match:bert-base-uncased, extension' (planned), 'head-norm, logit-std 0.1523 → 2.66 (×17.5),
+    extension' (recorded); '' for an untouched head.
     """
-    method = record.get("method")
-    if record.get("mode") in (None, "none") or not method or record.get("factor") in (None, 1.0):
+    if mode in (None, "none") or not method or factor is None:
         return ""
-    factor = float(record["factor"])
-    paper = method in METHODS and METHODS[method].paper and record.get("mode") == "factor"
+    try:
+        value = float(factor)
+    except ValueError:  # planned, a factor known once measured
+        return f"{method} {factor}, extension"
+    if value == 1.0:
+        return ""
+    paper = method in METHODS and METHODS[method].paper and mode == "factor"
     extension = "" if paper else ", extension"
-    if record.get("mode") == "match":
-        return (f"{method}, {record.get('match_stat')} {record.get('stat_before'):.4g} → {record.get('stat_after'):.4g}"
-                f" (×{factor:.4g}){extension}")
-    k = 1.0 / factor
-    added = (record.get("params_after") or 0) - (record.get("params_before") or 0)
+    if mode == "match":
+        return f"{method}, {match_stat} {stat_before:.4g} → {stat_after:.4g} (×{value:.4g}){extension}"
+    k = 1.0 / value if value > 0 else 0.0
     how = ""
-    if added > 0:
-        how = f", untied copy +{added:,} parameters"
-    elif method == "once" and record.get("embedding_scale_median") is not None:
-        how = f", shared matrix (embeddings ×{record['embedding_scale_median']:.2g} in the median row, direction kept"
-        how += f"; encoder output moved {100 * record['encoder_drift']:.2g} %)" if record.get("encoder_drift") is not None else ")"
-    return f"{method} ×{factor:g}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + how + extension
+    if params_added is None:  # planned: what the method adds by its nature
+        if method in METHODS and METHODS[method].adds_parameters:
+            how = ", untied copy +vocab × hidden parameters"
+    elif params_added > 0:
+        how = f", untied copy +{params_added:,} parameters"
+    elif method == "once" and embedding_scale_median is not None:
+        how = f", shared matrix (embeddings ×{embedding_scale_median:.2g} in the median row, direction kept"
+        how += f"; encoder output moved {100 * encoder_drift:.2g} %)" if encoder_drift is not None else ")"
+    return f"{method} ×{value:g}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + how + extension
+
+
+def record_tag(record: Mapping[str, Any]) -> str:
+    """``rescale_tag`` of a backbone stage's record (``apply_rescale``'s keys)."""
+    return rescale_tag(record.get("method") or "", record.get("factor"), record.get("mode") or "none",
+                       match_stat=record.get("match_stat"), stat_before=record.get("stat_before"),
+                       stat_after=record.get("stat_after"),
+                       params_added=(record.get("params_after") or 0) - (record.get("params_before") or 0),
+                       embedding_scale_median=record.get("embedding_scale_median"),
+                       encoder_drift=record.get("encoder_drift"))
 
 
 # --- applying it --------------------------------------------------------------------------------
@@ -606,6 +643,16 @@ def apply_rescale(
     A factor of exactly 1 leaves the model untouched whatever the method (``untie`` does not untie).
     In match mode the statistic is measured again afterwards (``stat_after``): equal to the target up
     to rounding for ``projection``, ``head-norm`` and ``untie``; for ``tied`` the encoder's input moved too.
+
+    Args:
+        model: a ``*ForMaskedLM`` whose head ``benchmark.model.heads`` knows.
+        spec: how α is chosen and which weights carry it.
+        tokenizer: the model's tokenizer; needed by match statistics that read text (``logit-std``).
+
+    Returns:
+        The backbone stage's rescale keys (``benchmark.stages.records.BackboneRecord``): mode, method, α as
+        ``factor``, the matched statistic before and after, the input drift of a shared matrix, and every
+        ``head_snapshot`` statistic before and after.
     """
     import torch
 

@@ -129,7 +129,7 @@ def _jobs(plan: Any, end: int) -> tuple[list[tuple[Any, float]], dict[str, list[
             if figures is None:
                 missing.append(f"training {backbone}")
                 continue
-            steps = int(stage.config.recipe.get("max_steps", 0) or 0)
+            steps = int(stage.config.recipe.max_steps or 0)
             if steps <= 0:
                 missing.append(f"training {backbone} (no max_steps)")
                 continue

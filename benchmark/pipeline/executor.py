@@ -1,8 +1,9 @@
 """Running a plan's stages: the local executor (one process, parents first) and what every executor shares.
 
-An executor gets the plan's evaluate stages and makes each one exist in the store, computing what
-is missing. The store decides what is reused (``Store.run``: verified, claimed, atomic); the
-executor decides where and in which order stages run. ``benchmark.pipeline.ray_executor`` runs the same
+An executor (``Executor``) gets the plan's evaluate stages and makes each one exist in the store,
+computing what is missing, and says what happened to each (``Outcome``). The store decides what is reused
+(``Store.run``: verified, claimed, atomic); the executor decides where and in which order stages run.
+``LocalExecutor`` runs them in this process; ``benchmark.pipeline.ray_executor.RayExecutor`` runs the same
 stages as Ray tasks over a cluster.
 """
 
@@ -10,21 +11,42 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from benchmark.stages.records import StageRecord, TrainRecord, parse
 from benchmark.stages.store import Inputs, Stage, Store
-from benchmark.training.outcomes import COLLAPSED
+
+
+@dataclass
+class Outcome:
+    """What happened to each stage of a run."""
+
+    done: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # id → meta (None: after a collapse)
+    failed: dict[str, str] = field(default_factory=dict)  # id → its error
+    blocked: dict[str, str] = field(default_factory=dict)  # id → the failed ancestor's id
+
+    def summary(self, stages: Mapping[str, Stage]) -> str:
+        lines = [f"{len(self.failed)} stage(s) failed; {len(self.blocked)} depending on them did not run:"]
+        for sid, error in self.failed.items():
+            lines.append(f"  {sid} ({stages[sid].describe() or stages[sid].kind.name}): {error}")
+            below = sorted(b for b, root in self.blocked.items() if root == sid)
+            if below:
+                lines.append(f"    not run: {', '.join(below)}")
+        return "\n".join(lines)
+
+
+class Executor(Protocol):
+    """Makes each target stage exist in the store, its missing ancestors first (a stage below a training
+    run that stopped early is not computed: ``done`` holds None for it)."""
+
+    def run(self, targets: list[Stage]) -> Outcome: ...
 
 
 def stops_pipeline(meta: Mapping[str, Any] | None) -> bool:
     """A training run that stopped at a collapse trigger has no model worth encoding."""
-    if meta is None:
-        return True
-    record = meta.get("record", {})
-    if "stopped_early" in record:
-        return bool(record["stopped_early"])
-    return record.get("status") == COLLAPSED  # records written before training ran to its end
+    return meta is None or parse(meta, TrainRecord).stopped_early
 
 
 def inputs_of(stage: Stage, store: Store, metas: Mapping[str, Mapping[str, Any]]) -> Inputs:
@@ -36,7 +58,7 @@ def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mappin
     """Compute (or reuse) one stage whose parents are finished; ``parents`` maps parent ids to their metas."""
     inputs = inputs_of(stage, store, parents)
 
-    def compute(out: Path) -> dict[str, Any]:
+    def compute(out: Path) -> StageRecord:
         from benchmark.common import disk
 
         try:
@@ -46,7 +68,8 @@ def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mappin
                 raise
             from benchmark.common.errors import BenchmarkError
 
-            raise BenchmarkError(disk.disk_full_line(stage, out, stage.kind.space_needed(stage.config, inputs, out))) from None
+            needed = stage.kind.space_needed(stage.config, inputs, out)
+            raise BenchmarkError(disk.disk_full_line(stage, out, needed)) from None
 
     return store.run(stage, compute)
 
@@ -94,7 +117,8 @@ class Progress:
         mean = sum(every) / len(every)
         untimed = list(dict.fromkeys(k for k in kinds if self._mean(k) is None))
         left = sum(m if (m := self._mean(kind)) is not None else mean for kind in kinds)
-        named = ", ".join(untimed[:3]) + (f" and {len(untimed) - 3} more kind{'s' if len(untimed) > 4 else ''}" if len(untimed) > 3 else "")
+        more = f" and {len(untimed) - 3} more kind{'s' if len(untimed) > 4 else ''}" if len(untimed) > 3 else ""
+        named = ", ".join(untimed[:3]) + more
         return f"ETA ~{duration(left)}" + (f" ({named} not timed yet)" if untimed else "")
 
     def begin(self, stage: Stage) -> None:
@@ -118,7 +142,8 @@ class Progress:
 
 
 class LocalExecutor:
-    """Every stage in this process, parents before children, stopping at the first failure."""
+    """Every stage in this process, parents before children, stopping at the first failure (it raises:
+    its ``Outcome`` never holds a failed stage)."""
 
     def __init__(self, store: Store, ctx: Any) -> None:
         self.store, self.ctx = store, ctx
@@ -136,10 +161,12 @@ class LocalExecutor:
             if (light or not (done or {}).get("dropped")) and (
                     not reading or done is None or self.store.lookup(stage, hashes=True, dropped_ok=light) is not None):
                 return done
-            del self.done[stage.id]  # damaged since it was reused, or dropped for a child that reads it: recomputed below
+            # damaged since it was reused, or dropped for a child that reads it: recomputed below
+            del self.done[stage.id]
         for parent in self.store.reached(stage):  # --verify: damage below a finished stage is found too
             self.execute(parent)
-        if self.store.is_done(stage, hashes=reading, dropped_ok=light):  # a finished stage needs nothing from its parents
+        # a finished stage needs nothing from its parents
+        if self.store.is_done(stage, hashes=reading, dropped_ok=light):
             self.done[stage.id] = self.store.run(stage, lambda out: {}, light)
             return self.done[stage.id]
         metas: dict[str, dict[str, Any]] = {}
@@ -156,12 +183,12 @@ class LocalExecutor:
             self.progress.end(stage, getattr(self.store, "timings", {}).get(stage.id) or None)
         return self.done[stage.id]
 
-    def run(self, targets: list[Stage]) -> dict[str, dict[str, Any] | None]:
+    def run(self, targets: list[Stage]) -> Outcome:
         self.progress = Progress(self.pending(targets), getattr(self.ctx, "log", print),
                                  getattr(self.store, "labels", {}), self.earlier(targets))
         for stage in targets:
             self.execute(stage)
-        return self.done
+        return Outcome(done=self.done)
 
     def earlier(self, targets: list[Stage]) -> dict[str, list[float]]:
         """Per kind, the seconds the plan's finished stages took when they were computed: the ETA's
@@ -217,5 +244,5 @@ def follow_training(stages: list[Stage], store: Store, ctx: Any, poll: float = 2
             time.sleep(poll)
         out = store.partial_path(stage)
         out.mkdir(parents=True, exist_ok=True)
-        metas = {p.id: store.load(p) for p in stage.parents.values()}
+        metas = {p.id: meta for p in stage.parents.values() if (meta := store.load(p)) is not None}
         stage.kind.run(stage.config, inputs_of(stage, store, metas), Path(out), ctx)

@@ -10,15 +10,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from benchmark.common.errors import BenchmarkError
 from benchmark.data.datasets import DatasetRef
 from benchmark.stages import Backbone, Corpus, Encode, Evaluate, Index, Queries, RunFile, Search, Topics, Train, Triples
-from benchmark.stages.store import Stage
+from benchmark.stages.store import Stage, StageView
 from benchmark.suites import Bm25, Suite
+from benchmark.training.recipe import Recipe
 
 MINE_DEPTH = 50
 TRAIN_SEARCH_K = 100
@@ -73,6 +74,102 @@ class Options:
         return out
 
 
+class SuiteView(Protocol):
+    """What a report reads of a suite: its name, its description, its ``[table]`` settings (a
+    ``benchmark.suites.Table``, or the same as a dict when read back from results.json) and its expected
+    scores."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def table(self) -> object: ...
+
+    @property
+    def expected(self) -> Sequence[object] | None: ...  # the [[expected]] entries (None: not recorded)
+
+
+class ConditionView(Protocol):
+    """What a report reads of one condition (a cell of the tables for one seed) and the stages behind it."""
+
+    @property
+    def dataset(self) -> str: ...
+
+    @property
+    def system(self) -> str: ...
+
+    @property
+    def backbone(self) -> str: ...
+
+    @property
+    def variant(self) -> str: ...
+
+    @property
+    def factor(self) -> str: ...
+
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def trained(self) -> bool: ...
+
+    @property
+    def seed(self) -> int | None: ...
+
+    @property
+    def evaluate(self) -> StageView | None: ...
+
+    @property
+    def train(self) -> StageView | None: ...
+
+    @property
+    def search(self) -> StageView | None: ...
+
+    @property
+    def command(self) -> str: ...
+
+
+class PlanView(Protocol):
+    """What ``benchmark.report.collect`` reads of a plan: the planner's ``Plan`` is one, and so is the plan a
+    refresh rebuilds from a results record and its stage ids (``benchmark.report.collect.RecordedPlan``)."""
+
+    @property
+    def suite(self) -> SuiteView: ...
+
+    @property
+    def measures(self) -> Sequence[str]: ...
+
+    @property
+    def dataset_measures(self) -> Mapping[str, Sequence[str]]: ...
+
+    @property
+    def columns(self) -> Sequence[str]: ...
+
+    @property
+    def groups(self) -> Mapping[str, Sequence[str]]: ...
+
+    @property
+    def max_docs(self) -> int | None: ...
+
+    @property
+    def max_queries(self) -> int | None: ...
+
+    @property
+    def seeds(self) -> Sequence[int]: ...
+
+    @property
+    def subset(self) -> str | None: ...
+
+    @property
+    def training(self) -> str: ...
+
+    @property
+    def conditions(self) -> Sequence[ConditionView]: ...
+
+
 @dataclass(frozen=True)
 class Condition:
     """One cell of the result tables for one seed: a system on a dataset."""
@@ -104,6 +201,8 @@ class Condition:
     @property
     def arm(self) -> str:
         """The row label with how its head was rescaled: 'rescaled [projection ×0.0625 = 1/16]'."""
+        from benchmark.model.rescale import rescale_tag
+
         return f"{self.variant} [{rescale_tag(self.method, self.factor)}]" if self.method else self.variant
 
     def row(self) -> dict[str, Any]:
@@ -139,7 +238,7 @@ class Plan:
         if self.recipe is None:
             return ""
         text = f"Training: recipe {self.recipe.get('name')} ({self.recipe.get('description', '')})"
-        if self.slice_training:
+        if self.slice_training and self.suite.splade is not None:
             text += (f", not the suite's {self.suite.splade.recipe}: a run sliced with --max-docs/--max-queries trains"
                      " with the suite's slice_recipe (pass --recipe to choose)")
         return text + "."
@@ -298,59 +397,41 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
 
     assert suite.splade is not None
     rs = suite.splade.rescale
-    factor = opts.rescale_factor if opts.rescale_factor is not None else rs.alpha
-    mode, match = rs.mode, rs.match
-    if opts.rescale_factor is not None:
-        mode, match = "factor", None
-    elif opts.match_norm is not None:
-        mode, match, factor = "match", opts.match_norm, None
-    common = {"scale_bias": rs.scale_bias, "method": opts.rescale_method or rs.method}
+    scale_bias, method = rs.scale_bias, opts.rescale_method or rs.method
     stat = opts.match_stat or rs.match_stat
-    table: dict[str, Any] = {
-        BASELINE: (Rescale(mode="none"), {}),
-        "rescaled": (Rescale(mode=mode, factor=factor if mode == "factor" else None,
-                             match=match if mode == "match" else None, match_stat=stat, **common), {}),
-    }
+    suite_spec = (rs.mode, rs.alpha, rs.match)
+    try:
+        rescaled = Rescale.from_options(opts.rescale_factor, opts.match_norm, scale_bias, method, stat, suite_spec)
+    except BenchmarkError:
+        if not all_variants:
+            raise
+        rescaled = Rescale.from_options(None, None, scale_bias, method, stat, suite_spec)
+    table: dict[str, Any] = {BASELINE: (Rescale(mode="none"), {}), "rescaled": (rescaled, {})}
     for k in suite.splade.k_grid:
-        table[f"k{_fmt_factor(k)}"] = (Rescale(mode="factor", factor=1.0 / k, **common), {})
+        table[f"k{_fmt_factor(k)}"] = (Rescale("factor", 1.0 / k, scale_bias=scale_bias, method=method), {})
     for f in suite.splade.sweep:
-        table[f"x{_fmt_factor(f)}"] = (Rescale(mode="factor", factor=f, **common), {})
+        table[f"x{_fmt_factor(f)}"] = (Rescale("factor", f, scale_bias=scale_bias, method=method), {})
     for v in suite.splade.extra_variants:
-        method = {**common, "method": v.method} if v.method is not None else common
-        spec = Rescale(mode="factor", factor=v.factor, **method) if v.factor is not None else Rescale()
+        spec = Rescale("factor", v.factor, scale_bias=scale_bias, method=v.method or method) if v.factor is not None \
+            else Rescale()
         table[v.name] = (spec, dict(v.overrides))
     reference = opts.match_norm or rs.match
     if reference is not None:
         # This harness's extensions, run only when named in --variants: the head matched to the reference
         # backbone's statistic (the paper uses one fixed k), via head-norm or via the projection.
-        table.setdefault("head-norm", (Rescale(mode="match", match=reference, match_stat=stat, scale_bias=rs.scale_bias,
+        table.setdefault("head-norm", (Rescale("match", match=reference, match_stat=stat, scale_bias=scale_bias,
                                                method="head-norm"), {}))
         from benchmark.model.rescale import STATISTICS
 
         for name in STATISTICS:
-            table.setdefault(f"match-{name}", (Rescale(mode="match", match=reference, match_stat=name, **common), {}))
+            table.setdefault(f"match-{name}", (Rescale("match", match=reference, match_stat=name, scale_bias=scale_bias,
+                                                       method=method), {}))
     if all_variants:
         return table
     bad = [n for n in names if n not in table]
     if bad:
         raise BenchmarkError(f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, comma-separated")
     return {n: table[n] for n in names}
-
-
-def rescale_tag(method: str, factor: str) -> str:
-    """'projection ×0.0625 = 1/16', 'head-norm match:bert-base-uncased, extension' (method and factor as
-    planned; a method other than the paper's, or a matched factor, is this harness's extension)."""
-    from benchmark.model.rescale import METHODS
-
-    paper = method in METHODS and METHODS[method].paper
-    try:
-        value = float(factor)
-    except ValueError:
-        return f"{method} {factor}, extension"
-    k = 1.0 / value if value > 0 else 0.0
-    copy = ", untied copy +vocab × hidden parameters" if method in METHODS and METHODS[method].adds_parameters else ""
-    return (f"{method} ×{factor}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + copy
-            + ("" if paper else ", extension"))
 
 
 def _factor_label(spec: Any) -> str:
@@ -522,7 +603,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
         plan.published = _distinct_models(published, plan)
         for model in plan.published:
             # the checkpoint as it is: the same backbone stage as an untrained baseline of that name
-            init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model).to_dict()))
+            init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model)))
             for name in datasets:
                 ev, search = impact_search(init, name)
                 late.append(Condition(name, PUBLISHED, model, "", (), "1", trained=False, evaluate=ev, search=search,
@@ -551,7 +632,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             problems.append(str(exc))
     seeds = list(opts.seeds or sp.seeds)
     plan.backbones, plan.variants, plan.seeds = list(backbones), dict(variants), seeds
-    plan.recipe = train_inputs[0] if train_inputs is not None else None
+    plan.recipe = dataclasses.asdict(train_inputs[0]) if train_inputs is not None else None
     for backbone in _distinct_backbones(backbones, plan):
         # variants that give the same weights and training share one stage and one row
         arms: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
@@ -561,19 +642,19 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             arms.setdefault(key, ([], spec, overrides))[0].append(vname)
         for vnames, spec, overrides in arms.values():
             label = " = ".join(vnames)
-            init = Stage(Backbone, Backbone.Config(backbone, spec.to_dict()))
+            init = Stage(Backbone, Backbone.Config(backbone, spec))
             models: list[tuple[Stage, Stage | None, int | None]] = []
             if train_inputs is not None:
                 recipe, mined = train_inputs
-                for seed in seeds:
-                    train = Stage(Train, Train.Config(recipe, seed, dict(overrides)), {"init": init, "triples": mined})
-                    models.append((train, train, seed))
+                for each in seeds:
+                    trained = Stage(Train, Train.Config(recipe, each, dict(overrides)), {"init": init, "triples": mined})
+                    models.append((trained, trained, each))
             if (train_inputs is None or sp.untrained) and not overrides:
                 models.append((init, None, None))
-            for model, train, seed in models:
+            for trained_or_init, train, seed in models:
                 row = {"backbones": backbone, "variants": vnames[0]}
                 for name in datasets:
-                    ev, search = impact_search(model, name)
+                    ev, search = impact_search(trained_or_init, name)
                     plan.conditions.append(Condition(
                         name, "splade", backbone, label, tuple(vnames), _factor_label(spec),
                         spec.method if spec.mode != "none" else "", trained=train is not None,
@@ -610,13 +691,14 @@ def _distinct_backbones(backbones: Sequence[str], plan: Plan) -> list[str]:
     return plan.backbones
 
 
-def _train_inputs(suite: Suite, recipe_name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> tuple[dict[str, Any], Stage]:
-    """The recipe (as data, so edits to it, and ``--set recipe.KEY=VALUE``, re-key the stage) and the
-    triples stage it trains on."""
+def _train_inputs(suite: Suite, recipe_name: str,
+                  overrides: Sequence[tuple[list[str], Any]] = ()) -> tuple[Recipe, Stage]:
+    """The recipe (every field enters the train stage's id, so edits to it, and ``--set recipe.KEY=VALUE``,
+    re-key the stage) and the triples stage it trains on."""
     from benchmark.training.recipe import load_recipe
 
     recipe = load_recipe(recipe_name, overrides)
-    as_dict = dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe)
+    as_dict = dataclasses.asdict(recipe)
     dataset = as_dict.get("dataset") or as_dict.get("train_dataset")
     if not dataset:
         raise BenchmarkError(f"recipe {recipe_name!r} names no training dataset; add dataset = \"<ir_datasets id>\" to it")
@@ -627,14 +709,14 @@ def _train_inputs(suite: Suite, recipe_name: str, overrides: Sequence[tuple[list
     limit = (as_dict["max_steps"] * as_dict["batch_size"] + 100 * as_dict.get("dev_queries", 0)
              if as_dict.get("max_steps", -1) > 0 else 0)
     if negatives != "bm25":
-        return as_dict, Stage(Triples, Triples.Config(negatives, dataset=dataset, limit=limit))
+        return recipe, Stage(Triples, Triples.Config(negatives, dataset=dataset, limit=limit))
     topics, corpus = data_stages(dataset, None, as_dict.get("max_train_queries"))
     idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
     bm25 = suite.bm25 or Bm25()  # mining uses BM25 even in a suite that does not report it
     search = Stage(Search, Search.Config(TRAIN_SEARCH_K, bm25.k1, bm25.b), {"index": idx, "queries": topics})
     mined = Stage(Triples, Triples.Config("bm25", depth=MINE_DEPTH, seed=seed, limit=limit),
                   {"topics": topics, "corpus": corpus, "run": search})
-    return as_dict, mined
+    return recipe, mined
 
 
 def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tuple[Stage, Stage]:

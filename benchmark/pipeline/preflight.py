@@ -10,9 +10,13 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.common.errors import BenchmarkError
+
+if TYPE_CHECKING:
+    from benchmark.pipeline.plan import Options, Plan
+    from benchmark.suites import Suite
 
 
 def output_dir_problem(path: Path | str, what: str, flag: str, env: str | None = None) -> str | None:
@@ -196,3 +200,42 @@ def run_query_problems(plan: Any) -> list[str]:
                             f"{min(judged)!r}: it would score 0 everywhere; it was made on other queries, or "
                             "its ids are written differently")
     return problems
+
+
+def check_flags(args: Any) -> None:
+    """The command line's values that need no suite, each a one-line error before anything loads."""
+    from benchmark.common.config import parse_override
+    from benchmark.pipeline.plan import check_factor
+
+    for flag in ("max_docs", "max_queries", "threads"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            raise BenchmarkError(f"--{flag.replace('_', '-')} {value} must be a positive integer")
+    check_factor(args.rescale_factor)
+    if not args.dry_run:
+        check_output_dirs(args.runs_dir, args.results_dir)
+    if args.executor != "ray":
+        for flag in ("ray_address", "resources", "gpus"):
+            if getattr(args, flag) is not None:
+                raise BenchmarkError(f"--{flag.replace('_', '-')} applies to the Ray executor; add --executor ray")
+    if args.gpus is not None and args.gpus < 0:
+        raise BenchmarkError(f"--gpus {args.gpus} must be 0 or more")
+    for item in args.sets:
+        parse_override(item)  # a malformed KEY=VALUE is reported before anything loads
+
+
+def recipe_override_problem(opts: Options, suite: Suite) -> str | None:
+    """``--set recipe.KEY=VALUE`` where no recipe reads it (nothing is trained)."""
+    if opts.recipe_overrides() and not (opts.recipe or (suite.splade is not None and suite.splade.recipe)):
+        return (f"--set {', '.join(i for i in opts.sets if i.startswith('recipe.'))}: this run trains no "
+                "model, so no recipe reads it; add --recipe NAME (and --backbones) or drop it")
+    return None
+
+
+def check_plan(plan: Plan, opts: Options, found: list[str] | None = None, deep: bool = True) -> None:
+    """Check everything the plan names before any work starts; report every problem at once
+    (with ``found``, those build_plan already collected: datasets outside the suite, variants).
+    ``deep=False`` (a dry run) skips what needs the network or transformers."""
+    problems = list(found or []) + plan_problems(plan, opts.backbones or plan.backbones, deep=deep)
+    if problems:
+        raise BenchmarkError(" | ".join(problems) if len(problems) > 1 else problems[0])

@@ -25,13 +25,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from benchmark.common import kill_points
 from benchmark.common.errors import BenchmarkError
-from benchmark.pipeline.executor import run_stage, stops_pipeline
+from benchmark.pipeline.executor import Outcome, run_stage, stops_pipeline
 from benchmark.pipeline.resources import Resources
 from benchmark.stages.store import Stage, Store
 
@@ -220,26 +220,9 @@ def fit_resources(resources: Mapping[str, Resources], explicit_gpus: set[str], k
     return out
 
 
-@dataclass
-class Outcome:
-    """What happened to each stage of a run under the Ray executor."""
-
-    done: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # id → meta (None: after a collapse)
-    failed: dict[str, str] = field(default_factory=dict)  # id → its error
-    blocked: dict[str, str] = field(default_factory=dict)  # id → the failed ancestor's id
-
-    def summary(self, stages: Mapping[str, Stage]) -> str:
-        lines = [f"{len(self.failed)} stage(s) failed; {len(self.blocked)} depending on them did not run:"]
-        for sid, error in self.failed.items():
-            lines.append(f"  {sid} ({stages[sid].describe() or stages[sid].kind.name}): {error}")
-            below = sorted(b for b, root in self.blocked.items() if root == sid)
-            if below:
-                lines.append(f"    not run: {', '.join(below)}")
-        return "\n".join(lines)
-
-
 class RayExecutor:
-    """The plan's stages as Ray tasks: parents first, independent branches at once, failures contained."""
+    """The plan's stages as Ray tasks: parents first, independent branches at once, failures contained
+    (an ``Executor``; ``execute`` connects to a cluster around it)."""
 
     def __init__(self, store: Store, ctx: Any, resources: Mapping[str, Resources], *,
                  log: Callable[[str], None] = print, progress_every: float = PROGRESS_EVERY) -> None:
@@ -284,8 +267,8 @@ class RayExecutor:
             for parent in self.store.reached(stage):  # --verify: damage below a finished stage is found too
                 visit(parent)
             if self.store.is_done(stage, hashes=reading, dropped_ok=light):  # a reader's parents: hashes checked first
-                outcome.done[stage.id] = self.store.run(stage, lambda out: {}, light)
-                if outcome.done[stage.id].get("dropped"):
+                meta = outcome.done[stage.id] = self.store.run(stage, lambda out: {}, light)
+                if meta.get("dropped"):
                     dropped.add(stage.id)
                 return
             for role, parent in stage.parents.items():

@@ -88,6 +88,50 @@ def write_suite_results(plan: Any, store: Any, results_dir: Path, folder: str | 
     return publish(collect(plan, store), Path(results_dir) / (folder or plan.suite.name), extra)
 
 
+def write_stage_log(plan: Any, store: Any, out_dir: Path) -> None:
+    """Every finished stage of the plan: the wall time it took when computed, its bytes on disk, and
+    whether this run computed it or found it cached (``results/<suite>/stages.csv``)."""
+    from benchmark.common.disk import disk_usage
+
+    def rows() -> Iterable[dict[str, Any]]:
+        for stage in plan.stages():
+            meta = store.load(stage)
+            if meta is not None:
+                state = "computed" if store.timings.get(stage.id) else "cached"
+                yield {"stage": stage.kind.name, "id": stage.id, "seconds": f"{meta['seconds']:.2f}",
+                       "bytes": disk_usage(store.path(stage)), "this_run": state}
+
+    write_csv(out_dir / STAGE_LOG, rows(), ["stage", "id", "seconds", "bytes", "this_run"])
+
+
+def publish_run(plan: Any, store: Any, results_dir: Path, folder: str, failed: bool) -> tuple[Path, bool]:
+    """A run's tables, with its stage log, as ``results_dir/folder``: (where they went, whether a complete
+    folder was kept). A failed run never replaces a complete folder: its tables, of the finished
+    conditions, go beside it into ``.<folder>.incomplete``, hidden from rebuilds; a complete run removes
+    that aside."""
+    results_dir = Path(results_dir)
+    aside = f".{folder}.incomplete"
+    kept = failed and is_complete(results_dir / folder)
+    out = write_suite_results(plan, store, results_dir, folder=aside if kept else folder,
+                              extra=lambda staging: write_stage_log(plan, store, staging))
+    if not failed:
+        shutil.rmtree(results_dir / aside, ignore_errors=True)  # superseded by the complete folder
+    return out, kept
+
+
+def headline(out: Path) -> str:
+    """The first table of ``table.md`` (the headline measure) with its key, for the terminal at the end of a
+    run; its notes stay in the file (they run to pages)."""
+    try:
+        text = (out / "table.md").read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    sections = text.split("\n## ")
+    first = ("## " + sections[1]) if len(sections) > 1 else text
+    table, folded, _ = first.partition("\n<details>")
+    return table.strip() + (f"\n\nNotes: {out / 'table.md'}" if folded else "")
+
+
 def _keep(folder: Path, staging: Path, name: str) -> None:
     if (folder / name).is_file():
         shutil.copy2(folder / name, staging / name)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark.stages.records import EvaluateRecord, parse
 from benchmark.stages.store import Store
 from benchmark.training.outcomes import COLLAPSED, MISSING
 
@@ -171,7 +172,7 @@ def check_entry(entry: Any, plan: Any, store: Store) -> Verdict:
             outcome = TrainOutcome.from_record(train["record"]) if train is not None else None
             collapsed = outcome is not None and outcome.outcome == COLLAPSED
             meta = None if collapsed or entry.collapsed else store.load(cond.evaluate)
-            value = meta["record"]["metrics"].get(entry.measure) if meta is not None else None
+            value = parse(meta, EvaluateRecord).metrics.get(entry.measure) if meta is not None else None
             missing = (f"missing: evaluate stage {cond.evaluate.id} has not run" if meta is None
                        else f"{entry.measure} was not evaluated")
             observed.append(Observed(collapsed, outcome.reason if outcome is not None else "", train is not None,

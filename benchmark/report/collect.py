@@ -6,44 +6,60 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.evaluation.measures import means, read_perquery
+from benchmark.evaluation.measures import means
 from benchmark.formats import trec_run
-from benchmark.model.rescale import record_tag
+from benchmark.formats.perquery import perquery_path, read_perquery
+from benchmark.pipeline.plan import PlanView
 from benchmark.report.portable import dataset_labels, is_machine_path, portable_dataset, scrub
-from benchmark.report.results import (DEV_MEASURE, RUNS_DIR, TELEMETRY_DIR, ConditionResult, SuiteResults, TrainOutcome,
-                                      _float, _int, read_results, run_tag)
-from benchmark.stages.store import Store
+from benchmark.report.results import (
+    DEV_MEASURE,
+    RUNS_DIR,
+    TELEMETRY_DIR,
+    ConditionResult,
+    SuiteResults,
+    TrainOutcome,
+    _float,
+    _int,
+    read_results,
+    run_tag,
+)
+from benchmark.stages.records import (
+    BackboneRecord,
+    CorpusRecord,
+    EncodeRecord,
+    EvaluateRecord,
+    SearchRecord,
+    StageRecord,
+    TrainRecord,
+    parse,
+)
+from benchmark.stages.store import StageView, Store
 from benchmark.training.outcomes import MISSING, OK
 
-def collect(plan: Any, store: Any) -> SuiteResults:
+
+def collect(plan: PlanView, store: Store) -> SuiteResults:
     """The suite's results from a plan and its runs folder; nothing is computed.
 
-    Reads ``plan.suite`` (``.name``, ``.description``, ``.table``), ``plan.measures``,
-    ``plan.dataset_measures``, ``plan.columns``, ``plan.groups``, ``plan.max_docs``,
-    ``plan.max_queries``, ``plan.seeds``, ``plan.subset`` and ``plan.conditions`` (dataset, system,
-    backbone, variant, factor, method, trained, seed, evaluate, train, search, command), and through
-    ``store.load``/``store.path`` the evaluate (metrics, ``perquery.tsv``), train (outcome,
-    ``telemetry.png``), search (FLOPS, non-zeros) and backbone (factor, head norms) stages.
+    Reads what ``PlanView`` names, and through ``store.load``/``store.path`` the evaluate (metrics,
+    ``perquery.tsv``), train (outcome, ``telemetry.png``), search (FLOPS, non-zeros) and backbone
+    (factor, head norms) stages.
     """
     suite = plan.suite
-    root = getattr(store, "root", None)
-    known: dict[str, str] = {}
-    if root is not None:
-        known[str(Path(root).resolve())] = "runs"
-        known[str(root)] = "runs"
-    names = [*getattr(plan, "columns", []), *(c.dataset for c in plan.conditions)]
+    root = store.root
+    known: dict[str, str] = {str(Path(root).resolve()): "runs", str(root): "runs"}
+    names = [*plan.columns, *(c.dataset for c in plan.conditions)]
     labels = dataset_labels(names)
 
     def portable(name: str) -> str:
         return labels.get(name) or portable_dataset(name)
 
-    for name in dict.fromkeys(getattr(c, "backbone", "") or "" for c in plan.conditions):
+    for name in dict.fromkeys(c.backbone for c in plan.conditions):
         if is_machine_path(name):  # a local backbone folder: its folder name, as backbone_key gives it
             known[name] = Path(name.rstrip("/\\")).name or name
 
@@ -52,7 +68,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             folder = name.partition("@")[0]
             known[folder] = "$DATA/" + portable(name)[len("local:"):].partition("@")[0]
 
-    def load(stage: Any) -> dict[str, Any] | None:
+    def load(stage: StageView | None) -> dict[str, Any] | None:
         return store.load(stage) if stage is not None else None
 
     conditions: list[ConditionResult] = []
@@ -64,66 +80,70 @@ def collect(plan: Any, store: Any) -> SuiteResults:
     unranked: dict[str, list[Any]] = {}
     for cond in plan.conditions:
         evaluate, train = cond.evaluate, cond.train
-        search = getattr(cond, "search", None) or _parent(evaluate, "run")
+        search = cond.search or _parent(evaluate, "run")
         backbone = _ancestor(train if train is not None else search, "backbone")
-        train_meta, eval_meta = load(train), load(evaluate)
-        search_meta = load(search) or {}
-        search_record = search_meta.get("record", {})
-        if search_meta.get("config", {}).get("remove_query") and portable(cond.dataset) not in removed:
+        train_meta, eval_meta, search_meta = load(train), load(evaluate), load(search)
+        ranked = parse(search_meta or {}, StageRecord)  # a search stage's, or a --run file's
+        search_record = ranked if isinstance(ranked, SearchRecord) else SearchRecord()
+        if search_meta is not None and search_meta.get("config", {}).get("remove_query") \
+                and portable(cond.dataset) not in removed:
             removed.append(portable(cond.dataset))
-        docs_record = (load(_parent(search, "docs")) or {}).get("record", {})
-        backbone_record = (load(backbone) or {}).get("record", {})
-        changed = str(backbone_record.get("changes") or "head_norm") if backbone_record else ""
-        train_record = train_meta["record"] if train_meta is not None else None
+        docs_record = parse(load(_parent(search, "docs")) or {}, EncodeRecord)
+        backbone_meta = load(backbone)
+        backbone_record = parse(backbone_meta, BackboneRecord) if backbone_meta is not None else None
+        changed = (backbone_record.changes or "head_norm") if backbone_record is not None else ""
+        train_record = parse(train_meta, TrainRecord) if train_meta is not None else None
         outcome = TrainOutcome.from_record(train_record) if train is not None else TrainOutcome(OK)
-        seed = getattr(cond, "seed", None)
-        if seed is None and train_record is not None and train_record.get("seed") is not None:
-            seed = int(train_record["seed"])  # plans without per-condition seeds: the train record has it
+        seed = cond.seed
+        if seed is None and train_record is not None and train_record.seed is not None:
+            seed = int(train_record.seed)  # plans without per-condition seeds: the train record has it
+        moved = backbone_record.moved() if backbone_record is not None else (None, None)
         key = evaluate.id if evaluate is not None else f"{cond.system}-{len(conditions)}"
         while key in used:
             key += "+"
         used.add(key)
         result = ConditionResult(
             key=key, dataset=portable(cond.dataset), system=cond.system, backbone=scrub(cond.backbone, known),
-            variant=cond.variant, factor=str(cond.factor), method=str(getattr(cond, "method", "") or ""),
+            variant=cond.variant, factor=str(cond.factor), method=cond.method,
             trained=bool(cond.trained), seed=seed, outcome=outcome.outcome, outcome_reason=outcome.reason,
             outcome_step=outcome.step, outcome_detail=scrub(outcome.detail, known), stopped_early=outcome.stopped_early,
-            command=scrub(str(getattr(cond, "command", "") or ""), known),
+            command=scrub(cond.command, known),
             evaluate_id=evaluate.id if evaluate is not None else "", search_id=search.id if search is not None else "",
             index_id=index.id if (index := _parent(search, "index")) is not None else "",
             train_id=train.id if train is not None else "", backbone_id=backbone.id if backbone is not None else "",
-            FLOPS=_float(search_record.get("FLOPS")), doc_nnz=_float(search_record.get("doc_nnz")),
-            query_nnz=_float(search_record.get("query_nnz")),
-            past_float32=_int(search_record.get("queries_past_float32")) or 0,
-            rescored_exactly=_int(search_record.get("queries_rescored_exactly")) or 0,
-            precision=str(docs_record.get("precision") or ""),
-            scale=_float(backbone_record.get("factor")),
-            rescale=record_tag(backbone_record),
-            head_norm_before=_float(backbone_record.get("head_norm_before")),
-            head_norm_after=_float(backbone_record.get("head_norm_after")),
+            FLOPS=_float(search_record.FLOPS), doc_nnz=_float(search_record.doc_nnz),
+            query_nnz=_float(search_record.query_nnz),
+            past_float32=_int(search_record.queries_past_float32) or 0,
+            rescored_exactly=_int(search_record.queries_rescored_exactly) or 0,
+            precision=str(docs_record.precision or ""),
+            scale=_float(backbone_record.factor) if backbone_record is not None else None,
+            rescale=backbone_record.tag if backbone_record is not None else "",
+            head_norm_before=_float(backbone_record.head_norm_before) if backbone_record is not None else None,
+            head_norm_after=_float(backbone_record.head_norm_after) if backbone_record is not None else None,
             changed=changed,
-            changed_before=_float(backbone_record.get(f"{changed}_before")),
-            changed_after=_float(backbone_record.get(f"{changed}_after")),
+            changed_before=_float(moved[0]),
+            changed_after=_float(moved[1]),
         )
-        if eval_meta is not None:
-            _note_unranked(unranked, portable(cond.dataset), (load(_parent(evaluate, "corpus")) or {}).get("record", {}),
-                           eval_meta["record"].get("metrics", {}), search_record.get("k"))
-        if eval_meta is not None and not outcome.stopped_early:
-            record = eval_meta["record"]
-            result.metrics = {m: float(v) for m, v in record["metrics"].items()}
-            result.queries = _int(record.get("queries"))
+        evaluation = parse(eval_meta, EvaluateRecord) if eval_meta is not None else None
+        if evaluation is not None:
+            corpus = parse(load(_parent(evaluate, "corpus")) or {}, CorpusRecord)
+            _note_unranked(unranked, portable(cond.dataset), corpus.recorded("documents"), evaluation.metrics,
+                           search_record.k)
+        if evaluate is not None and evaluation is not None and not outcome.stopped_early:
+            result.metrics = {m: float(v) for m, v in evaluation.metrics.items()}
+            result.queries = _int(evaluation.recorded("queries"))
             try:
-                perquery[key] = read_perquery(store.path(evaluate))
+                perquery[key] = read_perquery(perquery_path(store.path(evaluate)))
             except OSError:
                 pass  # an evaluate stage from before per-query values: no significance test for it
             else:  # the tables' means come from the per-query values, not from the record beside them
                 derived = means(perquery[key])
                 result.metrics = {m: derived.get(m, v) for m, v in result.metrics.items()}
         if train_record is not None:
-            result.vocab_size = _int(train_record.get("vocab_size"))
-            result.checkpoint_step = _int(train_record.get("checkpoint_step"))
-            keys, rr = train_record.get("dev_query_keys") or [], train_record.get("dev_rr_published") or []
-            if keys and len(keys) == len(rr):  # once per training run, under its stage id
+            result.vocab_size = _int(train_record.vocab_size)
+            result.checkpoint_step = _int(train_record.checkpoint_step)
+            keys, rr = train_record.dev_query_keys or [], train_record.dev_rr_published or []
+            if train is not None and keys and len(keys) == len(rr):  # once per training run, under its stage id
                 perquery[train.id] = {DEV_MEASURE: {k: float(v) for k, v in zip(keys, rr)}}
         if train is not None and train_meta is not None:
             png = Path(store.path(train)) / "telemetry.png"
@@ -133,7 +153,7 @@ def collect(plan: Any, store: Any) -> SuiteResults:
             rows = Path(store.path(train)) / "telemetry.csv"
             if rows.is_file():  # the page redraws the plot from it, titled with the row, seed and outcome
                 files[f"{TELEMETRY_DIR}/{train.id}.csv"] = rows
-            result.armed_step = _int((train_record or {}).get("triggers_armed_step"))
+            result.armed_step = _int(train_record.triggers_armed_step) if train_record is not None else None
         if search is not None and eval_meta is not None and not outcome.stopped_early:
             trec = Path(store.path(search)) / trec_run.RUN
             if trec.is_file():
@@ -141,42 +161,37 @@ def collect(plan: Any, store: Any) -> SuiteResults:
                 runs[result.run_file] = (trec, run_tag(result))
         conditions.append(result)
 
-    seeds = list(getattr(plan, "seeds", None) or sorted({c.seed for c in conditions if c.seed is not None}))
-    settings = dataclasses.asdict(suite.table) if dataclasses.is_dataclass(getattr(suite, "table", None)) else dict(getattr(suite, "table", {}) or {})
+    seeds = list(plan.seeds or sorted({c.seed for c in conditions if c.seed is not None}))
     return SuiteResults(
-        suite=suite.name, description=scrub(str(getattr(suite, "description", "") or ""), known),
+        suite=suite.name, description=scrub(suite.description or "", known),
         measures=list(plan.measures), conditions=conditions,
-        columns=[portable(c) for c in (getattr(plan, "columns", None) or dict.fromkeys(c.dataset for c in plan.conditions))],
-        groups={g: [portable(m) for m in ms] for g, ms in dict(getattr(plan, "groups", {}) or {}).items()},
-        dataset_measures={portable(d): list(ms) for d, ms in dict(getattr(plan, "dataset_measures", {}) or {}).items()},
-        table=_portable_settings(settings, portable), max_docs=getattr(plan, "max_docs", None),
-        max_queries=getattr(plan, "max_queries", None), seeds=[int(s) for s in seeds],
-        subset=_subset(plan), training=str(getattr(plan, "training", "") or ""), self_hits_removed=removed,
-        unranked=unranked, expected=_expected(suite, portable), perquery=perquery, files=files, runs=runs)
+        columns=[portable(c) for c in (plan.columns or dict.fromkeys(c.dataset for c in plan.conditions))],
+        groups={g: [portable(m) for m in ms] for g, ms in plan.groups.items()},
+        dataset_measures={portable(d): list(ms) for d, ms in plan.dataset_measures.items()},
+        table=_portable_settings(_settings(suite.table), portable), max_docs=plan.max_docs,
+        max_queries=plan.max_queries, seeds=[int(s) for s in seeds], subset=plan.subset or None,
+        training=plan.training, self_hits_removed=removed, unranked=unranked,
+        expected=_expected(suite.expected, portable), perquery=perquery, files=files, runs=runs)
 
 
-def _expected(suite: Any, portable: Any) -> list[dict[str, Any]] | None:
-    """The suite's [[expected]] entries as data, datasets named as the conditions are (None: a suite
-    object that carries none)."""
-    entries = getattr(suite, "expected", None)
+def _expected(entries: Sequence[object] | None, portable: Callable[[str], str]) -> list[dict[str, Any]] | None:
+    """The suite's [[expected]] entries as data, datasets named as the conditions are (None: not recorded)."""
     if entries is None:
         return None
-    out = [dataclasses.asdict(e) if dataclasses.is_dataclass(e) else dict(e) for e in entries]
+    out = [dataclasses.asdict(e) if dataclasses.is_dataclass(e) and not isinstance(e, type) else dict(e)  # type: ignore[call-overload]
+           for e in entries]
     return [{**e, "dataset": portable(e["dataset"])} for e in out]
 
 
-def _subset(plan: Any) -> str | None:
-    """The plan's subset label; plans that do not carry one: the limits the command line added."""
-    if hasattr(plan, "subset"):
-        return plan.subset or None
-    suite = plan.suite
-    parts = [f"{flag}={mine}" for flag, mine, declared in
-             (("max-docs", plan.max_docs, getattr(suite, "max_docs", None)),
-              ("max-queries", plan.max_queries, getattr(suite, "max_queries", None))) if mine != declared]
-    return ",".join(parts) or None
+def _settings(table: object) -> dict[str, Any]:
+    """A suite's ``[table]`` settings as a dict: a ``benchmark.suites.Table``, or the dict results.json holds."""
+    if dataclasses.is_dataclass(table) and not isinstance(table, type):
+        return dataclasses.asdict(table)
+    return dict(table) if isinstance(table, Mapping) else {}
 
 
-def _portable_settings(settings: dict[str, Any], portable: Any = portable_dataset) -> dict[str, Any]:
+def _portable_settings(settings: dict[str, Any],
+                       portable: Callable[[str], str] = portable_dataset) -> dict[str, Any]:
     out = json.loads(json.dumps(settings))
     for key in ("measure_for", "labels"):
         out[key] = {portable(d): v for d, v in (out.get(key) or {}).items()}
@@ -185,13 +200,12 @@ def _portable_settings(settings: dict[str, Any], portable: Any = portable_datase
     return out
 
 
-def _note_unranked(out: dict[str, list[Any]], dataset: str, corpus: Mapping[str, Any], metrics: Mapping[str, Any],
-                   k: Any) -> None:
+def _note_unranked(out: dict[str, list[Any]], dataset: str, docs: int | None, metrics: Mapping[str, Any],
+                   k: int | None) -> None:
     """Record the measures whose depth is at least the corpus's size: they see what a system retrieves,
     not how it ranks it (every document of a 1-document slice is in the top 10)."""
     import ir_measures
 
-    docs = corpus.get("documents")
     if not isinstance(docs, int):
         return
     for name in metrics:
@@ -205,11 +219,11 @@ def _note_unranked(out: dict[str, list[Any]], dataset: str, corpus: Mapping[str,
                 entry[1].append(name)
 
 
-def _parent(stage: Any, role: str) -> Any:
-    return None if stage is None else dict(getattr(stage, "parents", {}) or {}).get(role)
+def _parent(stage: StageView | None, role: str) -> StageView | None:
+    return None if stage is None else stage.parents.get(role)
 
 
-def _ancestor(stage: Any, kind: str) -> Any:
+def _ancestor(stage: StageView | None, kind: str) -> StageView | None:
     """The nearest stage of ``kind`` among ``stage`` and its ancestors (depth first)."""
     seen: set[str] = set()
     todo = [stage] if stage is not None else []
@@ -218,9 +232,9 @@ def _ancestor(stage: Any, kind: str) -> Any:
         if current.id in seen:
             continue
         seen.add(current.id)
-        if getattr(current.kind, "name", current.kind) == kind:  # a StageKind class, or a StageRef's name
+        if current.name == kind:
             return current
-        todo.extend(reversed(list(dict(current.parents).values())))
+        todo.extend(reversed(list(current.parents.values())))
     return None
 
 
@@ -236,7 +250,11 @@ class StageRef:
     root: Path
 
     @property
-    def parents(self) -> dict[str, "StageRef"]:
+    def name(self) -> str:
+        return self.kind
+
+    @property
+    def parents(self) -> dict[str, StageRef]:
         try:
             ids = json.loads((self.root / self.kind / self.id / "config.json").read_text(encoding="utf-8"))["parents"]
         except (OSError, ValueError, KeyError, TypeError):
@@ -261,6 +279,8 @@ class _RecordedSuite:
 
 @dataclass
 class _RecordedCondition:
+    """A ``ConditionView`` from a results record."""
+
     dataset: str
     system: str
     backbone: str
@@ -277,9 +297,9 @@ class _RecordedCondition:
 
 @dataclass
 class RecordedPlan:
-    """What ``collect`` needs of a plan, rebuilt from a results record and its stage ids."""
+    """A ``PlanView`` rebuilt from a results record and its stage ids."""
 
-    suite: Any
+    suite: _RecordedSuite
     measures: list[str]
     dataset_measures: dict[str, list[str]]
     columns: list[str]
@@ -299,8 +319,8 @@ def recorded_plan(results: SuiteResults, runs: Path) -> RecordedPlan:
     conditions = [_RecordedCondition(c.dataset, c.system, c.backbone, c.variant, c.factor, c.method, c.trained, c.seed,
                                      stage(c.evaluate_id), stage(c.train_id), stage(c.search_id), c.command)
                   for c in results.conditions]
-    return RecordedPlan(_RecordedSuite(results.suite, results.description, results.table, results.expected), results.measures,
-                        results.dataset_measures, results.columns, results.groups, results.max_docs,
+    return RecordedPlan(_RecordedSuite(results.suite, results.description, results.table, results.expected),
+                        results.measures, results.dataset_measures, results.columns, results.groups, results.max_docs,
                         results.max_queries, results.seeds, results.subset, conditions, results.training)
 
 

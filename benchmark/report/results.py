@@ -25,6 +25,7 @@ from benchmark.common.atomic import atomic_write, write_json
 from benchmark.common.confine import confined
 from benchmark.common.errors import BenchmarkError
 from benchmark.formats import trec_run
+from benchmark.stages.records import TrainRecord
 from benchmark.training.outcomes import COLLAPSED, DEGRADED, MISSING, OK, TRAINING_OUTCOMES
 
 FORMAT = 1
@@ -32,7 +33,7 @@ RESULTS = "results.json"
 PERQUERY = "perquery.csv.gz"
 TELEMETRY_DIR = "telemetry"
 RUNS_DIR = "trec"  # the TREC runs, one per condition
-STAGE_LOG = "stages.csv"  # written by the run (benchmark.run.write_stage_log): each stage's seconds and bytes
+STAGE_LOG = "stages.csv"  # written by the run (benchmark.report.build.write_stage_log): each stage's seconds and bytes
 PERQUERY_COLUMNS = ["condition", "measure", "query_id", "value"]
 #: perquery.csv.gz rows whose condition is a train stage id: the published checkpoint's held-out dev RR@10
 DEV_MEASURE = "dev RR@10"
@@ -160,25 +161,18 @@ class TrainOutcome:
     stopped_early: bool = False
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any] | None) -> "TrainOutcome":
-        """A train stage's outcome; None (not run yet) is missing.
-
-        Reads ``outcome``/``outcome_reason``/``outcome_step``/``outcome_detail``/``stopped_early``,
-        and the earlier ``status``/``collapse_*`` fields, whose detector always stopped the run.
-        """
+    def from_record(cls, record: TrainRecord | Mapping[str, Any] | None) -> "TrainOutcome":
+        """A train stage's outcome (its record, or the record's JSON: ``TrainRecord.from_json`` reads the
+        records of earlier VERSIONs); None (not run yet) is missing."""
         if record is None:
             return cls(MISSING)
-        if "outcome" in record:
-            outcome = record["outcome"]
-            if outcome not in TRAINING_OUTCOMES:
-                raise BenchmarkError(f"train record outcome {outcome!r} is not one of {', '.join(TRAINING_OUTCOMES)}; "
-                                     "rerun that train stage with --force")
-            return cls(outcome, str(record.get("outcome_reason") or ""), _int(record.get("outcome_step")),
-                       str(record.get("outcome_detail") or ""), bool(record.get("stopped_early")))
-        if record.get("status") == COLLAPSED:
-            return cls(COLLAPSED, str(record.get("collapse_reason") or ""), _int(record.get("collapse_step")),
-                       str(record.get("collapse_detail") or ""), True)
-        return cls(OK)
+        if not isinstance(record, TrainRecord):
+            record = TrainRecord.from_json(record)
+        if record.outcome not in TRAINING_OUTCOMES:
+            raise BenchmarkError(f"train record outcome {record.outcome!r} is not one of {', '.join(TRAINING_OUTCOMES)}; "
+                                 "rerun that train stage with --force")
+        return cls(record.outcome, str(record.outcome_reason or ""), _int(record.outcome_step),
+                   str(record.outcome_detail or ""), bool(record.stopped_early))
 
 
 def _int(value: Any) -> int | None:

@@ -151,7 +151,7 @@ def _rescale_tag(c: ConditionResult) -> str:
     """The backbone stage's own account, else (results written before it) the planned method and factor."""
     if c.rescale or not c.method or c.system != "splade":
         return c.rescale
-    from benchmark.pipeline.plan import rescale_tag
+    from benchmark.model.rescale import rescale_tag
 
     return rescale_tag(c.method, c.factor)
 

@@ -314,7 +314,7 @@ def finalise_docs(out: Path, shards: int, documents: int, vocab: int, *, max_len
         shard_df, shard_empty = read_shard_stats(shard_path(out / "docs", n))
         df += shard_df
         empty += shard_empty
-    save_npy(out / "df.npy", df)
+    save_npy(out / vectors.DF, df)
     info_dir = out / ENCODER_INFO
     infos = [json.loads(p.read_text()) for p in sorted(info_dir.glob("*.json"))] if info_dir.is_dir() else []
     shutil.rmtree(info_dir, ignore_errors=True)
@@ -462,7 +462,7 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
         kept, qvecs[qid] = to_vector(ids, w, terms)
         qf[kept] += 1
     kill_points.point("encode:queries")
-    save_npy(out / "qf.npy", qf)
+    save_npy(out / vectors.QF, qf)
     vectors.write_query_vectors(out / vectors.QUERIES, (vectors.Vector(q, v) for q, v in qvecs.items()))
     return {"queries": len(qvecs), "query_nnz": float(qf.sum() / max(len(qvecs), 1)),
             "empty_queries": sum(1 for v in qvecs.values() if not v), "vocab_size": vocab,
@@ -471,5 +471,5 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
 
 
 def read_query_vectors(encode_dir: Path) -> dict[str, dict[str, int]]:
-    return {row.id: row.vector for row in vectors.read_vectors(Path(encode_dir) / vectors.QUERIES)}
+    return vectors.read_vector_map(Path(encode_dir) / vectors.QUERIES)
 

@@ -95,9 +95,9 @@ def start_jvm() -> Jdk:
     os.environ.setdefault("OPENAI_API_KEY", "unused-by-benchmark")
     if not jdk.has_vector:
         drop_vector_option()
-    from benchmark.common.command_line import verbose
-
     import jnius_config
+
+    from benchmark.common.command_line import verbose
 
     jnius_config.add_options(REDUCED_SIGNALS)
     with python_keeps_signals(), utf8_locale():

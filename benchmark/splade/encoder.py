@@ -126,19 +126,26 @@ def encode(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """SPLADE vectors, one ``(token_ids int32 ascending, weights float32 > 0)`` per text, in input order.
 
-    ``model`` is any ``*ForMaskedLM`` (run on its device, in eval mode, its training flag restored);
-    texts (or a ``Tokenized`` from ``tokenize``) are truncated to ``max_length`` tokens.
-    ``precision='bfloat16'`` autocasts the forward and the decoder to bfloat16 (weights change in the
-    third significant digit); 'float32' keeps the model's dtype and gives the float32 vectors, exact
-    to the last bit (see ``benchmark.splade.screens``). ``path``: a screen of ``SCREENS`` to force, or
-    None to measure them on the first batch (encodes under ``PROBE_MIN_ROWS`` tokens take a default);
-    the vectors are the same either way. ``info``, when given, receives what the encode did: ``path``,
-    ``measured``, ``timings`` ({screen: head seconds per document} from the measurement),
-    ``rejected``, ``candidates_fraction`` (share of (document, term) pairs recomputed exactly),
-    ``forward_s``, ``head_s``, ``head_gflop_per_doc``, ``docs``, ``tokens``. ``progress`` is a tqdm
-    description, or None for silence. On CPU the forwards and the decoder blocks run on
-    ``torch.get_num_threads()`` single-threaded workers (the process-wide thread count is set to 1
-    while they run, then restored).
+    The screen (``path``) only decides how fast the head runs: the vectors are the same either way. On
+    CPU the forwards and the decoder blocks run on ``torch.get_num_threads()`` single-threaded workers
+    (the process-wide thread count is set to 1 while they run, then restored).
+
+    Args:
+        model: any ``*ForMaskedLM``, run on its device in eval mode (its training flag restored).
+        tokenizer: the model's tokenizer.
+        texts: the texts, or a ``Tokenized`` from ``tokenize``.
+        max_length: texts are truncated to this many tokens.
+        batch_size: texts per forward.
+        progress: a tqdm description, or None for silence.
+        precision: 'float32' keeps the model's dtype and gives the float32 vectors, exact to the last bit
+            (see ``benchmark.splade.screens``); 'bfloat16' autocasts the forward and the decoder to
+            bfloat16 (weights change in the third significant digit).
+        path: a screen of ``SCREENS`` to force, or None to measure them on the first batch (encodes under
+            ``PROBE_MIN_ROWS`` tokens take a default).
+        info: when given, receives what the encode did: ``path``, ``measured``, ``timings`` ({screen: head
+            seconds per document} from the measurement), ``rejected``, ``candidates_fraction`` (share of
+            (document, term) pairs recomputed exactly), ``forward_s``, ``head_s``, ``head_gflop_per_doc``,
+            ``docs``, ``tokens``.
     """
     import torch
 

@@ -12,8 +12,9 @@ package imports no heavy library: each kind imports torch, transformers or pyser
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from benchmark.common.registry import Registry
 from benchmark.stages.backbone import Backbone

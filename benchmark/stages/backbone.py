@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,11 @@ from benchmark.common import kill_points
 from benchmark.common.errors import BenchmarkError
 from benchmark.common.fingerprint import file_digest
 from benchmark.data import samples
+from benchmark.formats.checkpoint import model_path
 from benchmark.model.checkpoints import quiet_transformers
 from benchmark.model.loader import backbone_fingerprint, backbone_key, load_backbone, resolve_backbone
 from benchmark.model.rescale import STATISTICS, Rescale, apply_rescale
+from benchmark.stages.records import BackboneRecord
 from benchmark.stages.store import Inputs, StageKind, label_field
 
 
@@ -89,36 +91,39 @@ def prepare_backbone(name: str, spec: Rescale, out_dir: Path, planned: Mapping[s
 
 class Backbone(StageKind):
     name = "backbone"
-    VERSION = 3  # 2: rescaling methods and match statistics; 3: the constant multiplier projection, its α in the record (the paper's once, the default, since: same output for every earlier config)
-    sources = ("benchmark.common.snapshot", "benchmark.data.samples", "benchmark.model.checkpoints", "benchmark.model.heads",
-               "benchmark.model.loader", "benchmark.model.rescale", "benchmark.stages.backbone")
+    # 2: rescaling methods and match statistics; 3: the constant multiplier projection, its α in the record (the
+    # paper's once, the default, since: same output for every earlier config)
+    VERSION = 3
+    Record = BackboneRecord
+    sources = ("benchmark.common.snapshot", "benchmark.data.samples", "benchmark.formats.checkpoint", "benchmark.model.checkpoints",
+               "benchmark.model.heads", "benchmark.model.loader", "benchmark.model.rescale",
+               "benchmark.stages.backbone")
 
     @dataclass(frozen=True)
     class Config:
         backbone: str = label_field()  # registry key, hub id or local folder (its content is in external())
-        rescale: dict[str, Any] = field(default_factory=dict)  # a benchmark.model.rescale.Rescale as a dict
+        # the id hashes it as Rescale.to_dict gives it (dataclasses.asdict), as when it was stored as that dict
+        rescale: Rescale = field(default_factory=Rescale)
+
+        def __post_init__(self) -> None:
+            if isinstance(self.rescale, Mapping):  # a spec written as data (a test, a script)
+                object.__setattr__(self, "rescale", Rescale(**self.rescale))
 
     @classmethod
     def external(cls, config: Config) -> dict[str, Any]:
-        out = {"checkpoint": backbone_fingerprint(config.backbone)}
-        match = config.rescale.get("match")
-        if isinstance(match, str):  # the head is matched to another backbone: its content matters too
-            out["reference"] = backbone_fingerprint(match)
-        if config.rescale.get("mode") == "match":
-            stat = config.rescale.get("match_stat")
-            if stat in STATISTICS and STATISTICS[stat].needs_text:  # α is measured on the shipped sample text
-                out["sample"] = file_digest(samples.sample_path())
+        out: dict[str, Any] = {"checkpoint": backbone_fingerprint(config.backbone)}
+        spec = config.rescale
+        if isinstance(spec.match, str):  # the head is matched to another backbone: its content matters too
+            out["reference"] = backbone_fingerprint(spec.match)
+        if spec.mode == "match" and STATISTICS[spec.match_stat].needs_text:  # α is measured on the shipped sample text
+            out["sample"] = file_digest(samples.sample_path())
         return out
 
     @classmethod
     def describe(cls, config: Config) -> str:
-        return f"{config.backbone}: {Rescale(**config.rescale).description}"
+        return f"{config.backbone}: {config.rescale.description}"
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        return prepare_backbone(config.backbone, Rescale(**config.rescale), out / "model", inputs.external.get("checkpoint"))
-
-    @staticmethod
-    def model(folder: Path) -> Path:
-        """The saved ``*ForMaskedLM`` + tokenizer (what training and encoding load)."""
-        return Path(folder) / "model"
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> BackboneRecord:
+        return BackboneRecord.from_json(prepare_backbone(config.backbone, config.rescale, model_path(out),
+                                                         inputs.external.get("checkpoint")))

@@ -6,17 +6,19 @@ Query sets that share documents share this stage (MS MARCO dev, DL19 and DL20 en
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.stages.records import CorpusRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 class Corpus(StageKind):
     name = "corpus"
     VERSION = 1
+    Record = CorpusRecord
     optional_parents = ("topics",)  # with max_docs: the judged documents to keep
     sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
                "benchmark.data.datasets", "benchmark.stages.corpus")
@@ -39,13 +41,12 @@ class Corpus(StageKind):
         return config.source + (f" (max_docs={config.max_docs})" if config.max_docs else "")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
-        from benchmark.data.datasets import materialise_corpus
-        from benchmark.stages.topics import Topics
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> CorpusRecord:
+        from benchmark.data.datasets import judged_docs, materialise_corpus
 
-        keep = Topics.judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()
-        return materialise_corpus(config.source, out, config.max_docs, config.seed, keep, ctx.progress,
-                                  inputs.external.get("content"))
+        keep = judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()
+        return CorpusRecord.from_json(materialise_corpus(config.source, out, config.max_docs, config.seed, keep,
+                                                         ctx.progress, inputs.external.get("content")))
 
     @classmethod
     def record_problem(cls, meta: Mapping[str, Any], folder: Path, deep: bool) -> str | None:
@@ -55,24 +56,4 @@ class Corpus(StageKind):
         from benchmark.data.datasets import corpus_record_problem
 
         return corpus_record_problem(dict(meta.get("record", {})), folder)
-
-    # readers for later stages
-    @staticmethod
-    def collection(folder: Path) -> Path:
-        """The JsonCollection folder (what the BM25 index reads)."""
-        from benchmark.formats.documents import COLLECTION
-
-        return Path(folder) / COLLECTION
-
-    @staticmethod
-    def docs(folder: Path) -> Iterator[tuple[str, str]]:
-        from benchmark.data.datasets import iter_docs
-
-        return iter_docs(folder)
-
-    @staticmethod
-    def docids(folder: Path) -> list[str]:
-        from benchmark.data.datasets import read_docids
-
-        return read_docids(folder)
 

@@ -11,17 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.formats.checkpoint import model_path
+from benchmark.stages.records import CorpusRecord, EncodeRecord
 from benchmark.stages.store import Inputs, StageKind, added_field
 
 
 class Encode(StageKind):
     name = "encode"
     VERSION = 2  # 2: canonical exact values on every encoder path (float64 enclosure, float64 log1p)
+    Record = EncodeRecord
     parents = ("model", "corpus")
     resumable = True
     device = "gpu"
     counted = (("documents", "corpus", "encoded"),)
-    sources = ("benchmark.formats.documents", "benchmark.formats.query_texts", "benchmark.formats.vectors",
+    sources = ("benchmark.formats.checkpoint", "benchmark.formats.documents", "benchmark.formats.query_texts",
+               "benchmark.formats.vectors",
                "benchmark.model.heads", "benchmark.model.varlen", "benchmark.splade.encoder",
                "benchmark.splade.forward", "benchmark.splade.impacts", "benchmark.splade.pooling",
                "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.retrieval.impact_vectors",
@@ -45,13 +49,15 @@ class Encode(StageKind):
                 f"{config.attn_implementation} attention{body}")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> EncodeRecord:
         from benchmark.retrieval.impact_vectors import encode_docs_stage
 
-        return encode_docs_stage(_model(inputs), inputs.path("corpus"), out, max_length=config.max_length,
-                                 batch_size=config.batch_size, shard_size=config.shard_size,
-                                 precision=config.precision, attn_implementation=config.attn_implementation,
-                                 compile=config.compile, progress=ctx.progress, cluster=getattr(ctx, "cluster", None))
+        # the parent is a backbone stage or a train stage: both keep their checkpoint in model/
+        return EncodeRecord.from_json(encode_docs_stage(
+            model_path(inputs.path("model")), inputs.path("corpus"), out, max_length=config.max_length,
+            batch_size=config.batch_size, shard_size=config.shard_size, precision=config.precision,
+            attn_implementation=config.attn_implementation, compile=config.compile, progress=ctx.progress,
+            cluster=getattr(ctx, "cluster", None)))
 
     @classmethod
     def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:
@@ -59,9 +65,9 @@ class Encode(StageKind):
         plus ``df.npy`` (one stats file's size)."""
         import math
 
-        from benchmark.formats.vectors import SHARD_GLOB
+        from benchmark.formats.vectors import SHARD_GLOB, SHARDS
 
-        folder, documents = cls.shards(out), inputs.record("corpus").get("documents")
+        folder, documents = out / SHARDS, inputs.record("corpus", CorpusRecord).documents
         pairs = [(p.stat().st_size, p.with_suffix(".stats.npz").stat().st_size)
                  for p in (folder.glob(SHARD_GLOB) if folder.is_dir() else ())
                  if p.with_suffix(".stats.npz").is_file()]
@@ -69,22 +75,3 @@ class Encode(StageKind):
             return None
         per_shard = sum(a + b for a, b in pairs) / len(pairs)
         return int(per_shard * math.ceil(documents / config.shard_size) + max(b for _, b in pairs))
-
-    # readers for later stages
-    @staticmethod
-    def shards(folder: Path) -> Path:
-        """The JsonVectorCollection folder (what the impact index reads)."""
-        from benchmark.formats.vectors import SHARDS
-
-        return Path(folder) / SHARDS
-
-    @staticmethod
-    def df(folder: Path) -> Any:
-        import numpy as np
-
-        return np.load(Path(folder) / "df.npy")
-
-
-def _model(inputs: Inputs) -> Path:
-    """The parent model's checkpoint folder: a backbone stage or a train stage both keep it in model/."""
-    return Path(inputs.path("model")) / "model"

@@ -8,16 +8,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.formats.trec_run import RUN
+from benchmark.stages.records import EvaluateRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 class Evaluate(StageKind):
     name = "evaluate"
     VERSION = 2  # 2: perquery.tsv through the one CSV writer (\n line ends)
+    Record = EvaluateRecord
     parents = ("run", "topics", "corpus")
     counted = (("queries", "topics", "evaluated"),)
-    sources = ("benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.trec_run",
-               "benchmark.evaluation.measures", "benchmark.stages.evaluate")
+    sources = ("benchmark.formats.documents", "benchmark.formats.perquery", "benchmark.formats.qrels",
+               "benchmark.formats.trec_run", "benchmark.evaluation.measures", "benchmark.stages.evaluate")
 
     @dataclass(frozen=True)
     class Config:
@@ -28,12 +31,11 @@ class Evaluate(StageKind):
         return ", ".join(config.measures)
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> EvaluateRecord:
         from benchmark.evaluation.measures import evaluate_stage
-        from benchmark.stages.search import Search
 
-        return evaluate_stage(Search.run_file(inputs.path("run")), inputs.path("topics"), inputs.path("corpus"),
-                              list(config.measures), out)
+        return EvaluateRecord.from_json(evaluate_stage(Path(inputs.path("run")) / RUN, inputs.path("topics"),
+                                                       inputs.path("corpus"), list(config.measures), out))
 
     @classmethod
     def record_problem(cls, meta: Mapping[str, Any], folder: Path, deep: bool) -> str | None:
@@ -41,9 +43,3 @@ class Evaluate(StageKind):
         from benchmark.evaluation.measures import record_problem
 
         return record_problem(meta.get("record", {}), folder)
-
-    @staticmethod
-    def perquery(folder: Path) -> dict[str, dict[str, float]]:
-        from benchmark.evaluation.measures import read_perquery
-
-        return read_perquery(folder)

@@ -9,19 +9,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.formats.documents import COLLECTION
+from benchmark.formats.lucene_index import index_path
+from benchmark.formats.vectors import SHARDS
+from benchmark.stages.records import DocumentsRecord, IndexRecord, StageRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 def _bm25_input(folder: Path) -> Path:
-    from benchmark.stages.corpus import Corpus
-
-    return Corpus.collection(folder)
+    return Path(folder) / COLLECTION
 
 
 def _impact_input(folder: Path) -> Path:
-    from benchmark.stages.encode import Encode
-
-    return Encode.shards(folder)
+    return Path(folder) / SHARDS
 
 
 def _builder(index_type: str) -> Callable[..., None]:
@@ -40,8 +40,10 @@ INDEX_TYPE_TO_SOURCE: dict[str, tuple[str, Callable[[Path], Path]]] = {
 class Index(StageKind):
     name = "index"
     VERSION = 1
+    Record = IndexRecord
     parents = ("source",)
-    sources = ("benchmark.retrieval.lucene", "benchmark.stages.index")
+    sources = ("benchmark.formats.documents", "benchmark.formats.lucene_index", "benchmark.formats.vectors",
+               "benchmark.retrieval.lucene", "benchmark.stages.index")
 
     @dataclass(frozen=True)
     class Config:
@@ -52,16 +54,16 @@ class Index(StageKind):
         return config.type
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> IndexRecord:
         from benchmark.common import kill_points
         from benchmark.common.errors import BenchmarkError
         from benchmark.retrieval import lucene
 
         _, collection = INDEX_TYPE_TO_SOURCE[config.type]
-        problem = cls.nothing_to_index(config.type, inputs.record("source"), inputs.path("source"))
+        problem = cls.nothing_to_index(config.type, inputs.record("source", DocumentsRecord), inputs.path("source"))
         if problem:
             raise BenchmarkError(problem)
-        target = out / "index"
+        target = index_path(out)
         if target.exists():  # a half-built Lucene index is never reused
             shutil.rmtree(target)
         _builder(config.type)(collection(inputs.path("source")), target, ctx.threads)
@@ -69,7 +71,7 @@ class Index(StageKind):
         stats = lucene.index_stats(target)
         if stats["documents"] == 0:
             raise BenchmarkError(f"the {config.type} index holds no documents; check the {inputs.path('source')} stage")
-        return {"type": config.type, **stats}
+        return IndexRecord.from_json({"type": config.type, **stats})
 
     @classmethod
     def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:
@@ -81,29 +83,27 @@ class Index(StageKind):
         return disk_usage(collection(inputs.path("source")))
 
     @staticmethod
-    def nothing_to_index(index_type: str, source: Mapping[str, Any], folder: Path) -> str | None:
+    def nothing_to_index(index_type: str, source: DocumentsRecord, folder: Path) -> str | None:
         """One line, before the JVM starts, when every document of the source is empty: an impact
         index of a model whose impacts all round to 0 (a collapsed model, or a head scaled so far that
         the weights vanish or overflow) would hold no document and rank nothing."""
-        documents, empty = source.get("documents", 0), source.get("empty_documents", 0)
+        documents, empty = source.documents, source.empty_documents
         if not documents or empty < documents:
             return None
         if index_type == "impact":
             return (f"all {documents} documents encoded to empty vectors in {folder} (every impact rounds to 0 when "
                     "quantised): the model is collapsed or its MLM head is scaled out of range (a "
-                    "--rescale-factor far from 1); use a factor nearer 1, or train it with a recipe that does not collapse")
+                    "--rescale-factor far from 1); use a factor nearer 1, or train it with a recipe that does not "
+                    "collapse")
         return f"all {documents} documents of {folder} have no text; the corpus has nothing to index"
 
     @classmethod
-    def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
+    def consistent(cls, record: StageRecord, parents: Mapping[str, StageRecord]) -> str | None:
         source = parents.get("source")
-        if not source or "documents" not in source:
+        if not isinstance(source, DocumentsRecord) or "documents" in source.absent:
             return None
-        expected = source["documents"] - source.get("empty_documents", 0)  # Lucene skips empty documents
-        if record.get("documents") != expected:
-            return f"the index holds {record.get('documents')} documents, but its source has {expected} to index"
+        expected = source.documents - source.empty_documents  # Lucene skips empty documents
+        held = getattr(record, "documents", None)
+        if held != expected:
+            return f"the index holds {held} documents, but its source has {expected} to index"
         return None
-
-    @staticmethod
-    def lucene_index(folder: Path) -> Path:
-        return Path(folder) / "index"

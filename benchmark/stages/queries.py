@@ -7,16 +7,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.formats.checkpoint import model_path
+from benchmark.stages.records import QueriesRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 class Queries(StageKind):
     name = "queries"
     VERSION = 2  # 2: canonical exact values on every encoder path (float64 enclosure, float64 log1p)
+    Record = QueriesRecord
     parents = ("model", "topics")
     device = "gpu"
     counted = (("queries", "topics", "encoded"),)
-    sources = ("benchmark.formats.documents", "benchmark.formats.query_texts", "benchmark.formats.vectors",
+    sources = ("benchmark.formats.checkpoint", "benchmark.formats.documents", "benchmark.formats.query_texts",
+               "benchmark.formats.vectors",
                "benchmark.model.heads", "benchmark.model.varlen", "benchmark.splade.encoder",
                "benchmark.splade.forward", "benchmark.splade.impacts", "benchmark.splade.pooling",
                "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.retrieval.impact_vectors",
@@ -37,23 +41,10 @@ class Queries(StageKind):
                 f"{config.attn_implementation} attention")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> QueriesRecord:
         from benchmark.retrieval.impact_vectors import encode_queries_stage
 
-        return encode_queries_stage(Path(inputs.path("model")) / "model", inputs.path("topics"), out,
-                                    max_length=config.max_length, batch_size=config.batch_size,
-                                    precision=config.precision, attn_implementation=config.attn_implementation,
-                                    progress=ctx.progress)
-
-    # readers for later stages
-    @staticmethod
-    def vectors(folder: Path) -> dict[str, dict[str, int]]:
-        from benchmark.retrieval.impact_vectors import read_query_vectors
-
-        return read_query_vectors(folder)
-
-    @staticmethod
-    def qf(folder: Path) -> Any:
-        import numpy as np
-
-        return np.load(Path(folder) / "qf.npy")
+        return QueriesRecord.from_json(encode_queries_stage(
+            model_path(inputs.path("model")), inputs.path("topics"), out, max_length=config.max_length,
+            batch_size=config.batch_size, precision=config.precision, attn_implementation=config.attn_implementation,
+            progress=ctx.progress))

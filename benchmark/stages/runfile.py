@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.stages.records import RunFileRecord, TopicsRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 class RunFile(StageKind):
     name = "runfile"
     VERSION = 1
+    Record = RunFileRecord
     parents = ("topics", "corpus")
     sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.trec_run", "benchmark.data.datasets",
                "benchmark.evaluation.external_runs", "benchmark.stages.runfile")
@@ -44,10 +46,10 @@ class RunFile(StageKind):
         return Path(config.path).name
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> RunFileRecord:
         from benchmark.data.datasets import read_docids
         from benchmark.evaluation.external_runs import materialise_run
 
-        dataset = inputs.record("topics").get("dataset", "the dataset")
-        return materialise_run(Path(config.path), set(read_docids(inputs.path("corpus"))), str(dataset), out,
-                               inputs.external.get("content"))
+        dataset = inputs.record("topics", TopicsRecord).dataset or "the dataset"
+        return RunFileRecord.from_json(materialise_run(Path(config.path), set(read_docids(inputs.path("corpus"))),
+                                                       dataset, out, inputs.external.get("content")))

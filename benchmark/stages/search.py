@@ -15,19 +15,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.formats.trec_run import RUN, read_run, write_run
+from benchmark.formats import vectors
+from benchmark.formats.lucene_index import index_path
+from benchmark.formats.query_texts import QUERIES, read_queries
+from benchmark.formats.trec_run import RUN, write_run
+from benchmark.stages.records import EncodeRecord, IndexRecord, QueriesRecord, SearchRecord
 from benchmark.stages.store import Inputs, StageKind, added_field
 
 
 class Search(StageKind):
     name = "search"
     VERSION = 2
+    Record = SearchRecord
     parents = ("index", "queries")
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
     light_parents = ("docs",)  # its record and df.npy: shards dropped by --keep indexed are not needed
     counted = (("queries", "queries", "searched"),)
-    sources = ("benchmark.formats.trec_run", "benchmark.formats.vectors", "benchmark.retrieval.flops",
-               "benchmark.retrieval.lucene",
+    sources = ("benchmark.formats.lucene_index", "benchmark.formats.query_texts", "benchmark.formats.trec_run",
+               "benchmark.formats.vectors", "benchmark.retrieval.flops", "benchmark.retrieval.lucene",
                "benchmark.stages.search")
 
     @dataclass(frozen=True)
@@ -47,30 +52,26 @@ class Search(StageKind):
                 + (", exact past 2^24" if config.exact else ""))
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> SearchRecord:
         from benchmark.common import kill_points
         from benchmark.retrieval import lucene
-        from benchmark.stages.index import Index
 
-        index_type = inputs.record("index")["type"]
-        index = Index.lucene_index(inputs.path("index"))
+        index_type = inputs.record("index", IndexRecord).type
+        index = index_path(inputs.path("index"))
+        queries: Mapping[str, Any]
         if index_type == "bm25":
-            from benchmark.stages.topics import Topics
-
-            queries: Mapping[str, Any] = Topics.queries(inputs.path("queries"))
-            hits = lucene.bm25_search(index, queries, k=config.k, threads=ctx.threads, k1=config.k1, b=config.b)
+            texts = dict(read_queries(Path(inputs.path("queries")) / QUERIES))
+            bm25 = {"k1": config.k1, "b": config.b}  # a plan always sets both; left out, Pyserini's defaults
+            hits = lucene.bm25_search(index, texts, k=config.k, threads=ctx.threads,
+                                      **{k: v for k, v in bm25.items() if v is not None})
+            queries = texts
         else:
-            from benchmark.stages.queries import Queries
-
-            queries = Queries.vectors(inputs.path("queries"))
+            queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
             hits = lucene.impact_search(index, queries, k=config.k, threads=ctx.threads)
             if config.exact and "docs" in inputs:  # sums past 2**24 come back rounded: exact integers again
-                from benchmark.formats.vectors import SHARD_GLOB, read_vectors
-                from benchmark.stages.encode import Encode
-
-                shards = sorted(Encode.shards(inputs.path("docs")).glob(SHARD_GLOB))
+                shards = sorted((Path(inputs.path("docs")) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
                 # (shards dropped by --keep indexed: the rounded scores stay, counted as past float32)
-                rows = (row for shard in shards for row in read_vectors(shard))
+                rows = (row for shard in shards for row in vectors.read_vectors(shard))
                 rescored = lucene.rescore_exact(hits, queries, rows) if shards else []
         removed = 0
         if config.remove_query:
@@ -80,26 +81,18 @@ class Search(StageKind):
                 hits[qid] = kept
         write_run(out / RUN, hits)
         kill_points.point("search:written")
-        record = {"type": index_type, "queries": len(queries), "k": config.k, "removed_self_hits": removed,
+        record: dict[str, Any] = {"type": index_type, "queries": len(queries), "k": config.k,
+                                  "removed_self_hits": removed,
                   "queries_without_hits": sum(1 for v in hits.values() if not v)}
         if index_type != "bm25":
             record["queries_past_float32"] = len(lucene.past_float32(hits))
             record["queries_rescored_exactly"] = len(rescored) if config.exact and "docs" in inputs else 0
         if "docs" in inputs:
             from benchmark.retrieval.flops import flops
-            from benchmark.stages.encode import Encode
-            from benchmark.stages.queries import Queries
 
-            docs, query_rec = inputs.record("docs"), inputs.record("queries")
-            record.update({"doc_nnz": docs["doc_nnz"], "query_nnz": query_rec["query_nnz"],
-                           "FLOPS": flops(Encode.df(inputs.path("docs")), docs["documents"],
-                                          Queries.qf(inputs.path("queries")), query_rec["queries"])})
-        return record
-
-    @staticmethod
-    def run_file(folder: Path) -> Path:
-        return Path(folder) / RUN
-
-    @staticmethod
-    def hits(folder: Path) -> dict[str, list[tuple[str, float]]]:
-        return read_run(Path(folder) / RUN)
+            docs, query_rec = inputs.record("docs", EncodeRecord), inputs.record("queries", QueriesRecord)
+            record.update({"doc_nnz": docs.doc_nnz, "query_nnz": query_rec.query_nnz,
+                           "FLOPS": flops(vectors.read_counts(Path(inputs.path("docs")) / vectors.DF), docs.documents,
+                                          vectors.read_counts(Path(inputs.path("queries")) / vectors.QF),
+                                          query_rec.queries)})
+        return SearchRecord.from_json(record)

@@ -1,7 +1,8 @@
 """Stage kinds, stage nodes and the ``runs/`` store (in the manner of tango).
 
-A *stage kind* (one small class per kind, in ``benchmark/stages/``) holds its typed config, a
-``VERSION``, ``run()`` and ``describe()``, and the readers later stages use on its folder. A *stage*
+A *stage kind* (one small class per kind, in ``benchmark/stages/``) holds its typed ``Config``, its
+``Record`` (``benchmark.stages.records``: what ``run()`` returns), a ``VERSION``, ``run()`` and
+``describe()``; later stages read its files through ``benchmark.formats``. A *stage*
 is one node of the plan: a kind, a config and its parent stages. Its id hashes the kind, the
 kind's VERSION, the config, the parents' ids and the content fingerprints of what it reads from
 outside ``runs/`` (a checkpoint folder, a local dataset), so a changed input or changed code gives
@@ -27,12 +28,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from benchmark.common import kill_points
 from benchmark.common.atomic import write_json
 from benchmark.common.disk import disk_usage
 from benchmark.common.errors import BenchmarkError
+from benchmark.stages.records import StageRecord, parse
 
 CONFIG = "config.json"
 COMPLETE = "complete"
@@ -102,9 +104,12 @@ def output_files(folder: Path, hashes: bool = True) -> dict[str, list[Any]]:
 # --------------------------------------------------------------------------- kinds and nodes
 
 
+R = TypeVar("R", bound=StageRecord)
+
+
 @dataclass(frozen=True)
 class Inputs:
-    """What a running stage gets from its parents: folder and record per role."""
+    """What a running stage gets from its parents: folder and config.json per role."""
 
     paths: Mapping[str, Path]
     metas: Mapping[str, Mapping[str, Any]]
@@ -116,8 +121,9 @@ class Inputs:
     def path(self, role: str) -> Path:
         return self.paths[role]
 
-    def record(self, role: str) -> Mapping[str, Any]:
-        return self.metas[role]["record"]
+    def record(self, role: str, as_type: type[R]) -> R:
+        """The parent's record, as its kind's record type (``as_type``: that type or a base of it)."""
+        return parse(self.metas[role], as_type)
 
     def __contains__(self, role: str) -> bool:
         return role in self.paths
@@ -133,6 +139,7 @@ class StageKind:
     name: ClassVar[str]
     VERSION: ClassVar[int]
     Config: ClassVar[type]
+    Record: ClassVar[type[StageRecord]] = StageRecord
     parents: ClassVar[tuple[str, ...]] = ()  # required parent roles
     optional_parents: ClassVar[tuple[str, ...]] = ()
     #: parent roles read for their record and small files only: a parent whose large intermediates
@@ -152,7 +159,7 @@ class StageKind:
         return ""
 
     @classmethod
-    def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Any) -> StageRecord:
         raise NotImplementedError
 
     @classmethod
@@ -170,12 +177,13 @@ class StageKind:
     counted: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
     @classmethod
-    def consistent(cls, record: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]]) -> str | None:
+    def consistent(cls, record: StageRecord, parents: Mapping[str, StageRecord]) -> str | None:
         """A problem when counts disagree with the parents' records (documents, queries), else None."""
         for key, role, did in cls.counted:
-            expected = parents.get(role, {}).get(key)
-            if expected is not None and record.get(key) != expected:
-                return f"{record.get(key)} {key} {did}, but the {role} stage holds {expected}"
+            parent = parents.get(role)
+            expected = getattr(parent, key, None) if parent is not None and key not in parent.absent else None
+            if expected is not None and getattr(record, key, None) != expected:
+                return f"{getattr(record, key, None)} {key} {did}, but the {role} stage holds {expected}"
         return None
 
 
@@ -194,8 +202,9 @@ def label_field(**kwargs: Any) -> Any:
 
 
 def _config_dict(config: Any, labels: bool = True) -> dict[str, Any]:
-    if not dataclasses.is_dataclass(config):
+    if isinstance(config, Mapping):
         return dict(config)
+    assert dataclasses.is_dataclass(config) and not isinstance(config, type), f"a config is a dataclass, got {config!r}"
     out = dataclasses.asdict(config)
     for f in dataclasses.fields(config):
         if (f.metadata.get("added") and out[f.name] == f.default) or (not labels and f.metadata.get("label")):
@@ -209,7 +218,7 @@ class Stage:
 
     kind: type[StageKind]
     config: Any
-    parents: Mapping[str, "Stage"] = field(default_factory=dict)
+    parents: Mapping[str, Stage] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         config_type = getattr(self.kind, "Config", None)
@@ -233,7 +242,8 @@ class Stage:
         """What the id hashes (label fields left out; config.json records the config in full)."""
         cached = self.__dict__.get("_payload")
         if cached is None:
-            cached = {"kind": self.kind.name, "version": self.kind.VERSION, "config": _config_dict(self.config, labels=False),
+            cached = {"kind": self.kind.name, "version": self.kind.VERSION,
+                      "config": _config_dict(self.config, labels=False),
                       "external": self.kind.external(self.config),
                       "parents": {role: p.id for role, p in sorted(self.parents.items())}}
             object.__setattr__(self, "_payload", cached)
@@ -258,12 +268,21 @@ class Stage:
         return isinstance(other, Stage) and other.id == self.id
 
 
-StageFn = Callable[[Path], Mapping[str, Any]]
+StageFn = Callable[[Path], StageRecord | Mapping[str, Any]]
 
 
-def _kind_name(stage: Any) -> str:
-    """A stage's kind name; also for references known by id and kind name only (report refreshes)."""
-    return getattr(stage.kind, "name", stage.kind)
+class StageView(Protocol):
+    """What the store and the report read of a stage: its id, its kind's name and its parents. A planned
+    ``Stage`` is one; so is a stage known by its id only (``benchmark.report.collect.StageRef``, a refresh)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def parents(self) -> Mapping[str, StageView]: ...
 
 
 # --------------------------------------------------------------------------- the store
@@ -271,7 +290,16 @@ def _kind_name(stage: Any) -> str:
 
 class Store:
     """The ``runs/`` folder: finds finished stages, verifies them, runs missing ones under a claim,
-    publishes them atomically."""
+    publishes them atomically.
+
+    Args:
+        root: the runs folder (every node of a cluster mounts the same one).
+        force: recompute each stage once in this process even when it is finished.
+        verify: check every reused stage's files against their recorded sha256, not only their sizes.
+        log: where the one-line reports go ([cached], [run], [damaged], …).
+        claim_ttl: seconds without a heartbeat before a holder on another machine counts as dead
+            (default: ``$BENCHMARK_CLAIM_TTL``, else ``benchmark.stages.claims.DEFAULT_TTL``).
+    """
 
     def __init__(self, root: Path | str, force: bool = False, verify: bool = False,
                  log: Callable[[str], None] = print, claim_ttl: float | None = None) -> None:
@@ -317,13 +345,13 @@ class Store:
         return [name for kind in sorted(self.root.iterdir()) if kind.is_dir() and not kind.name.startswith(".")
                 for name in sweep_leftovers(kind)]
 
-    def path(self, stage: Stage) -> Path:
-        return self.root / _kind_name(stage) / stage.id
+    def path(self, stage: StageView) -> Path:
+        return self.root / stage.name / stage.id
 
-    def partial_path(self, stage: Stage) -> Path:
-        return self.root / _kind_name(stage) / f".{stage.id}.partial"
+    def partial_path(self, stage: StageView) -> Path:
+        return self.root / stage.name / f".{stage.id}.partial"
 
-    def load(self, stage: Stage) -> dict[str, Any] | None:
+    def load(self, stage: StageView) -> dict[str, Any] | None:
         """The stage's config.json if the folder is complete and really is this stage, else None."""
         try:
             meta = read_meta(self.path(stage))
@@ -347,10 +375,11 @@ class Store:
         for role, parent in sorted(stage.parents.items()):
             if parent.id in self.damaged:
                 return f"it was computed from its {role} stage {parent.id}, found damaged in this run"
-            if role in recorded and parents[role] is not None and recorded[role] != content_digest(parents[role]):
+            found = parents[role]
+            if role in recorded and found is not None and recorded[role] != content_digest(found):
                 return f"its {role} stage {parent.id} has other content than when it was computed from it"
-        known = {role: m["record"] for role, m in parents.items() if m is not None}
-        return stage.kind.consistent(meta.get("record", {}), known)
+        known = {role: parse(m, StageRecord) for role, m in parents.items() if m is not None}
+        return stage.kind.consistent(parse(meta, StageRecord), known)
 
     def lookup(self, stage: Stage, hashes: bool = False, dropped_ok: bool = False) -> dict[str, Any] | None:
         """A finished, undamaged folder of ``stage`` (checked once per process; its hashes too with
@@ -415,6 +444,13 @@ class Store:
         """Return the stage's config.json, computing and publishing it first if needed.
 
         Waits while another process computes the same stage, then reuses its result.
+
+        Args:
+            stage: the stage to make exist.
+            fn: computes it into the partial folder it is given; returns its record (a ``StageRecord``, or
+                the record's JSON).
+            dropped_ok: a finished stage whose large intermediates were dropped (``--keep indexed``) counts
+                as finished (for a child that reads none of them).
         """
         waited = False
         while True:
@@ -429,7 +465,8 @@ class Store:
             if claim is not None:
                 break
             if not waited:
-                self.log(f"[wait] {self.name(stage)} is being computed by {self.claims.holder_of(self.root / stage.kind.name / f'.{stage.id}')}")
+                holder = self.claims.holder_of(self.root / stage.kind.name / f".{stage.id}")
+                self.log(f"[wait] {self.name(stage)} is being computed by {holder}")
                 waited = True
             time.sleep(WAIT_POLL)
         try:
@@ -454,17 +491,21 @@ class Store:
                 self.log(f"[clean] {self.name(stage)}: removed the partial folder{who}")
                 shutil.rmtree(partial)
         partial.mkdir(parents=True, exist_ok=True)
-        inputs = {role: content_digest(m) for role, p in sorted(stage.parents.items()) if (m := self.load(p)) is not None}
+        inputs = {}
+        for role, p in sorted(stage.parents.items()):
+            if (m := self.load(p)) is not None:
+                inputs[role] = content_digest(m)
         self.log(f"[run] {self.name(stage)}")
         start = time.perf_counter()
         try:
-            record = dict(fn(partial))
+            result = fn(partial)
         except Exception:
             claim.check()  # a successor that took the stage over removed this partial folder: say so, not what broke
             raise
         seconds = time.perf_counter() - start
         from benchmark.common.environment import environment
 
+        record = result.to_json() if isinstance(result, StageRecord) else dict(result)
         payload = stage.payload()
         meta = {
             "id": stage.id,
@@ -482,7 +523,8 @@ class Store:
             "status": COMPLETE,
         }
         parents = {role: self.load(p) for role, p in stage.parents.items()}
-        problem = stage.kind.consistent(record, {r: m["record"] for r, m in parents.items() if m is not None})
+        problem = stage.kind.consistent(parse(meta, StageRecord),
+                                        {r: parse(m, StageRecord) for r, m in parents.items() if m is not None})
         if problem and not self.verify:
             raise BenchmarkError(f"{stage.id}: {problem}; its inputs are inconsistent — rerun with --verify")
         if problem:  # --verify checked its inputs' files and records and found nothing: the counting rules disagree

@@ -6,12 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.stages.records import TopicsRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 class Topics(StageKind):
     name = "topics"
     VERSION = 1
+    Record = TopicsRecord
     sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
                "benchmark.data.datasets", "benchmark.stages.topics")
 
@@ -33,27 +35,9 @@ class Topics(StageKind):
         return config.dataset + (f" (max_queries={config.max_queries})" if config.max_queries else "")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> TopicsRecord:
         from benchmark.data.datasets import materialise_topics
 
-        return materialise_topics(config.dataset, out, config.max_queries, config.seed, inputs.external.get("content"))
-
-    # readers for later stages
-    @staticmethod
-    def queries(folder: Path) -> dict[str, str]:
-        from benchmark.data.datasets import read_queries
-
-        return read_queries(folder)
-
-    @staticmethod
-    def qrels(folder: Path) -> Path:
-        from benchmark.data.datasets import qrels_path
-
-        return qrels_path(folder)
-
-    @staticmethod
-    def judged_docs(folder: Path) -> set[str]:
-        from benchmark.data.datasets import judged_docs
-
-        return judged_docs(folder)
+        return TopicsRecord.from_json(materialise_topics(config.dataset, out, config.max_queries, config.seed,
+                                                         inputs.external.get("content")))
 

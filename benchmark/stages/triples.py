@@ -7,15 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.stages.records import TriplesRecord
 from benchmark.stages.store import Inputs, StageKind
 
 
 class Triples(StageKind):
     name = "triples"
     VERSION = 2  # 2: Hugging Face triples joined to their corpus and queries subsets
+    Record = TriplesRecord
     optional_parents = ("topics", "corpus", "run")  # BM25 mining: the training topics, their corpus, a BM25 run
     sources = ("benchmark.formats.documents", "benchmark.formats.json_lines", "benchmark.formats.qrels",
-               "benchmark.formats.query_texts", "benchmark.formats.trec_run", "benchmark.data.negatives",
+               "benchmark.formats.query_texts", "benchmark.formats.trec_run", "benchmark.formats.triples",
+               "benchmark.data.negatives",
                "benchmark.stages.triples")
 
     @dataclass(frozen=True)
@@ -33,15 +36,8 @@ class Triples(StageKind):
         return f"{config.negatives} from {config.dataset}"
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> dict[str, Any]:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> TriplesRecord:
         from benchmark.data.negatives import NEGATIVES_TO_MINER
 
         options = {k: v for k, v in vars(config).items() if k != "negatives" and v is not None}
-        return NEGATIVES_TO_MINER[config.negatives](dict(inputs.paths), out, **options)
-
-    @staticmethod
-    def file(folder: Path) -> Path:
-        """The triples, one JSON object per line: training streams them from here."""
-        from benchmark.data.negatives import triples_path
-
-        return triples_path(folder)
+        return TriplesRecord.from_json(NEGATIVES_TO_MINER[config.negatives](dict(inputs.paths), out, **options))

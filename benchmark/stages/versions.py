@@ -21,6 +21,8 @@ import json
 import sys
 from pathlib import Path
 
+from benchmark.stages.store import StageKind
+
 LOCK = Path(__file__).with_name("versions.json")
 
 
@@ -28,8 +30,9 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            first = body[0] if body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
                 node.body = body[1:] or [ast.Pass()]
     return tree
 
@@ -42,7 +45,7 @@ def module_digest(module: str) -> str:
     return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
 
 
-def source_digest(kind: type) -> str:
+def source_digest(kind: type[StageKind]) -> str:
     digest = hashlib.sha256()
     for module in sorted(kind.sources):
         digest.update(f"{module}:{module_digest(module)}\n".encode())
@@ -68,8 +71,9 @@ def problems() -> list[str]:
         if old is None:
             out.append(f"stage kind {name!r} is not in {LOCK.name}; run `python -m benchmark.stages.versions --lock`")
         elif old["source"] != entry["source"] and old["version"] == entry["version"]:
-            out.append(f"the code of stage kind {name!r} changed but its VERSION is still {entry['version']}: bump it if "
-                       f"its output changes, or run `python -m benchmark.stages.versions --lock --same-output {name}`")
+            out.append(f"the code of stage kind {name!r} changed but its VERSION is still {entry['version']}: "
+                       "bump it if its output changes, or run "
+                       f"`python -m benchmark.stages.versions --lock --same-output {name}`")
         elif old != entry:
             out.append(f"stage kind {name!r}: {LOCK.name} says {old}, the code {entry}; run "
                        "`python -m benchmark.stages.versions --lock` to record the bump")
@@ -89,8 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for name, entry in now.items():
         old = lock.get(name)
-        if old and old["source"] != entry["source"] and old["version"] == entry["version"] and name not in args.same_output:
-            print(f"refusing: {name!r} changed without a VERSION bump; bump it or pass --same-output {name}", file=sys.stderr)
+        changed = old and old["source"] != entry["source"] and old["version"] == entry["version"]
+        if changed and name not in args.same_output:
+            print(f"refusing: {name!r} changed without a VERSION bump; bump it or pass --same-output {name}",
+                  file=sys.stderr)
             return 2
     LOCK.write_text(json.dumps(now, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {LOCK}")

@@ -360,10 +360,24 @@ def train_splade(
 ) -> dict[str, Any]:
     """Train SPLADE from the MLM checkpoint ``init_dir`` on ``examples``; see the module doc.
 
-    ``examples``: the triples stage's ``triples.jsonl`` (streamed, never held in memory), or a list
-    of dicts (tests), each with ``query``, ``positive``, ``negative`` (and ``score`` = CE(pos) -
-    CE(neg) for MarginMSE). ``overrides``: recipe keys to replace, validated like the recipe file.
-    ``callbacks``: extra ``transformers.TrainerCallback`` objects (tests use them to interrupt).
+    A finished ``out_dir`` (its ``record.json`` beside a saved model) is returned as it is; a partial one
+    resumes from its last checkpoint.
+
+    Args:
+        init_dir: a saved ``*ForMaskedLM`` and its tokenizer (a backbone stage's ``model/``).
+        examples: the triples stage's ``triples.jsonl`` (streamed, never held in memory), or a list of dicts
+            (tests), each with ``query``, ``positive``, ``negative`` (and ``score`` = CE(pos) - CE(neg) for
+            MarginMSE).
+        recipe: the training recipe (``benchmark.training.recipe``).
+        out_dir: where the model, ``record.json`` and the telemetry go.
+        seed: the training run's seed.
+        progress: show the trainer's progress bar.
+        overrides: recipe keys to replace, validated like the recipe file (a suite variant's λ).
+        callbacks: extra ``transformers.TrainerCallback`` objects (tests use them to interrupt).
+
+    Returns:
+        The train stage's record: the outcome (ok, degraded, collapsed) and why, the held-out dev values,
+        and the telemetry summary (``benchmark.stages.records.TrainRecord`` reads it).
     """
     recipe = recipe.with_overrides(overrides)
     init_dir, out_dir = Path(init_dir), Path(out_dir)
