@@ -58,7 +58,9 @@ def run(suite: Path, runs: Path, results: Path, kill_at: str | None = None, extr
 
 
 def metrics(results: Path) -> str:
-    return (results / "kill" / "metrics.csv").read_text()
+    from helpers import outcomes_csv
+
+    return outcomes_csv(results / "kill" / "metrics.csv")
 
 
 def check_points(points: list[str], work: Path, train: bool = False) -> dict[str, str]:

@@ -75,7 +75,7 @@ def test_the_shared_matrix_moves_the_input_only_in_size_and_within_the_recorded_
     assert record["embedding_scale_median"] < 0.5  # far from 1 here: ε/α² dominates rows of initialisation scale
     assert record["params_after"] == record["params_before"]  # no parameter added
     assert 0 < record["encoder_drift"] < 0.01
-    assert record_tag(record).startswith("once ×0.0625 = 1/16, shared matrix (embeddings ×0.")
+    assert record_tag(record).startswith("once ×0.0625 = 1/16, shared matrix (input ×0.")
 
 
 def _splade_loss(model, tokenizer) -> torch.Tensor:

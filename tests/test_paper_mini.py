@@ -20,24 +20,28 @@ def test_paper_mini_slice_runs_every_stage_on_modernbert(tmp_path):
     folder = results / "paper-mini@datasets=nfcorpus,backbones=tiny-modernbert,bert-tiny,max-docs=150,max-queries=5"
     data = json.loads((folder / "results.json").read_text())
     rows = {(c["backbone"], c["variant"]) for c in data["conditions"] if c["system"] == "splade"}
-    # the paper's method: the projection × 1/16 for every backbone, bert-tiny included
-    assert rows == {(b, v) for b in ("tiny-modernbert", "bert-tiny") for v in ("baseline", "rescaled")}
+    # the paper's operation (once × 1/16; bert-tiny's tie to summed embeddings makes it an untied copy) and the
+    # constant multiplier (rescaled-projection, an extension) for both backbones
+    arms = ("baseline", "rescaled", "rescaled-projection")
+    assert rows == {(b, v) for b in ("tiny-modernbert", "bert-tiny") for v in arms}
     trained = [c for c in data["conditions"] if c["system"] == "splade"]
     assert all(c["outcome"] in TRAINING_OUTCOMES for c in trained)
     assert all(c["metrics"] or c["stopped_early"] for c in trained)  # scored unless stopped at a collapse
     backbones = [json.loads((p / "config.json").read_text())["record"] for p in (runs / "backbone").iterdir()
                  if not p.name.startswith(".")]
-    rescaled = next(r for r in backbones if r["backbone"] == "tiny-modernbert" and r["factor"] != 1.0)
-    assert (rescaled["model_type"], rescaled["method"], rescaled["factor"]) == ("modernbert", "projection", 1 / 16)
-    assert rescaled["params_before"] == rescaled["params_after"] and rescaled["tied_after"]
-    assert rescaled["embedding_norm_before"] == rescaled["embedding_norm_after"]
-    assert rescaled["projection_scale_after"] == 1 / 16
-    # α travels into the trained checkpoints of the two rescaled arms, and only into theirs
+    once = next(r for r in backbones if r["backbone"] == "tiny-modernbert" and r["method"] == "once" and r["factor"] != 1.0)
+    assert (once["model_type"], once["factor"]) == ("modernbert", 1 / 16)
+    assert once["params_before"] == once["params_after"] and once["tied_after"]
+    assert once["embedding_norm_after"] == once["embedding_norm_before"] / 16  # the shared matrix, exactly (2^-4)
+    copy = next(r for r in backbones if r["backbone"] == "bert-tiny" and r["factor"] != 1.0 and r["method"] != "projection")
+    assert copy["method"] == "untie" and copy["params_after"] > copy["params_before"] and not copy["tied_after"]
+    # the projection's α travels into the trained checkpoints of the two projection arms, and only into theirs
     scales = [json.loads((p / "model" / "config.json").read_text()).get("mlm_projection_scale")
               for p in (runs / "train").iterdir() if not p.name.startswith(".")]
-    assert sorted(scales, key=str) == [0.0625, 0.0625, None, None]
+    assert sorted(scales, key=str) == [0.0625, 0.0625, None, None, None, None]
     table = (folder / "table.md").read_text()
-    assert "SPLADE tiny-modernbert rescaled [projection ×0.0625 = 1/16]" in table and "max-docs=150" in table
+    assert "SPLADE tiny-modernbert rescaled [once ×0.0625 = 1/16, shared matrix" in table and "max-docs=150" in table
+    assert "SPLADE bert-tiny rescaled [untie ×0.0625 = 1/16, untied copy +" in table
     assert (folder / "index.html").is_file()
 
 

@@ -99,6 +99,11 @@ def export_bert_tiny(bert_tiny: Path, root: Path) -> Path:
     runs = root / "runs"
     train, search, encode, queries = "train-0123456789ab", "search-0123456789ab", "encode-0123456789ab", "queries-0123456789ab"
     shutil.copytree(bert_tiny, runs / "train" / train / "model")
+    from benchmark.stages.store import COMPLETE, output_files
+
+    folder = runs / "train" / train  # its config.json as the store writes it: every file with its size and sha256
+    (folder / "config.json").write_text(json.dumps({"id": train, "kind": "train", "status": COMPLETE,
+                                                    "outputs": output_files(folder), "record": {}}))
     for kind, stage, body in (("search", search, {"parents": {"docs": encode, "queries": queries}}),
                               ("encode", encode, {"config": {"max_length": 512}, "parents": {}}),
                               ("queries", queries, {"config": {"max_length": 256}, "parents": {}})):

@@ -138,9 +138,9 @@ def test_one_tag_for_a_rescale_as_planned_and_as_recorded():
     assert rescale_tag("untie", "0.0625") == "untie ×0.0625 = 1/16, untied copy +vocab × hidden parameters, extension"
     assert rescale_tag("untie", 0.0625, params_added=2_000) == "untie ×0.0625 = 1/16, untied copy +2,000 parameters, extension"
     assert rescale_tag("once", 0.0625, params_added=0, embedding_scale_median=0.5, encoder_drift=0.25) == \
-        "once ×0.0625 = 1/16, shared matrix (embeddings ×0.5 in the median row, direction kept; encoder output moved 25 %)"
+        "once ×0.0625 = 1/16, shared matrix (input ×0.5, output 25 %)"
     assert rescale_tag("once", 0.0625, params_added=0, embedding_scale_median=0.5) == \
-        "once ×0.0625 = 1/16, shared matrix (embeddings ×0.5 in the median row, direction kept)"
+        "once ×0.0625 = 1/16, shared matrix (input ×0.5)"
     assert rescale_tag("head-norm", "match:bert-base-uncased") == "head-norm match:bert-base-uncased, extension"
     assert rescale_tag("once", 17.5, "match", match_stat="logit-std", stat_before=0.1523, stat_after=2.665) == \
         "once, logit-std 0.1523 → 2.665 (×17.5), extension"  # a matched factor is this harness's extension

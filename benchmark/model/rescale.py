@@ -566,8 +566,9 @@ def rescale_tag(method: str, factor: float | str | None, mode: str = "factor", *
     elif params_added > 0:
         how = f", untied copy +{params_added:,} parameters"
     elif method == "once" and embedding_scale_median is not None:
-        how = f", shared matrix (embeddings ×{embedding_scale_median:.2g} in the median row, direction kept"
-        how += f"; encoder output moved {100 * encoder_drift:.2g} %)" if encoder_drift is not None else ")"
+        # the median row's embedding size (direction kept) and the encoder output's drift; docs/rescaling.md
+        how = f", shared matrix (input ×{embedding_scale_median:.2g}"
+        how += f", output {100 * encoder_drift:.2g} %)" if encoder_drift is not None else ")"
     return f"{method} ×{value:g}" + (f" = 1/{k:g}" if k > 1 and k == round(k) else "") + how + extension
 
 
