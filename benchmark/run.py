@@ -4,6 +4,7 @@ missing stages, write the tables."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -196,7 +197,9 @@ def results_folder(plan: Plan) -> str:
     return plan.suite.name + (f"@{subset_folder(plan.subset)}" if plan.subset else "")
 
 
-def _main(args: argparse.Namespace) -> int:
+def prepare(args: argparse.Namespace) -> tuple[Plan, Store, Any, dict[str, Any]]:
+    """The checked plan of a command line, its store, suite, and (under Ray) the resources per stage kind:
+    everything a run decides before any stage runs (``benchmark.perf.scale`` runs stages of it one by one)."""
     from benchmark.common.command_line import set_verbose, split_list
     from benchmark.evaluation.external_runs import parse_runs
     from benchmark.pipeline.preflight import check_flags, check_plan, recipe_override_problem
@@ -219,6 +222,19 @@ def _main(args: argparse.Namespace) -> int:
     store.labels = plan.stage_labels()  # the log names each stage's system, seed and dataset beside its id
     resources = stage_resources(suite, args.resources) if args.executor == "ray" else {}
     check_plan(plan, opts, problems, deep=not args.dry_run)
+    return plan, store, suite, resources
+
+
+def _main(args: argparse.Namespace) -> int:
+    plan, store, suite, resources = prepare(args)
+    rehearsal = os.environ.get("BENCHMARK_SCALE_STAGE")  # one stage in this process, for benchmark.perf.scale
+    if rehearsal:
+        from benchmark.perf import scale
+
+        if rehearsal == "plan":
+            print(json.dumps(scale.plan_rows(plan)))
+            return 0
+        return scale.run_one(plan, store, Path(args.results_dir), results_folder(plan), args.threads, rehearsal)
     if args.dry_run:
         dry_run(plan, store)
         if args.executor == "ray":

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmark.common import kill_points
 from benchmark.common.errors import BenchmarkError
+from benchmark.common.idset import IdSet
 from benchmark.formats import documents as corpus, perquery, qrels as qrels_format, trec_run
 
 MEASURE_HELP = "use ir_measures strings such as nDCG@10, RR@10, R@100, R@1000, AP, R(rel=2)@1000"
@@ -103,37 +104,92 @@ def measure_problems(names: Sequence[str]) -> list[str]:
     return problems
 
 
+#: judged queries evaluated together: the run is read a block of queries at a time (an MS MARCO run of
+#: 7M lines is never held whole); per-query values do not depend on the blocks
+BLOCK = 100
+
+
+class _NotGrouped(Exception):
+    """A query's lines are not contiguous in the run file (a --run file sorted otherwise)."""
+
+
+def _blocks(run_file: Path, size: int | None) -> Iterator[list[Any]]:
+    """The run's ScoredDocs, ``size`` queries at a time (None: all at once); raises ``_NotGrouped`` when a
+    query's lines come back after another query's, so that the caller reads the file whole instead."""
+    import ir_measures
+
+    block: list[Any] = []
+    finished: set[str] = set()
+    current, in_block = None, 0
+    for _, r in trec_run.read_run_lines(run_file):
+        if r.query_id != current:
+            if current is not None:
+                finished.add(current)
+            if r.query_id in finished and size is not None:
+                raise _NotGrouped(r.query_id)
+            current = r.query_id
+            in_block += 1
+            if size is not None and in_block > size:
+                yield block
+                block, in_block = [], 1
+        block.append(ir_measures.ScoredDoc(r.query_id, r.doc_id, float(r.score)))
+    if block:
+        yield block
+
+
 def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures: Sequence[str], out: Path) -> dict[str, Any]:
     import ir_measures
 
     parsed = parse_measures(measures)
-    run = [ir_measures.ScoredDoc(r.query_id, r.doc_id, float(r.score)) for _, r in trec_run.read_run_lines(run_file)]
-    documents = set(corpus.read_docids(corpus.docids_path(corpus_dir)))
-    foreign = sorted({d.doc_id for d in run} - documents)
-    if foreign:
-        raise BenchmarkError(
-            f"run file {run_file} ranks {len(foreign)} document(s) absent from the corpus of {corpus_dir}, e.g. {foreign[0]!r}; "
-            "the run was made against another collection: rerun its search stage with --force"
-        )
+    documents = IdSet(corpus.read_docids(corpus.docids_path(corpus_dir)))
     qrels = [ir_measures.Qrel(q.query_id, q.doc_id, q.relevance)
              for q in qrels_format.read_qrels(Path(topics_dir) / qrels_format.QRELS)]
     judged = sorted({q.query_id for q in qrels})
-    per_query: dict[tuple[str, str], float] = {}
+    by_query: dict[str, list[Any]] = {}
+    for q in qrels:
+        by_query.setdefault(q.query_id, []).append(q)
+    names = ", ".join(map(str, parsed))
+
+    def evaluator(queries: set[str]) -> Any:  # the block's judgements only: a block costs its own queries
+        return ir_measures.evaluator(parsed, [q for qid in sorted(queries) for q in by_query.get(qid, ())])
     try:
-        for m in ir_measures.iter_calc(parsed, qrels, run):
-            per_query[(str(m.measure), m.query_id)] = float(m.value)
-    except Exception as exc:  # a provider that passed the trial but fails on these ids (gdeval on non-numeric ids)
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        raise BenchmarkError(f"evaluating {', '.join(map(str, parsed))} on {run_file} failed ({detail}); "
-                             f"drop the measure that fails from the suite; {MEASURE_HELP}") from None
+        per_query, foreign, run_queries = _evaluate_blocks(evaluator, names, run_file, documents, BLOCK)
+    except _NotGrouped:
+        per_query, foreign, run_queries = _evaluate_blocks(evaluator, names, run_file, documents, None)
+    if foreign:
+        raise BenchmarkError(
+            f"run file {run_file} ranks {len(foreign)} document(s) absent from the corpus of {corpus_dir}, e.g. {min(foreign)!r}; "
+            "the run was made against another collection: rerun its search stage with --force"
+        )
     # a judged query the system returned nothing for scores 0, as trec_eval -c
     perquery.write_perquery(perquery.perquery_path(out), (perquery.Value(str(m), q, per_query.get((str(m), q), 0.0))
                                                           for m in parsed for q in judged))
     kill_points.point("evaluate:written")
     # Mean over every judged query, 0 where the run has none (trec_eval -c, as Pyserini's BEIR 2CR).
     aggregate = means({str(m): {q: per_query.get((str(m), q), 0.0) for q in judged} for m in parsed})
-    return {"metrics": aggregate, "queries": len(judged),
-            "run_queries": len({d.query_id for d in run})}
+    return {"metrics": aggregate, "queries": len(judged), "run_queries": run_queries}
+
+
+def _evaluate_blocks(evaluator: Callable[[set[str]], Any], names: str, run_file: Path, documents: IdSet,
+                     size: int | None) -> tuple[dict[tuple[str, str], float], set[str], int]:
+    """Per-query values over the run's blocks, the ranked ids absent from ``documents``, and the run's queries."""
+    per_query: dict[tuple[str, str], float] = {}
+    foreign: set[str] = set()
+    queries: set[str] = set()
+    for block in _blocks(run_file, size):
+        foreign.update(d.doc_id for d in block if d.doc_id not in documents)
+        these = {d.query_id for d in block}
+        queries |= these
+        if foreign:  # the run is refused: nothing more to compute
+            continue
+        try:
+            for m in evaluator(these).iter_calc(block):
+                per_query[(str(m.measure), m.query_id)] = float(m.value)
+        except Exception as exc:  # a provider that passed the trial but fails on these ids (gdeval on non-numeric ids)
+            detail = " ".join(str(exc).split()) or type(exc).__name__
+            raise BenchmarkError(f"evaluating {names} on {run_file} failed ({detail}); "
+                                 f"drop the measure that fails from the suite; {MEASURE_HELP}") from None
+    return per_query, foreign, len(queries)
 
 
 def means(perquery: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

@@ -31,6 +31,7 @@ COMMANDS.register("budget-probe", "benchmark.perf.budget_probe:main")  # benchma
 COMMANDS.register("matmul-shapes", "benchmark.perf.matmul_shapes:main")  # results/perf/matmul_shapes.json
 COMMANDS.register("skip-bounds", "benchmark.perf.skip_bounds:main")  # results/perf/skip_bounds.json
 COMMANDS.register("rescale-study", "benchmark.perf.rescale_study:main")  # results/rescale-study/*.md
+COMMANDS.register("scale", "benchmark.perf.scale:main")  # results/perf/scale.{md,csv,png}
 COMMANDS.register("precision-effect", "benchmark.perf.precision_effect:main")  # results/precision/bf16-vs-float32.md
 
 

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +100,7 @@ def start_jvm() -> Jdk:
 
     from benchmark.common.command_line import verbose
 
-    jnius_config.add_options(REDUCED_SIGNALS)
+    jnius_config.add_options(REDUCED_SIGNALS, f"-Xmx{jvm_heap()}")
     with python_keeps_signals(), utf8_locale():
         if verbose():
             import pyserini.pyclass  # noqa: F401  (starts the JVM with the classpath set)
@@ -166,6 +167,22 @@ def unencodable_path(text: str) -> str | None:
 #: and libtorch threads torn down under a running exit (a SIGSEGV the JVM reports in ``hs_err_pid*.log``).
 #: -Xrs leaves those signals to the embedding process; the JVM's own (SIGSEGV for null checks) stay.
 REDUCED_SIGNALS = "-Xrs"
+
+#: The in-process JVM's heap cap (``$BENCHMARK_JVM_HEAP``, a -Xmx value). Java's default, a quarter of the
+#: machine's memory, lets the heap grow with the work before it collects: a search of 7,000 queries took
+#: gigabytes of resident memory that a batch of queries at a time never needs. Searches run in batches
+#: (``benchmark.stages.search.BATCH``), and the indexes are memory-mapped outside the heap.
+JVM_HEAP = "BENCHMARK_JVM_HEAP"
+DEFAULT_JVM_HEAP = "1g"
+
+
+def jvm_heap(env: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """The -Xmx value for the in-process JVM; one line naming a malformed ``$BENCHMARK_JVM_HEAP``."""
+    value = (os.environ if env is None else env).get(JVM_HEAP, DEFAULT_JVM_HEAP).strip()
+    if not re.fullmatch(r"[1-9][0-9]*[kKmMgG]?", value):
+        raise BenchmarkError(f"{JVM_HEAP}={value!r} is not a Java heap size; give digits with an optional k, m or g "
+                             f"(e.g. {JVM_HEAP}={DEFAULT_JVM_HEAP}), or unset it for {DEFAULT_JVM_HEAP}")
+    return value
 OWNED_SIGNALS = ("SIGINT", "SIGTERM")
 
 
@@ -352,7 +369,7 @@ def _java_list(items: list[Any]) -> Any:
 
 
 def bm25_search(index_dir: Path, queries: dict[str, str], k: int = 1000, threads: int = 2,
-                k1: float = 0.9, b: float = 0.4) -> Hits:
+                k1: float = 0.9, b: float = 0.4, timing: dict[str, float] | None = None) -> Hits:
     """BM25 as Pyserini's ``LuceneSearcher.batch_search`` runs it: the same Anserini ``SimpleSearcher``
     calls, made here so that ``pyserini.search.lucene`` is not imported (its dense encoders pull in
     transformers, scikit-learn and openai: about 10 s of a process's start)."""
@@ -364,11 +381,20 @@ def bm25_search(index_dir: Path, queries: dict[str, str], k: int = 1000, threads
     searcher = autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
     try:
         searcher.set_bm25(float(k1), float(b))
+        began = time.perf_counter()
         results = searcher.batch_search(_java_list([queries[q] for q in qids]), _java_list(qids), int(k), int(threads))
+        _add_time(timing, began)
         found = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
         return {q: [(h.docid, float(h.score)) for h in found.get(q, [])] for q in qids}
     finally:
         searcher.close()
+
+
+def _add_time(timing: dict[str, float] | None, began: float) -> None:
+    """``timing["lucene_s"]`` += the seconds since ``began``: the search inside Lucene, apart from turning its
+    hits into Python objects (about 40 µs a hit through pyjnius, the larger part at k = 1000 on small corpora)."""
+    if timing is not None:
+        timing["lucene_s"] = timing.get("lucene_s", 0.0) + time.perf_counter() - began
 
 
 # Anserini's ScoreTiesAdjusterReranker lowers the i-th of a run of tied hits by 1e-6·i (under 1e-6·k) after
@@ -379,7 +405,8 @@ MAX_EXACT_K = 250_000
 FLOAT32_EXACT = 2**24
 
 
-def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 1000, threads: int = 2) -> Hits:
+def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 1000, threads: int = 2,
+                  timing: dict[str, float] | None = None) -> Hits:
     """Search pre-encoded ``{token: int}`` queries; a hit's score is the exact integer dot product of the
     quantised query and document vectors over every query term (below ``FLOAT32_EXACT``, see ``past_float32``).
 
@@ -413,7 +440,9 @@ def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 
         query_list.append(jquery)
     searcher = autoclass("io.anserini.search.SimpleImpactSearcher")(str(index_dir))
     try:
+        began = time.perf_counter()
         results = searcher.batch_search(_java_list(query_list), _java_list(qids), int(k), int(threads))
+        _add_time(timing, began)
         found = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
         return {q: [(h.docid, float(round(h.score))) for h in found.get(q, [])] for q in qids}
     finally:

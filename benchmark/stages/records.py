@@ -235,6 +235,7 @@ class SearchRecord(StageRecord):
     k: int | None = None
     removed_self_hits: int = 0
     queries_without_hits: int = 0
+    lucene_s: float | None = None  # wall seconds inside Lucene's batch searches (timing, not output)
     queries_past_float32: int = 0  # impact search
     queries_rescored_exactly: int = 0  # impact search (0 unless its config asks for exact scores)
     doc_nnz: float | None = None  # impact search with its encode stage

@@ -18,9 +18,12 @@ from typing import Any
 from benchmark.formats import vectors
 from benchmark.formats.lucene_index import index_path
 from benchmark.formats.query_texts import QUERIES, read_queries
-from benchmark.formats.trec_run import RUN, write_run
+from benchmark.formats.trec_run import RUN, Hits, format_run
 from benchmark.stages.records import EncodeRecord, IndexRecord, QueriesRecord, SearchRecord
 from benchmark.stages.store import Inputs, StageKind, added_field
+
+#: queries per Lucene batch: the run file grows a batch at a time, and the JVM's heap holds one batch's hits
+BATCH = 250
 
 
 class Search(StageKind):
@@ -54,39 +57,53 @@ class Search(StageKind):
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> SearchRecord:
         from benchmark.common import kill_points
+        from benchmark.common.atomic import atomic_write
         from benchmark.retrieval import lucene
 
         index_type = inputs.record("index", IndexRecord).type
         index = index_path(inputs.path("index"))
         queries: Mapping[str, Any]
+        timing: dict[str, float] = {}
         if index_type == "bm25":
-            texts = dict(read_queries(Path(inputs.path("queries")) / QUERIES))
+            queries = dict(read_queries(Path(inputs.path("queries")) / QUERIES))
             bm25 = {"k1": config.k1, "b": config.b}  # a plan always sets both; left out, Pyserini's defaults
-            hits = lucene.bm25_search(index, texts, k=config.k, threads=ctx.threads,
-                                      **{k: v for k, v in bm25.items() if v is not None})
-            queries = texts
+
+            def search(batch: dict[str, Any]) -> Hits:
+                return lucene.bm25_search(index, batch, k=config.k, threads=ctx.threads, timing=timing,
+                                          **{k: v for k, v in bm25.items() if v is not None})
         else:
             queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
-            hits = lucene.impact_search(index, queries, k=config.k, threads=ctx.threads)
-            if config.exact and "docs" in inputs:  # sums past 2**24 come back rounded: exact integers again
-                shards = sorted((Path(inputs.path("docs")) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
-                # (shards dropped by --keep indexed: the rounded scores stay, counted as past float32)
-                rows = (row for shard in shards for row in vectors.read_vectors(shard))
-                rescored = lucene.rescore_exact(hits, queries, rows) if shards else []
-        removed = 0
-        if config.remove_query:
-            for qid, ranked in hits.items():
-                kept = [(d, s) for d, s in ranked if d != qid]
-                removed += len(ranked) - len(kept)
-                hits[qid] = kept
-        write_run(out / RUN, hits)
+
+            def search(batch: dict[str, Any]) -> Hits:
+                return lucene.impact_search(index, batch, k=config.k, threads=ctx.threads, timing=timing)
+        shards = (sorted((Path(inputs.path("docs")) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
+                  if config.exact and "docs" in inputs else [])
+        removed = without_hits = past = rescored = 0
+        qids = list(queries)
+        # the run is written a batch of queries at a time: an MS MARCO run (7M hits) is never held whole
+        with atomic_write(out / RUN) as fh:
+            for start in range(0, len(qids), BATCH):
+                hits = search({q: queries[q] for q in qids[start:start + BATCH]})
+                if index_type != "bm25":
+                    past += len(lucene.past_float32(hits))
+                    if shards:  # sums past 2**24 come back rounded: exact integers again
+                        # (shards dropped by --keep indexed: the rounded scores stay, counted as past float32)
+                        rows = (row for shard in shards for row in vectors.read_vectors(shard))
+                        rescored += len(lucene.rescore_exact(hits, queries, rows))
+                if config.remove_query:
+                    for qid, ranked in hits.items():
+                        kept = [(d, s) for d, s in ranked if d != qid]
+                        removed += len(ranked) - len(kept)
+                        hits[qid] = kept
+                without_hits += sum(1 for v in hits.values() if not v)
+                fh.write(format_run(hits))
         kill_points.point("search:written")
         record: dict[str, Any] = {"type": index_type, "queries": len(queries), "k": config.k,
-                                  "removed_self_hits": removed,
-                  "queries_without_hits": sum(1 for v in hits.values() if not v)}
+                                  "removed_self_hits": removed, "queries_without_hits": without_hits,
+                                  "lucene_s": round(timing.get("lucene_s", 0.0), 3)}
         if index_type != "bm25":
-            record["queries_past_float32"] = len(lucene.past_float32(hits))
-            record["queries_rescored_exactly"] = len(rescored) if config.exact and "docs" in inputs else 0
+            record["queries_past_float32"] = past
+            record["queries_rescored_exactly"] = rescored if config.exact and "docs" in inputs else 0
         if "docs" in inputs:
             from benchmark.retrieval.flops import flops
 

@@ -1,0 +1,346 @@
+"""``python -m benchmark.perf scale``: the whole pipeline rehearsed at growing corpus sizes, before a GPU bill.
+
+For each size N a synthetic BEIR folder (``benchmark.data.synthetic_corpus``: SciFact's vocabulary and
+lengths, about 7,000 queries, one judged document each) goes through the stage graph an ad-hoc run
+plans for it: corpus, topics, BM25 index, search and evaluation; and SPLADE with the ``scale-bert``
+backbone (bert-base's vocabulary, ~200 non-zeros per document): encode, queries, impact index, search,
+evaluation; then the report (tables, page, gzipped TREC exports). Each stage runs in its own process
+(``python -m benchmark.run`` with ``BENCHMARK_SCALE_STAGE`` naming the stage), so its wall time, CPU
+time (itself and its children: the indexer's JVM) and peak resident memory (VmHWM, reset when the
+stage starts; the largest child's, separately) are its own. Bytes on disk are the stage folder's.
+
+From these, ``scale.md`` fits each stage's exponent of time in N (least squares on log-log), compares
+peak memory from the second-largest size to the largest, and projects core-hours, memory and disk to
+MS MARCO (8.8M passages) and the BEIR-13 corpora. ``scale.csv`` holds the measurements, ``scale.png``
+the curves.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.common.atomic import write_csv, write_json, write_text
+from benchmark.common.errors import BenchmarkError
+
+#: set by the driver for each child ``python -m benchmark.run``: ``STAGE_ID=JSON_PATH`` (or ``report=…``)
+STAGE_ENV = "BENCHMARK_SCALE_STAGE"
+BACKBONE = "scale-bert"
+#: what the curves are projected to: (name, documents, queries)
+TARGETS: tuple[tuple[str, int, int], ...] = (
+    ("MS MARCO passage (dev)", 8_841_823, 6_980),
+    ("BEIR-13, all 13 corpora", 24_599_849, 33_234),
+    ("the largest BEIR-13 corpus (Climate-FEVER)", 5_416_593, 1_535),
+)
+COLUMNS = ["documents", "queries", "stage", "system", "wall_s", "cpu_s", "peak_mb", "child_peak_mb", "disk_bytes",
+           "bytes_per_doc"]
+
+
+@dataclass
+class Measurement:
+    documents: int
+    queries: int
+    stage: str  # a stage kind, or "report"
+    system: str  # bm25, splade or "" (shared)
+    wall_s: float
+    cpu_s: float
+    peak_mb: float  # this process's peak resident set during the stage
+    child_peak_mb: float  # the largest child's (the Lucene indexer's JVM), 0 without one
+    disk_bytes: int
+
+    @property
+    def bytes_per_doc(self) -> float:
+        return self.disk_bytes / self.documents
+
+
+# --------------------------------------------------------------------------- inside the child process
+
+
+def _rss_peak_reset() -> None:
+    """Start VmHWM afresh from the current resident set (Linux: ``5`` to ``/proc/self/clear_refs``)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _vm_hwm_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int, spec: str) -> int:
+    """In the child: compute the one stage ``spec`` names (its parents are finished), or write the report,
+    and write what it cost as JSON. Called by ``benchmark.run`` when ``BENCHMARK_SCALE_STAGE`` is set."""
+    from benchmark.pipeline.executor import run_stage
+    from benchmark.stages import Context
+
+    target, _, out = spec.partition("=")
+    stages = {s.id: s for s in plan.stages()}
+    if target != "report" and target not in stages:
+        raise BenchmarkError(f"{STAGE_ENV} names stage {target!r}, which this plan does not have")
+    _rss_peak_reset()
+    wall, cpu, children = time.perf_counter(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    if target == "report":
+        from benchmark.report.build import publish_run
+
+        where, _ = publish_run(plan, store, results_dir, folder, failed=False)
+        disk = _size(where)
+    else:
+        stage = stages[target]
+        parents = {p.id: store.load(p) for p in stage.parents.values()}
+        run_stage(stage, store, Context(threads=threads, progress=False), parents)
+        disk = _size(store.path(stage))
+    record = {"wall_s": time.perf_counter() - wall,
+              "cpu_s": _cpu(resource.RUSAGE_SELF) - cpu + _cpu(resource.RUSAGE_CHILDREN) - children,
+              "peak_mb": _vm_hwm_mb(), "child_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+              "disk_bytes": disk}
+    write_json(Path(out), record)
+    return 0
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+def run_args(folder: Path, work: Path, threads: int, doc_tokens: int) -> list[str]:
+    """The ad-hoc run of one synthetic folder: BM25 and untrained ``scale-bert`` SPLADE."""
+    return ["--datasets", f"{folder}@test", "--backbones", BACKBONE, "--runs-dir", str(work / "runs"),
+            "--results-dir", str(work / "results"), "--threads", str(threads), "--no-progress",
+            "--set", f"encode.max_doc_length={doc_tokens}"]
+
+
+def rehearse(documents: int, queries: int, work: Path, source: str, threads: int, doc_tokens: int,
+             log: Any = print) -> list[Measurement]:
+    """Every stage of one size, each in its own process; the measurements, in the order they ran."""
+    from benchmark.data.synthetic_corpus import Recipe, write
+
+    n_queries = min(queries, documents)
+    folder = write(Recipe(documents, n_queries, source), work / "data", progress=False)
+    args = run_args(folder, work, threads, doc_tokens)
+    rows = [*_plan(args), {"id": "report", "kind": "report", "system": "", "text": "tables, page, TREC exports"}]
+    out: list[Measurement] = []
+    for row in rows:
+        result = work / "measured" / f"{documents}-{row['id']}.json"
+        if not result.is_file():
+            log(f"scale {documents:,} docs: {row['kind']} {row['system']} ({row['text']})")
+            result.parent.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run([sys.executable, "-m", "benchmark.run", *args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, env=dict(os.environ, **{STAGE_ENV: f"{row['id']}={result}"}))
+            if proc.returncode != 0 or not result.is_file():
+                tail = " | ".join(proc.stdout.decode(errors="replace").strip().splitlines()[-3:])
+                raise BenchmarkError(f"scale rehearsal at {documents} documents: {row['kind']} {row['id']} failed "
+                                     f"(exit {proc.returncode}): {tail}")
+        got = json.loads(result.read_text())
+        out.append(Measurement(documents, n_queries, row["kind"], row["system"], got["wall_s"], got["cpu_s"],
+                               got["peak_mb"], got["child_peak_mb"], got["disk_bytes"]))
+    return out
+
+
+def _plan(args: list[str]) -> list[dict[str, str]]:
+    """The rehearsal's stages, parents first (``plan_rows``, printed by a dry run under ``STAGE_ENV=plan``)."""
+    proc = subprocess.run([sys.executable, "-m", "benchmark.run", *args, "--dry-run"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, env=dict(os.environ, **{STAGE_ENV: "plan"}))
+    if proc.returncode != 0:
+        raise BenchmarkError(f"planning the rehearsal failed: {proc.stdout.decode(errors='replace').strip()[-400:]}")
+    rows: list[dict[str, str]] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    return rows
+
+
+def plan_rows(plan: Any) -> list[dict[str, str]]:
+    """The plan's stages, parents first: id, kind, system (bm25, splade, or "" for the shared data stages)."""
+    seen: dict[str, dict[str, str]] = {}
+
+    def kinds_above(stage: Any) -> set[str]:
+        return {stage.kind.name} | {k for p in stage.parents.values() for k in kinds_above(p)}
+
+    def visit(stage: Any) -> None:
+        if stage.id in seen:
+            return
+        for parent in stage.parents.values():
+            visit(parent)
+        above = kinds_above(stage)
+        system = "splade" if "backbone" in above else "bm25" if "index" in above else ""
+        seen[stage.id] = {"id": stage.id, "kind": stage.kind.name, "system": system, "text": stage.describe()}
+
+    for c in plan.conditions:
+        if c.evaluate is not None:
+            visit(c.evaluate)
+    return list(seen.values())
+
+
+# --------------------------------------------------------------------------- fits, projections, files
+
+
+def exponent(points: Sequence[tuple[float, float]]) -> float | None:
+    """The least-squares slope of log(y) on log(x): y ∝ x^slope (None with fewer than two sizes)."""
+    pts = [(math.log(x), math.log(y)) for x, y in points if x > 0 and y > 0]
+    if len(pts) < 2:
+        return None
+    mx, my = sum(x for x, _ in pts) / len(pts), sum(y for _, y in pts) / len(pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
+
+
+def _key(m: Measurement) -> tuple[str, str]:
+    return m.stage, m.system
+
+
+def summarise(rows: list[Measurement]) -> list[dict[str, Any]]:
+    """Per stage: the exponent of wall and CPU time in N (queries-bound stages scaled to one query count),
+    peak memory at the two largest sizes and their ratio, bytes per document at the largest."""
+    out = []
+    for key in dict.fromkeys(_key(m) for m in rows):
+        mine = sorted((m for m in rows if _key(m) == key), key=lambda m: m.documents)
+        big, before = mine[-1], (mine[-2] if len(mine) > 1 else mine[-1])
+        out.append({"stage": key[0], "system": key[1],
+                    "time_exponent": exponent([(m.documents, m.cpu_s) for m in mine]),
+                    "wall_exponent": exponent([(m.documents, m.wall_s) for m in mine]),
+                    "largest": big.documents, "wall_s": big.wall_s, "cpu_s": big.cpu_s,
+                    "peak_mb": max(big.peak_mb, big.child_peak_mb), "peak_before_mb": max(before.peak_mb, before.child_peak_mb),
+                    "before": before.documents, "bytes_per_doc": big.bytes_per_doc})
+    return out
+
+
+def project(summary: list[dict[str, Any]], documents: int) -> dict[str, float]:
+    """CPU core-hours, peak GB and disk GB at ``documents``, each stage extrapolated from its largest size by
+    its own exponent (at least 1: a stage that looks sublinear over the measured range is not assumed to stay so)."""
+    hours = peak = disk = 0.0
+    for s in summary:
+        scale = documents / s["largest"]
+        k = max(1.0, s["time_exponent"] or 1.0)
+        hours += s["cpu_s"] * scale ** k / 3600
+        grows = s["peak_mb"] / s["peak_before_mb"] if s["peak_before_mb"] else 1.0
+        growth = math.log(max(grows, 1.0)) / math.log(s["largest"] / s["before"]) if s["largest"] > s["before"] else 0.0
+        peak = max(peak, s["peak_mb"] * scale ** growth / 1024)
+        disk += s["bytes_per_doc"] * documents / 1e9 if s["stage"] not in ("report",) else 0.0
+    return {"core_hours": hours, "peak_gb": peak, "disk_gb": disk}
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Sequence[str]) -> list[Path]:
+    """scale.csv (every measurement), scale.md (the table, the fits, the projections) and scale.png."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "scale.csv", [{**asdict(m), "bytes_per_doc": round(m.bytes_per_doc, 1)} for m in rows], COLUMNS)
+    summary = summarise(rows)
+    sizes = sorted({m.documents for m in rows})
+    lines = ["# The pipeline at growing corpus sizes", "",
+             f"Machine: {machine}. Command: `python -m benchmark.perf scale --docs {','.join(map(str, sizes))}`. "
+             "Each stage ran in its own process; time is CPU seconds (the process and its children), "
+             "memory is the peak resident set (the process's, or the indexer JVM's where larger).", ""]
+    lines += ["## Measured", "", "| stage | system | " + " | ".join(f"{n:,} docs: CPU s / peak MB" for n in sizes) + " |",
+              "|---|---|" + "---:|" * len(sizes)]
+    for s in summary:
+        cells = []
+        for n in sizes:
+            m = next((m for m in rows if m.documents == n and _key(m) == (s["stage"], s["system"])), None)
+            cells.append("" if m is None else f"{m.cpu_s:,.1f} / {max(m.peak_mb, m.child_peak_mb):,.0f}")
+        lines.append(f"| {s['stage']} | {s['system'] or '-'} | " + " | ".join(cells) + " |")
+    lines += ["", "## Growth", "",
+              f"Exponent b of CPU time ∝ N^b (least squares over {len(sizes)} sizes), peak memory from "
+              f"{sizes[-2] if len(sizes) > 1 else sizes[-1]:,} to {sizes[-1]:,} documents, and bytes on disk per document "
+              f"at {sizes[-1]:,}.", "",
+              "| stage | system | time exponent | wall exponent | peak MB | ratio | bytes/doc |", "|---|---|---:|---:|---:|---:|---:|"]
+    for s in summary:
+        ratio = s["peak_mb"] / s["peak_before_mb"] if s["peak_before_mb"] else float("nan")
+        lines.append(f"| {s['stage']} | {s['system'] or '-'} | {_fmt(s['time_exponent'])} | {_fmt(s['wall_exponent'])} | "
+                     f"{s['peak_mb']:,.0f} | ×{ratio:.2f} | {s['bytes_per_doc']:,.0f} |")
+    lines += ["", "## Projected", "",
+              "Each stage's CPU time extrapolated from the largest size by its exponent (at least 1), queries-bound "
+              "stages at the rehearsal's query count; memory by its measured growth; disk by bytes per document. "
+              "GPU stages are not in these figures (docs/compute-budget.md).", "",
+              "| collection | documents | CPU core-hours | peak GB | disk GB |", "|---|---:|---:|---:|---:|"]
+    for name, docs, _ in TARGETS:
+        p = project(summary, docs)
+        lines.append(f"| {name} | {docs:,} | {p['core_hours']:.1f} | {p['peak_gb']:.1f} | {p['disk_gb']:.0f} |")
+    lines += ["", *notes, ""]
+    write_text(out / "scale.md", "\n".join(lines))
+    files = [out / "scale.csv", out / "scale.md"]
+    if _plot(rows, out / "scale.png"):
+        files.append(out / "scale.png")
+    return files
+
+
+def _plot(rows: list[Measurement], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for key in dict.fromkeys(_key(m) for m in rows):
+        mine = sorted((m for m in rows if _key(m) == key), key=lambda m: m.documents)
+        label = " ".join(k for k in key if k)
+        ax_t.plot([m.documents for m in mine], [max(m.cpu_s, 1e-2) for m in mine], marker="o", label=label)
+        ax_m.plot([m.documents for m in mine], [max(m.peak_mb, m.child_peak_mb) for m in mine], marker="o", label=label)
+    sizes = sorted({m.documents for m in rows})
+    if len(sizes) > 1:  # a line of slope 1 for reference
+        ax_t.plot(sizes, [sizes[0] and 10 * s / sizes[0] for s in sizes], ls="--", color="grey", label="∝ N")
+    for ax, title in ((ax_t, "CPU seconds"), (ax_m, "peak resident MB")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("documents")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    ax_m.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmark.common.command_line import parser
+    from benchmark.common.environment import machine_class
+    from benchmark.model.synthetic import SCALE_DOC_TOKENS
+    from benchmark.perf.perf_cli import positive_ints
+
+    p = parser("python -m benchmark.perf scale", __doc__.splitlines()[0])
+    p.add_argument("--docs", default="10000,100000,1000000", help="comma-separated corpus sizes")
+    p.add_argument("--queries", type=int, default=7000, help="queries per size (MS MARCO dev has 6,980)")
+    p.add_argument("--source", default="beir/scifact", help="the collection whose vocabulary and lengths are drawn")
+    p.add_argument("--work", type=Path, default=Path("runs/scale"), help="synthetic data, stages and measurements")
+    p.add_argument("--out", type=Path, default=Path("results/perf"), help="where scale.{csv,md,png} go")
+    p.add_argument("--threads", type=int, default=1, help="Lucene threads (1: single-thread latency)")
+    p.add_argument("--doc-tokens", type=int, default=SCALE_DOC_TOKENS,
+                   help="tokens of each document the encoder reads (the backbone is calibrated for this)")
+    args = p.parse_args(argv)
+    sizes = positive_ints(args.docs, "docs")
+    rows: list[Measurement] = []
+    for n in sorted(sizes):
+        rows += rehearse(n, args.queries, args.work, args.source, args.threads, args.doc_tokens)
+        write_outputs(rows, args.out, machine_class()[1], [])
+    print(f"wrote {args.out / 'scale.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

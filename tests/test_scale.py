@@ -1,0 +1,285 @@
+"""The scale rehearsal and the streaming it keeps in place: ids at 16 bytes, runs searched, evaluated and
+exported a block at a time, the JVM's heap capped; the synthetic collection and backbone it runs on."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmark.common.errors import BenchmarkError
+
+TESTS = Path(__file__).resolve().parent
+
+
+def probe(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, str(TESTS / "scale_probe.py"), *map(str, args)], capture_output=True,
+                          text=True, env=dict(os.environ), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def test_idset_answers_membership_exactly_across_merges(monkeypatch):
+    from benchmark.common import idset
+
+    monkeypatch.setattr(idset, "MERGE", 7)  # many merges into the sorted columns
+    s = idset.IdSet(f"d{i}" for i in range(100))
+    for i in (3, 50, 99):
+        s.add(f"d{i}")  # repeats are not counted twice
+    assert len(s) == 100
+    assert all(f"d{i}" in s for i in range(100))
+    assert not any(f"d{i}" in s for i in range(100, 2000))
+    assert "" not in s and 3 not in s
+
+
+def test_idset_holds_16_bytes_per_id_once_merged():
+    from benchmark.common.idset import MERGE, IdSet
+
+    n = MERGE + 5
+    s = IdSet(f"doc-{i}" for i in range(n))
+    s._merge()
+    assert len(s) == n and s._hi.nbytes + s._lo.nbytes == 16 * n and not s._recent
+
+
+# --------------------------------------------------------------------------- evaluation a block at a time
+
+QRELS = "".join(f"q{q} 0 d{q} 1\nq{q} 0 d{q + 1} 2\n" for q in range(9))
+
+
+def _run_lines(grouped: bool) -> list[str]:
+    lines = [f"q{q} Q0 d{(q + r) % 12} {r + 1} {10 - r}.0 t" for q in range(9) for r in range(5)]
+    if not grouped:  # q0's lines come back after q1's: a --run file sorted by score, say
+        lines = lines[5:10] + lines[:5] + lines[10:]
+    return lines
+
+
+@pytest.mark.parametrize("grouped", [True, False], ids=["grouped", "ungrouped"])
+def test_blocks_give_the_values_of_one_whole_evaluation(tmp_path, monkeypatch, grouped):
+    import ir_measures
+
+    from benchmark.evaluation import measures
+    from benchmark.formats.perquery import perquery_path, read_perquery
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "qrels.txt").write_text(QRELS)
+    (data / "docids.txt").write_text("".join(f"d{i}\n" for i in range(12)))
+    run = tmp_path / "run.trec"
+    run.write_text("\n".join(_run_lines(grouped)) + "\n")
+    monkeypatch.setattr(measures, "BLOCK", 2)  # five blocks over nine queries
+    out = tmp_path / "eval"
+    out.mkdir()
+    record = measures.evaluate_stage(run, data, data, ["RR@10", "nDCG@10"], out)
+    qrels = [ir_measures.Qrel(q, d, int(r)) for q, _, d, r in map(str.split, QRELS.splitlines())]
+    whole = {(str(m.measure), m.query_id): m.value for m in ir_measures.iter_calc(
+        [ir_measures.RR @ 10, ir_measures.nDCG @ 10], qrels,
+        [ir_measures.ScoredDoc(r.split()[0], r.split()[2], float(r.split()[4])) for r in _run_lines(True)])}
+    per = read_perquery(perquery_path(out))
+    assert {(m, q): v for m, values in per.items() for q, v in values.items()} == whole
+    assert record["run_queries"] == 9 and record["queries"] == 9
+
+
+def test_a_foreign_document_in_a_later_block_is_refused(tmp_path, monkeypatch):
+    from benchmark.evaluation import measures
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "qrels.txt").write_text(QRELS)
+    (data / "docids.txt").write_text("".join(f"d{i}\n" for i in range(12)))
+    run = tmp_path / "run.trec"
+    run.write_text("\n".join(_run_lines(True) + ["q8 Q0 elsewhere 6 1.0 t"]) + "\n")
+    monkeypatch.setattr(measures, "BLOCK", 2)
+    with pytest.raises(BenchmarkError, match="1 document.*absent from the corpus.*'elsewhere'"):
+        measures.evaluate_stage(run, data, data, ["RR@10"], tmp_path)
+
+
+def _big_run(tmp_path: Path, queries: int, depth: int, documents: int) -> tuple[Path, Path]:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "qrels.txt").write_text("".join(f"q{q} 0 d{q * 7 % documents} 1\n" for q in range(queries)))
+    (data / "docids.txt").write_text("".join(f"d{i}\n" for i in range(documents)))
+    run = tmp_path / "run.trec"
+    with open(run, "w") as fh:
+        for q in range(queries):
+            fh.write("".join(f"q{q} Q0 d{(q * 31 + r * 17) % documents} {r + 1} {depth - r}.000000 benchmark\n"
+                             for r in range(depth)))
+    return run, data
+
+
+@pytest.mark.slow
+def test_evaluate_memory_stays_at_a_block(tmp_path):
+    """2,000 queries × 1,000 hits over 50,000 documents. Held whole (the code before blocks), the run's 2M
+    ScoredDocs and the id set grew the process by 784 MB; blocks of 100 queries, by 67 MB (both measured
+    here). The bound, 150 MB, leaves a block twice its room and fails the whole run held at once."""
+    run, data = _big_run(tmp_path, 2000, 1000, 50_000)
+    (tmp_path / "eval").mkdir()
+    got = probe("evaluate", run, data, data, tmp_path / "eval")
+    assert got["result"]["run_queries"] == 2000
+    assert got["peak_growth_kb"] < 150 * 1024, got
+
+
+# --------------------------------------------------------------------------- search a batch at a time
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory):
+    """A BM25 index of 3,000 synthetic documents and 1,500 queries (SciFact's words and lengths)."""
+    from benchmark.data.datasets import read_local_corpus, read_local_topics
+    from benchmark.data.synthetic_corpus import Recipe, write
+    from benchmark.formats import documents as docs_format, query_texts
+    from benchmark.retrieval import lucene
+
+    root = tmp_path_factory.mktemp("scale-index")
+    folder = write(Recipe(3000, 1500), root / "data", progress=False)
+    corpus = root / "corpus"
+    docs_format.write_corpus(corpus, (docs_format.Doc(i, t) for i, t in read_local_corpus(folder)))
+    from benchmark.formats.lucene_index import index_path
+
+    lucene.build_bm25_index(corpus / docs_format.COLLECTION, index_path(root / "index"), threads=1)
+    topics = root / "topics"
+    topics.mkdir()
+    queries, _ = read_local_topics(folder, "test")
+    query_texts.write_queries(topics / query_texts.QUERIES, (query_texts.Query(q, t) for q, t in queries.items()))
+    return root
+
+
+def test_batched_search_writes_the_run_of_one_batch(small_index, tmp_path, monkeypatch):
+    from benchmark.formats.trec_run import RUN
+    from benchmark.stages import Context, search as search_stage
+    from benchmark.stages.store import Inputs
+
+    inputs = Inputs({"index": small_index / "index", "queries": small_index / "topics"},
+                    {"index": {"kind": "index", "record": {"type": "bm25"}}, "queries": {"kind": "topics"}})
+    config = search_stage.Search.Config(k=100, k1=0.9, b=0.4)
+    runs = []
+    for batch in (10**6, 7):  # one batch; then 215 batches, the last of 2 queries
+        monkeypatch.setattr(search_stage, "BATCH", batch)
+        out = tmp_path / str(batch)
+        out.mkdir()
+        record = search_stage.Search.run(config, inputs, out, Context(threads=1, progress=False))
+        runs.append((out / RUN).read_bytes())
+        assert record.queries == 1500
+    assert runs[0] == runs[1] and runs[0].count(b"\n") > 1500 * 90  # a query of rare words matches fewer than 100
+
+
+@pytest.mark.slow
+def test_search_memory_stays_at_a_batch(small_index, tmp_path):
+    """1,500 queries × 1,000 hits. Held whole with Java's default heap (the code before batches), the hits
+    and the JVM's results grew the process by 5.1 GB; batches of 250 queries under the 1 GB heap cap, by
+    1.2 GB (both measured here: the JVM fills its heap before it collects). The bound, 2 GB, is the cap
+    plus the JVM's own memory and one batch in Python, and fails the uncapped, unbatched search."""
+    got = probe("search", small_index / "index", small_index / "topics", tmp_path)
+    assert got["result"]["queries"] == 1500
+    assert got["peak_growth_kb"] < 2 * 1024 * 1024, got
+
+
+def test_jvm_heap_is_capped_and_a_bad_value_is_one_line():
+    from benchmark.retrieval.lucene import DEFAULT_JVM_HEAP, jvm_heap
+
+    assert jvm_heap({}) == DEFAULT_JVM_HEAP and jvm_heap({"BENCHMARK_JVM_HEAP": "512m"}) == "512m"
+    with pytest.raises(BenchmarkError, match=r"BENCHMARK_JVM_HEAP='lots' is not a Java heap size.*e\.g\. BENCHMARK_JVM_HEAP=2g"):
+        jvm_heap({"BENCHMARK_JVM_HEAP": "lots"})
+
+
+# --------------------------------------------------------------------------- exports
+
+
+def test_streamed_export_has_the_bytes_of_the_whole(tmp_path):
+    from benchmark.report.results import tagged_run, write_tagged_run
+
+    run, _ = _big_run(tmp_path, 30, 1000, 500)  # 30,000 lines: three blocks of 10,000
+    whole = gzip.compress("".join(" ".join([*line.split()[:5], "mine"]) + "\n"
+                                  for line in run.read_text().splitlines()).encode(), mtime=0)
+    with open(tmp_path / "out.gz", "wb") as fh:
+        write_tagged_run(run, "mine", fh)
+    assert gzip.decompress((tmp_path / "out.gz").read_bytes()) == gzip.decompress(whole)
+    assert (tmp_path / "out.gz").read_bytes() == tagged_run(run, "mine")
+
+
+# --------------------------------------------------------------------------- the synthetic collection and backbone
+
+
+def test_synthetic_collection_is_a_strict_beir_folder_drawn_from_its_source(tmp_path):
+    from benchmark.data.datasets import load_source, read_local_corpus, read_local_topics, validate_dataset
+    from benchmark.data.synthetic_corpus import Recipe, write
+
+    folder = write(Recipe(400, 60), tmp_path, progress=False)
+    assert validate_dataset(f"{folder}@test") is None
+    docs = dict(read_local_corpus(folder))
+    queries, qrels = read_local_topics(folder, "test")
+    assert len(docs) == 400 and len(queries) == 60 and len(qrels) == 60
+    source_docs, _, _ = load_source("beir/scifact")
+    vocabulary, lengths = set(), set()
+    for _, text in source_docs:
+        vocabulary.update(text.split())
+        lengths.add(len(text.split()))
+    assert all(set(t.split()) <= vocabulary and len(t.split()) in lengths for t in docs.values())
+    # each query judges the document it was drawn from: most of its words are that document's (FROM_TARGET = 0.7)
+    shared = [sum(w in set(docs[q.doc_id].split()) for w in queries[q.query_id].split()) / len(queries[q.query_id].split())
+              for q in qrels]
+    assert sum(shared) / len(shared) > 0.6
+    again = write(Recipe(400, 60), tmp_path / "again", progress=False)
+    assert (again / "corpus.jsonl").read_bytes() == (folder / "corpus.jsonl").read_bytes()
+
+
+def test_synthetic_collection_refuses_more_queries_than_documents(tmp_path):
+    from benchmark.data.synthetic_corpus import Recipe, write
+
+    with pytest.raises(BenchmarkError, match="7 queries need as many target documents.*--queries <= --docs"):
+        write(Recipe(5, 7), tmp_path)
+
+
+def test_scale_backbone_has_a_trained_models_density_per_document():
+    """The bias leaves exactly doc_nnz = 200 maxima above 0 on the calibration document at 32 tokens; the
+    encoder's float32 weights may round a few of the smallest to 0."""
+    from benchmark.model.synthetic import CALIBRATION_TEXTS, SCALE_DOC_TOKENS, SYNTHETIC, ensure
+    from benchmark.retrieval.impact_vectors import load_model
+    from benchmark.splade.encoder import encode
+
+    model, tokenizer = load_model(ensure("scale-bert"))
+    assert model.config.vocab_size == 30522 and SYNTHETIC["scale-bert"].doc_nnz == 200
+    (ids, weights), = encode(model, tokenizer, [" ".join(CALIBRATION_TEXTS)], max_length=SCALE_DOC_TOKENS)
+    assert 190 <= len(ids) <= 200
+
+
+# --------------------------------------------------------------------------- the rehearsal
+
+
+def test_exponent_and_projection_follow_a_power_law():
+    from benchmark.perf.scale import Measurement, exponent, project, summarise
+
+    assert exponent([(10, 3.0), (100, 30.0), (1000, 300.0)]) == pytest.approx(1.0)
+    assert exponent([(10, 1.0), (100, 100.0)]) == pytest.approx(2.0)
+    rows = [Measurement(n, 100, "index", "bm25", n / 1000, n / 1000, 100.0, 0.0, 50 * n) for n in (1000, 10_000)]
+    summary = summarise(rows)
+    assert summary[0]["time_exponent"] == pytest.approx(1.0)
+    p = project(summary, 100_000)
+    assert p["core_hours"] == pytest.approx(100 / 3600) and p["peak_gb"] == pytest.approx(100 / 1024)
+    assert p["disk_gb"] == pytest.approx(50 * 100_000 / 1e9)
+
+
+@pytest.mark.slow
+def test_rehearsal_runs_every_stage_in_its_own_process(tmp_path):
+    from benchmark.perf.scale import rehearse, write_outputs
+
+    rows = rehearse(300, 40, tmp_path / "work", "beir/scifact", threads=1, doc_tokens=32, log=lambda _: None)
+    stages = {(m.stage, m.system) for m in rows}
+    assert stages == {("corpus", ""), ("topics", ""), ("index", "bm25"), ("search", "bm25"), ("evaluate", "bm25"),
+                      ("backbone", "splade"), ("encode", "splade"), ("queries", "splade"), ("index", "splade"),
+                      ("search", "splade"), ("evaluate", "splade"), ("report", "")}
+    assert all(m.cpu_s > 0 and m.wall_s > 0 and m.peak_mb > 0 and m.documents == 300 for m in rows)
+    index = [m for m in rows if m.stage == "index"]
+    assert all(m.child_peak_mb > 0 for m in index)  # the indexer JVM is a child, measured apart
+    assert all(m.disk_bytes > 0 for m in rows)
+    files = write_outputs(rows, tmp_path / "out", "this machine", [])
+    assert [f.name for f in files] == ["scale.csv", "scale.md", "scale.png"]
+    text = (tmp_path / "out" / "scale.md").read_text()
+    assert "| encode | splade |" in text and "MS MARCO" in text
