@@ -185,7 +185,7 @@ def test_jvm_heap_is_capped_and_a_bad_value_is_one_line():
     from benchmark.retrieval.lucene import DEFAULT_JVM_HEAP, jvm_heap
 
     assert jvm_heap({}) == DEFAULT_JVM_HEAP and jvm_heap({"BENCHMARK_JVM_HEAP": "512m"}) == "512m"
-    with pytest.raises(BenchmarkError, match=r"BENCHMARK_JVM_HEAP='lots' is not a Java heap size.*e\.g\. BENCHMARK_JVM_HEAP=2g"):
+    with pytest.raises(BenchmarkError, match=r"BENCHMARK_JVM_HEAP='lots' is not a Java heap size.*e\.g\. BENCHMARK_JVM_HEAP=1g"):
         jvm_heap({"BENCHMARK_JVM_HEAP": "lots"})
 
 
@@ -238,8 +238,9 @@ def test_synthetic_collection_refuses_more_queries_than_documents(tmp_path):
 
 
 def test_scale_backbone_has_a_trained_models_density_per_document():
-    """The bias leaves exactly doc_nnz = 200 maxima above 0 on the calibration document at 32 tokens; the
-    encoder's float32 weights may round a few of the smallest to 0."""
+    """The bias leaves doc_nnz = 200 maxima above 0 on the calibration document at 32 tokens, as the model's
+    own float32 forward computes them; the encoder's canonical values (a float64 enclosure of the same
+    maxima) may put the few terms within rounding of the threshold on the other side."""
     from benchmark.model.synthetic import CALIBRATION_TEXTS, SCALE_DOC_TOKENS, SYNTHETIC, ensure
     from benchmark.retrieval.impact_vectors import load_model
     from benchmark.splade.encoder import encode
@@ -247,23 +248,27 @@ def test_scale_backbone_has_a_trained_models_density_per_document():
     model, tokenizer = load_model(ensure("scale-bert"))
     assert model.config.vocab_size == 30522 and SYNTHETIC["scale-bert"].doc_nnz == 200
     (ids, weights), = encode(model, tokenizer, [" ".join(CALIBRATION_TEXTS)], max_length=SCALE_DOC_TOKENS)
-    assert 190 <= len(ids) <= 200
+    assert 195 <= len(ids) <= 205
 
 
 # --------------------------------------------------------------------------- the rehearsal
 
 
-def test_exponent_and_projection_follow_a_power_law():
-    from benchmark.perf.scale import Measurement, exponent, project, summarise
+def test_exponent_and_projection_follow_the_measurements():
+    from benchmark.perf.scale import Measurement, affine, exponent, project, summarise
 
     assert exponent([(10, 3.0), (100, 30.0), (1000, 300.0)]) == pytest.approx(1.0)
     assert exponent([(10, 1.0), (100, 100.0)]) == pytest.approx(2.0)
+    assert affine([(1000, 12.0), (2000, 22.0), (4000, 42.0)]) == pytest.approx((2.0, 0.01))
     rows = [Measurement(n, 100, "index", "bm25", n / 1000, n / 1000, 100.0, 0.0, 50 * n) for n in (1000, 10_000)]
-    summary = summarise(rows)
-    assert summary[0]["time_exponent"] == pytest.approx(1.0)
-    p = project(summary, 100_000)
-    assert p["core_hours"] == pytest.approx(100 / 3600) and p["peak_gb"] == pytest.approx(100 / 1024)
-    assert p["disk_gb"] == pytest.approx(50 * 100_000 / 1e9)
+    rows += [Measurement(n, 100, "search", "bm25", 5.0 + n / 1000, 5.0 + n / 1000, 300.0, 0.0, 7000) for n in (1000, 10_000)]
+    assert summarise(rows)[0]["time_exponent"] == pytest.approx(1.0)
+    index, search = project(rows, 100_000, 1000)
+    assert index["core_hours"] == pytest.approx(100 / 3600) and index["peak_gb"] == pytest.approx(100 / 1024)
+    assert index["disk_gb"] == pytest.approx(50 * 100_000 / 1e9)
+    # per query: (5 s fixed + 1 ms per document) for 100 queries, at 10 times the queries
+    assert search["core_hours"] == pytest.approx((5.0 + 100) * 10 / 3600)
+    assert search["disk_gb"] == pytest.approx(70 * 1000 / 1e9)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ is reused. It is scored by the same evaluate stage as the harness's own runs.
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def run_file_problem(path: str | Path) -> str | None:
     return None
 
 
-def materialise_run(path: Path, docids: set[str], dataset: str, out: Path, planned: str | None = None) -> dict[str, Any]:
+def materialise_run(path: Path, docids: Container[str], dataset: str, out: Path, planned: str | None = None) -> dict[str, Any]:
     """Copy a run file into a stage folder (one read, hashed: it must be the content ``planned``, the
     stage id's), then check the copy: its lines, and that it ranks the corpus's documents."""
     from benchmark.common.snapshot import changed_since_planned, copy_hashed

@@ -141,7 +141,7 @@ def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures:
     import ir_measures
 
     parsed = parse_measures(measures)
-    documents = IdSet(corpus.read_docids(corpus.docids_path(corpus_dir)))
+    documents = IdSet(corpus.iter_docids(corpus.docids_path(corpus_dir)))
     qrels = [ir_measures.Qrel(q.query_id, q.doc_id, q.relevance)
              for q in qrels_format.read_qrels(Path(topics_dir) / qrels_format.QRELS)]
     judged = sorted({q.query_id for q in qrels})

@@ -59,6 +59,13 @@ def read_docids(path: Path | str) -> list[str]:
     return Path(path).read_text(encoding="utf-8").split("\n")[:-1]
 
 
+def iter_docids(path: Path | str) -> Iterator[str]:
+    """``read_docids`` a line at a time: a corpus's ids without the list (70 MB at a million documents)."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            yield line[:-1] if line.endswith("\n") else line
+
+
 def write_corpus(folder: Path | str, docs: Iterable[Doc]) -> int:
     """``docs.jsonl`` and ``docids.txt`` in one pass, each appearing whole (``docs.jsonl`` first); an
     error raised by ``docs`` leaves neither. Returns how many documents were written."""

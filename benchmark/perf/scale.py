@@ -124,25 +124,26 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
 # --------------------------------------------------------------------------- the driver
 
 
-def run_args(folder: Path, work: Path, threads: int, doc_tokens: int) -> list[str]:
-    """The ad-hoc run of one synthetic folder: BM25 and untrained ``scale-bert`` SPLADE."""
-    return ["--datasets", f"{folder}@test", "--backbones", BACKBONE, "--runs-dir", str(work / "runs"),
-            "--results-dir", str(work / "results"), "--threads", str(threads), "--no-progress",
-            "--set", f"encode.max_doc_length={doc_tokens}"]
+def run_args(folder: Path, work: Path, threads: int, doc_tokens: int, splade: bool = True) -> list[str]:
+    """The ad-hoc run of one synthetic folder: BM25, and untrained ``scale-bert`` SPLADE unless ``splade`` is off."""
+    return ["--datasets", f"{folder}@test", *(["--backbones", BACKBONE] if splade else []), "--runs-dir",
+            str(work / "runs"), "--results-dir", str(work / ("results" if splade else "results-bm25")), "--threads",
+            str(threads), "--no-progress", "--set", f"encode.max_doc_length={doc_tokens}"]
 
 
 def rehearse(documents: int, queries: int, work: Path, source: str, threads: int, doc_tokens: int,
-             log: Any = print) -> list[Measurement]:
-    """Every stage of one size, each in its own process; the measurements, in the order they ran."""
+             log: Any = print, splade: bool = True) -> list[Measurement]:
+    """Every stage of one size, each in its own process; the measurements, in the order they ran
+    (``splade`` off: BM25's stages and the shared ones only)."""
     from benchmark.data.synthetic_corpus import Recipe, write
 
     n_queries = min(queries, documents)
     folder = write(Recipe(documents, n_queries, source), work / "data", progress=False)
-    args = run_args(folder, work, threads, doc_tokens)
+    args = run_args(folder, work, threads, doc_tokens, splade)
     rows = [*_plan(args), {"id": "report", "kind": "report", "system": "", "text": "tables, page, TREC exports"}]
     out: list[Measurement] = []
     for row in rows:
-        result = work / "measured" / f"{documents}-{row['id']}.json"
+        result = work / "measured" / f"{documents}-{row['id'] if row['id'] != 'report' or splade else 'report-bm25'}.json"
         if not result.is_file():
             log(f"scale {documents:,} docs: {row['kind']} {row['system']} ({row['text']})")
             result.parent.mkdir(parents=True, exist_ok=True)
@@ -223,19 +224,45 @@ def summarise(rows: list[Measurement]) -> list[dict[str, Any]]:
     return out
 
 
-def project(summary: list[dict[str, Any]], documents: int) -> dict[str, float]:
-    """CPU core-hours, peak GB and disk GB at ``documents``, each stage extrapolated from its largest size by
-    its own exponent (at least 1: a stage that looks sublinear over the measured range is not assumed to stay so)."""
-    hours = peak = disk = 0.0
-    for s in summary:
-        scale = documents / s["largest"]
-        k = max(1.0, s["time_exponent"] or 1.0)
-        hours += s["cpu_s"] * scale ** k / 3600
-        grows = s["peak_mb"] / s["peak_before_mb"] if s["peak_before_mb"] else 1.0
-        growth = math.log(max(grows, 1.0)) / math.log(s["largest"] / s["before"]) if s["largest"] > s["before"] else 0.0
-        peak = max(peak, s["peak_mb"] * scale ** growth / 1024)
-        disk += s["bytes_per_doc"] * documents / 1e9 if s["stage"] not in ("report",) else 0.0
-    return {"core_hours": hours, "peak_gb": peak, "disk_gb": disk}
+#: stages whose work is per query (their time at a target is scaled by its query count); the rest are per document
+PER_QUERY = frozenset({"topics", "queries", "search", "evaluate", "report"})
+
+
+def affine(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(a, b) of y = a + b·x by least squares, both kept >= 0 (a stage's fixed cost and its cost per document)."""
+    if len(points) < 2:
+        x, y = points[0]
+        return 0.0, y / x
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    den = sum((x - mx) ** 2 for x, _ in points)
+    b = max(0.0, sum((x - mx) * (y - my) for x, y in points) / den) if den else 0.0
+    a = my - b * mx
+    if a < 0:  # no negative fixed cost: a line through the origin instead
+        a, b = 0.0, sum(x * y for x, y in points) / sum(x * x for x, _ in points)
+    return a, b
+
+
+def project(rows: list[Measurement], documents: int, queries: int) -> list[dict[str, Any]]:
+    """Per stage at (``documents``, ``queries``): CPU core-hours from the affine fit of CPU time in N (times
+    queries/measured queries for per-query stages), peak GB (the largest measured, grown by the measured ratio
+    per decade where it grew), disk GB (bytes per document, or per query, at the largest size)."""
+    out = []
+    for key in dict.fromkeys(_key(m) for m in rows):
+        mine = sorted((m for m in rows if _key(m) == key), key=lambda m: m.documents)
+        big = mine[-1]
+        per_query = key[0] in PER_QUERY
+        q_scale = queries / big.queries if per_query else 1.0
+        a, b = affine([(m.documents, m.cpu_s) for m in mine])
+        peaks = [max(m.peak_mb, m.child_peak_mb) for m in mine]
+        growth = 1.0
+        if len(mine) > 1 and peaks[-2] > 0 and peaks[-1] > peaks[-2]:
+            per_decade = (peaks[-1] / peaks[-2]) ** (1 / math.log10(mine[-1].documents / mine[-2].documents))
+            growth = per_decade ** max(0.0, math.log10(documents / big.documents))
+        disk = big.disk_bytes / (big.queries if per_query else big.documents) * (queries if per_query else documents)
+        out.append({"stage": key[0], "system": key[1], "core_hours": (a + b * documents) * q_scale / 3600,
+                    "peak_gb": peaks[-1] * growth / 1024, "disk_gb": disk / 1e9})
+    return out
 
 
 def _fmt(value: float | None) -> str:
@@ -270,13 +297,20 @@ def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Seque
         lines.append(f"| {s['stage']} | {s['system'] or '-'} | {_fmt(s['time_exponent'])} | {_fmt(s['wall_exponent'])} | "
                      f"{s['peak_mb']:,.0f} | ×{ratio:.2f} | {s['bytes_per_doc']:,.0f} |")
     lines += ["", "## Projected", "",
-              "Each stage's CPU time extrapolated from the largest size by its exponent (at least 1), queries-bound "
-              "stages at the rehearsal's query count; memory by its measured growth; disk by bytes per document. "
-              "GPU stages are not in these figures (docs/compute-budget.md).", "",
-              "| collection | documents | CPU core-hours | peak GB | disk GB |", "|---|---:|---:|---:|---:|"]
-    for name, docs, _ in TARGETS:
-        p = project(summary, docs)
-        lines.append(f"| {name} | {docs:,} | {p['core_hours']:.1f} | {p['peak_gb']:.1f} | {p['disk_gb']:.0f} |")
+              "CPU time per stage from a line fitted to the measured sizes (a fixed cost plus a cost per document, "
+              "least squares), scaled by the target's queries for the per-query stages; peak memory as measured at "
+              "the largest size, grown where it grew; disk from bytes per document (per query for runs and "
+              "evaluations). The encode and queries stages ran on this CPU with a tiny encoder: on a GPU with a real "
+              "one they are the GPU profile's (docs/compute-budget.md), so the CPU side is the rest.", "",
+              "| collection | documents | queries | CPU side: core-hours | of which index | of which search | peak GB | disk GB |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, docs, queries in TARGETS:
+        stages = [p for p in project(rows, docs, queries) if p["stage"] not in ("encode", "queries", "backbone")]
+        total = sum(p["core_hours"] for p in stages)
+        index = sum(p["core_hours"] for p in stages if p["stage"] == "index")
+        search = sum(p["core_hours"] for p in stages if p["stage"] == "search")
+        lines.append(f"| {name} | {docs:,} | {queries:,} | {total:.1f} | {index:.1f} | {search:.1f} | "
+                     f"{max(p['peak_gb'] for p in stages):.1f} | {sum(p['disk_gb'] for p in stages):.0f} |")
     lines += ["", *notes, ""]
     write_text(out / "scale.md", "\n".join(lines))
     files = [out / "scale.csv", out / "scale.md"]
@@ -330,13 +364,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=Path("runs/scale"), help="synthetic data, stages and measurements")
     p.add_argument("--out", type=Path, default=Path("results/perf"), help="where scale.{csv,md,png} go")
     p.add_argument("--threads", type=int, default=1, help="Lucene threads (1: single-thread latency)")
+    p.add_argument("--splade-max", type=int, default=None,
+                   help="the largest size with SPLADE's stages; larger sizes run BM25's and the shared ones (default: all)")
     p.add_argument("--doc-tokens", type=int, default=SCALE_DOC_TOKENS,
                    help="tokens of each document the encoder reads (the backbone is calibrated for this)")
     args = p.parse_args(argv)
     sizes = positive_ints(args.docs, "docs")
     rows: list[Measurement] = []
     for n in sorted(sizes):
-        rows += rehearse(n, args.queries, args.work, args.source, args.threads, args.doc_tokens)
+        rows += rehearse(n, args.queries, args.work, args.source, args.threads, args.doc_tokens,
+                         splade=args.splade_max is None or n <= args.splade_max)
         write_outputs(rows, args.out, machine_class()[1], [])
     print(f"wrote {args.out / 'scale.md'}")
     return 0

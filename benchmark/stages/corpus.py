@@ -20,7 +20,7 @@ class Corpus(StageKind):
     VERSION = 1
     Record = CorpusRecord
     optional_parents = ("topics",)  # with max_docs: the judged documents to keep
-    sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
+    sources = ("benchmark.common.idset", "benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
                "benchmark.data.datasets", "benchmark.stages.corpus")
 
     @dataclass(frozen=True)

@@ -19,7 +19,7 @@ class Evaluate(StageKind):
     Record = EvaluateRecord
     parents = ("run", "topics", "corpus")
     counted = (("queries", "topics", "evaluated"),)
-    sources = ("benchmark.formats.documents", "benchmark.formats.perquery", "benchmark.formats.qrels",
+    sources = ("benchmark.common.idset", "benchmark.formats.documents", "benchmark.formats.perquery", "benchmark.formats.qrels",
                "benchmark.formats.trec_run", "benchmark.evaluation.measures", "benchmark.stages.evaluate")
 
     @dataclass(frozen=True)

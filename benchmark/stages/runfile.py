@@ -17,7 +17,7 @@ class RunFile(StageKind):
     VERSION = 1
     Record = RunFileRecord
     parents = ("topics", "corpus")
-    sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.trec_run", "benchmark.data.datasets",
+    sources = ("benchmark.common.idset", "benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.trec_run", "benchmark.data.datasets",
                "benchmark.evaluation.external_runs", "benchmark.stages.runfile")
 
     @dataclass(frozen=True)
@@ -47,9 +47,10 @@ class RunFile(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> RunFileRecord:
-        from benchmark.data.datasets import read_docids
+        from benchmark.common.idset import IdSet
         from benchmark.evaluation.external_runs import materialise_run
+        from benchmark.formats.documents import docids_path, iter_docids
 
         dataset = inputs.record("topics", TopicsRecord).dataset or "the dataset"
-        return RunFileRecord.from_json(materialise_run(Path(config.path), set(read_docids(inputs.path("corpus"))),
+        return RunFileRecord.from_json(materialise_run(Path(config.path), IdSet(iter_docids(docids_path(inputs.path("corpus")))),
                                                        dataset, out, inputs.external.get("content")))
