@@ -15,15 +15,30 @@ from benchmark.common.errors import BenchmarkError
 from benchmark.pipeline.plan import Options, Plan, build_plan
 from benchmark.stages.store import Store
 
+#: ``--keep auto`` (the default) drops the encoded shards of corpora this large once their impact index is
+#: built. Measured by ``python -m benchmark.perf scale`` (results/perf/scale.md): the JSON shards take about
+#: 11 times the impact index's bytes per document, gzip would leave 3.3-4.3 times, so after indexing the
+#: index is what a large corpus needs on disk; a re-search reads the index, not the shards.
+LARGE_CORPUS = 1_000_000
 
-def drop_encoded(plan: Plan, store: Store) -> None:
-    """Delete encoded document shards whose impact index is finished (queries and stats stay)."""
+
+def drop_encoded(plan: Plan, store: Store, keep: str = "indexed") -> None:
+    """Delete encoded document shards whose impact index is finished (queries and stats stay): all of them
+    (``indexed``), or those of corpora of at least ``LARGE_CORPUS`` documents (``auto``)."""
+    from benchmark.stages.records import EncodeRecord, parse
+
     freed = 0
     for stage in plan.stages():
         if stage.kind.name == "index" and stage.config.type == "impact" and store.is_done(stage):
-            freed += store.drop(stage.parents["source"], ["docs"])
+            source = stage.parents["source"]
+            if keep == "auto":
+                meta = store.load(source)
+                if meta is None or parse(meta, EncodeRecord).documents < LARGE_CORPUS:
+                    continue
+            freed += store.drop(source, ["docs"])
     if freed:
-        print(f"--keep indexed: freed {freed / 2**20:.1f} MiB of encoded shards")
+        which = "" if keep == "indexed" else f" of corpora of {LARGE_CORPUS:,} documents or more (--keep all keeps them)"
+        print(f"--keep {keep}: freed {freed / 2**20:.1f} MiB of encoded shards{which}")
 
 
 def dry_run(plan: Plan, store: Store) -> None:
@@ -92,8 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true", help="check every reused stage's files against their recorded sha256")
     p.add_argument("--dry-run", action="store_true", help="print the stage plan without loading models")
     p.add_argument("--check", action="store_true", help="compare with the suite's expected scores; exit 1 on FAIL")
-    p.add_argument("--keep", choices=["all", "indexed"], default="all",
-                   help="'indexed' deletes encoded document shards once their impact index is built")
+    p.add_argument("--keep", choices=["all", "indexed", "auto"], default="auto",
+                   help="'indexed' deletes encoded document shards once their impact index is built; 'auto' does so "
+                   f"for corpora of {LARGE_CORPUS:,} documents or more (the index is about 1/11 of their bytes); "
+                   "'all' keeps every shard")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (the per-stage lines stay)")
     p.add_argument("--verbose", action="store_true", help="let the JVM's warnings and ir_datasets' [INFO] lines "
                    "reach the terminal")
@@ -268,8 +285,8 @@ def _main(args: argparse.Namespace) -> int:
     else:
         outcome = LocalExecutor(store, ctx).run(targets)
     failed = outcome.summary({s.id: s for s in plan.stages()}) if outcome.failed else None
-    if args.keep == "indexed":
-        drop_encoded(plan, store)
+    if args.keep != "all":
+        drop_encoded(plan, store, args.keep)
     from benchmark.report.build import headline, publish_run
 
     results_dir, folder = Path(args.results_dir), results_folder(plan)

@@ -324,20 +324,31 @@ def test_an_extra_shard_in_a_finished_encode_stage_is_damage(world, computed, ca
     assert metrics == first
 
 
-def test_keep_indexed_then_a_new_depth_searches_the_cached_index_without_encoding(tmp_path, capsys):
+@pytest.mark.parametrize("keep", ["indexed", "auto"])
+def test_keep_indexed_then_a_new_depth_searches_the_cached_index_without_encoding(tmp_path, capsys, monkeypatch, keep):
     """--keep indexed drops the encoded shards once the impact index exists; a new ranking depth k
     needs a new search stage, which reads the encode stage's record and df.npy (for FLOPS), not its
-    shards: it must search the cached index, not encode the corpus again."""
+    shards: it must search the cached index, not encode the corpus again. --keep auto (the default) does
+    the same for a corpus of LARGE_CORPUS documents or more (here 40, the slice's size) and keeps the
+    shards of one below it."""
+    import benchmark.run
+
+    monkeypatch.setattr(benchmark.run, "LARGE_CORPUS", 40)
     suite = tmp_path / "k.toml"
     body = ('name = "k"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
             'max_docs = 40\nmax_queries = 5\n{k}[splade]\nbackbones = ["bert-tiny"]\n'
             '[encode]\nmax_doc_length = 32\nmax_query_length = 16\n')
     argv = ["--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
-            "--keep", "indexed"]
+            "--keep", keep]
     suite.write_text(body.format(k=""))
+    if keep == "auto":  # one document short of a large corpus: every shard stays
+        assert run_cli(*argv[:-2], "--runs-dir", str(tmp_path / "small"), "--set", "max_docs=39") == 0
+        assert "freed" not in capsys.readouterr().out
+        assert list((tmp_path / "small" / "encode").glob("*/docs/*.jsonl"))
     assert run_cli(*argv) == 0
     first = capsys.readouterr().out
-    assert "--keep indexed: freed" in first and "[run] encode-" in first
+    assert f"--keep {keep}: freed" in first and "[run] encode-" in first
+    assert not list((tmp_path / "runs" / "encode").glob("*/docs/*.jsonl"))
     before = (tmp_path / "results" / "k" / "metrics.csv").read_text()
     suite.write_text(body.format(k="k = 100\n"))
     assert run_cli(*argv) == 0

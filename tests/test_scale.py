@@ -40,6 +40,39 @@ def test_idset_answers_membership_exactly_across_merges(monkeypatch):
     assert "" not in s and 3 not in s
 
 
+def test_idset_add_says_whether_the_id_was_new(monkeypatch):
+    from benchmark.common import idset
+
+    monkeypatch.setattr(idset, "MERGE", 3)
+    s = idset.IdSet()
+    assert [s.add(i) for i in ("a", "b", "a", "c", "d", "b", "d")] == [True, True, False, True, True, False, False]
+    assert len(s) == 4
+
+
+def test_a_local_folder_is_read_whole_once_per_content(tmp_path, monkeypatch):
+    """Every stage of a run is its own process under the scale rehearsal (and under Ray), and each plans the
+    run: a clean folder's verdict is kept in the cache, so a million-document corpus is read once, not
+    once per process (the marker's folder was never made, so every process read it again)."""
+    from benchmark.data import datasets
+
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": "x"}) + "\n" for i in range(5)))
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "x"}) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    monkeypatch.setenv("BENCHMARK_CACHE_DIR", str(tmp_path / "cache"))
+    reads = []
+    real = datasets.read_local_corpus
+    monkeypatch.setattr(datasets, "read_local_corpus", lambda f: (reads.append(f), real(f))[1])
+    for _ in range(2):
+        datasets._VALIDATED.clear()  # as a new process
+        assert datasets.validate_dataset(f"{folder}@test") is None
+    assert len(reads) == 1
+    (folder / "corpus.jsonl").write_text((folder / "corpus.jsonl").read_text() + '{"_id": "d1", "text": "y"}\n')
+    datasets._VALIDATED.clear()
+    assert "duplicate document id 'd1'" in datasets.validate_dataset(f"{folder}@test")  # new content: read again
+
+
 def test_idset_holds_16_bytes_per_id_once_merged():
     from benchmark.common.idset import MERGE, IdSet
 
@@ -284,7 +317,23 @@ def test_rehearsal_runs_every_stage_in_its_own_process(tmp_path):
     index = [m for m in rows if m.stage == "index"]
     assert all(m.child_peak_mb > 0 for m in index)  # the indexer JVM is a child, measured apart
     assert all(m.disk_bytes > 0 for m in rows)
+    searches = [m for m in rows if m.stage == "search"]
+    assert all(m.lucene_ms_per_query is not None and m.lucene_ms_per_query > 0 for m in searches)
+    assert all(m.lucene_ms_per_query is None for m in rows if m.stage != "search")
     files = write_outputs(rows, tmp_path / "out", "this machine", [])
     assert [f.name for f in files] == ["scale.csv", "scale.md", "scale.png"]
     text = (tmp_path / "out" / "scale.md").read_text()
     assert "| encode | splade |" in text and "MS MARCO" in text
+    assert "| documents | BM25 ms/q | SPLADE impact ms/q |" in text and "\n| 300 | " in text
+
+
+def test_a_relative_work_folder_is_planned_as_a_path(tmp_path, monkeypatch):
+    """``--work runs/scale`` (the default) once planned ``runs/scale/data/…@test``, which reads as an
+    ir_datasets id and was refused: the folders go to the run as absolute paths."""
+    from benchmark.perf.scale import run_args
+
+    monkeypatch.chdir(tmp_path)
+    args = run_args(Path("work/data/synthetic-1"), Path("work"), threads=1, doc_tokens=32)
+    dataset = args[args.index("--datasets") + 1]
+    assert dataset == f"{tmp_path}/work/data/synthetic-1@test"
+    assert args[args.index("--runs-dir") + 1] == f"{tmp_path}/work/runs"

@@ -307,7 +307,9 @@ def _check_beir_folder(folder: Path, split: str) -> str | None:
         return str(exc)
     _VALIDATED.add(key)
     try:
-        with atomic_write(_validated_marker(key)) as fh:
+        marker = _validated_marker(key)
+        marker.parent.mkdir(parents=True, exist_ok=True)  # without it no marker was ever written: every
+        with atomic_write(marker) as fh:  # process read a million-document folder again (2 min each)
             fh.write(key)
     except OSError:
         pass  # an unwritable cache only costs a second read next time
@@ -372,9 +374,8 @@ def read_local_corpus(folder: Path) -> Iterator[tuple[str, str]]:
     for n, obj in _read_jsonl(path):
         where = f"{path}:{n}"
         doc_id = check_id(obj["_id"], where, "document")
-        if doc_id in seen:
+        if not seen.add(doc_id):
             raise BenchmarkError(f"{where}: duplicate document id {doc_id!r}; ids must be unique: remove or rename one")
-        seen.add(doc_id)
         yield doc_id, f"{_text_field(obj, 'title', where)} {_text_field(obj, 'text', where)}"
 
 

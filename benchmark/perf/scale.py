@@ -42,7 +42,7 @@ TARGETS: tuple[tuple[str, int, int], ...] = (
     ("the largest BEIR-13 corpus (Climate-FEVER)", 5_416_593, 1_535),
 )
 COLUMNS = ["documents", "queries", "stage", "system", "wall_s", "cpu_s", "peak_mb", "child_peak_mb", "disk_bytes",
-           "bytes_per_doc"]
+           "bytes_per_doc", "lucene_ms_per_query", "start_mb"]
 
 
 @dataclass
@@ -56,6 +56,8 @@ class Measurement:
     peak_mb: float  # this process's peak resident set during the stage
     child_peak_mb: float  # the largest child's (the Lucene indexer's JVM), 0 without one
     disk_bytes: int
+    lucene_ms_per_query: float | None = None  # search stages: Lucene's own batch-search seconds per query
+    start_mb: float | None = None  # the resident set when the stage began (interpreter, imports, plan)
 
     @property
     def bytes_per_doc(self) -> float:
@@ -73,9 +75,9 @@ def _rss_peak_reset() -> None:
         pass
 
 
-def _vm_hwm_mb() -> float:
+def _vm_hwm_mb(key: str = "VmHWM") -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -102,6 +104,7 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
     if target != "report" and target not in stages:
         raise BenchmarkError(f"{STAGE_ENV} names stage {target!r}, which this plan does not have")
     _rss_peak_reset()
+    start_mb = _vm_hwm_mb("VmRSS")  # the interpreter, its imports and the plan, before the stage
     wall, cpu, children = time.perf_counter(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     if target == "report":
         from benchmark.report.build import publish_run
@@ -115,7 +118,7 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
         disk = _size(store.path(stage))
     record = {"wall_s": time.perf_counter() - wall,
               "cpu_s": _cpu(resource.RUSAGE_SELF) - cpu + _cpu(resource.RUSAGE_CHILDREN) - children,
-              "peak_mb": _vm_hwm_mb(), "child_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+              "peak_mb": _vm_hwm_mb(), "start_mb": start_mb, "child_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
               "disk_bytes": disk}
     write_json(Path(out), record)
     return 0
@@ -126,6 +129,7 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
 
 def run_args(folder: Path, work: Path, threads: int, doc_tokens: int, splade: bool = True) -> list[str]:
     """The ad-hoc run of one synthetic folder: BM25, and untrained ``scale-bert`` SPLADE unless ``splade`` is off."""
+    folder, work = folder.resolve(), work.resolve()  # a bare relative folder would read as a dataset id
     return ["--datasets", f"{folder}@test", *(["--backbones", BACKBONE] if splade else []), "--runs-dir",
             str(work / "runs"), "--results-dir", str(work / ("results" if splade else "results-bm25")), "--threads",
             str(threads), "--no-progress", "--set", f"encode.max_doc_length={doc_tokens}"]
@@ -155,8 +159,22 @@ def rehearse(documents: int, queries: int, work: Path, source: str, threads: int
                                      f"(exit {proc.returncode}): {tail}")
         got = json.loads(result.read_text())
         out.append(Measurement(documents, n_queries, row["kind"], row["system"], got["wall_s"], got["cpu_s"],
-                               got["peak_mb"], got["child_peak_mb"], got["disk_bytes"]))
+                               got["peak_mb"], got["child_peak_mb"], got["disk_bytes"],
+                               _latency(work / "runs", row) if row["kind"] == "search" else None,
+                               got.get("start_mb")))
     return out
+
+
+def _latency(runs: Path, row: dict[str, str]) -> float | None:
+    """ms per query inside Lucene's batch searches (the search record's ``lucene_s``: the search itself,
+    apart from turning hits into Python objects), read from the finished stage's record."""
+    meta = runs / row["kind"] / row["id"] / "config.json"
+    if not meta.is_file():
+        return None
+    record = json.loads(meta.read_text()).get("record", {})
+    if not record.get("lucene_s") or not record.get("queries"):
+        return None
+    return 1000 * float(record["lucene_s"]) / int(record["queries"])
 
 
 def _plan(args: list[str]) -> list[dict[str, str]]:
@@ -278,7 +296,12 @@ def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Seque
     lines = ["# The pipeline at growing corpus sizes", "",
              f"Machine: {machine}. Command: `python -m benchmark.perf scale --docs {','.join(map(str, sizes))}`. "
              "Each stage ran in its own process; time is CPU seconds (the process and its children), "
-             "memory is the peak resident set (the process's, or the indexer JVM's where larger).", ""]
+             "memory is the peak resident set (the process's, or the indexer JVM's where larger)."]
+    starts = [m.start_mb for m in rows if m.start_mb is not None]
+    if starts:
+        lines[-1] += (f" A stage's process holds {min(starts):,.0f}–{max(starts):,.0f} MB before its stage starts (the "
+                      "interpreter, its imports and the plan; torch's where SPLADE is planned), inside its peak.")
+    lines.append("")
     lines += ["## Measured", "", "| stage | system | " + " | ".join(f"{n:,} docs: CPU s / peak MB" for n in sizes) + " |",
               "|---|---|" + "---:|" * len(sizes)]
     for s in summary:
@@ -296,6 +319,19 @@ def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Seque
         ratio = s["peak_mb"] / s["peak_before_mb"] if s["peak_before_mb"] else float("nan")
         lines.append(f"| {s['stage']} | {s['system'] or '-'} | {_fmt(s['time_exponent'])} | {_fmt(s['wall_exponent'])} | "
                      f"{s['peak_mb']:,.0f} | ×{ratio:.2f} | {s['bytes_per_doc']:,.0f} |")
+    latency = [m for m in rows if m.lucene_ms_per_query is not None]
+    if latency:
+        systems = list(dict.fromkeys(m.system for m in latency))
+        lines += ["", "## Query latency", "",
+                  "Milliseconds per query inside Lucene's batch search (one thread, top 1,000; the search stage's "
+                  "`lucene_s` over its queries), as the paper's efficiency columns report it; the search stage's CPU "
+                  "time above also counts turning each hit into a Python object.", "",
+                  "| documents | " + " | ".join(f"{'BM25' if s == 'bm25' else 'SPLADE impact'} ms/q" for s in systems) + " |",
+                  "|---:|" + "---:|" * len(systems)]
+        for n in sizes:
+            cells = [next((f"{m.lucene_ms_per_query:.1f}" for m in latency if m.documents == n and m.system == s), "")
+                     for s in systems]
+            lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
     lines += ["", "## Projected", "",
               "CPU time per stage from a line fitted to the measured sizes (a fixed cost plus a cost per document, "
               "least squares), scaled by the target's queries for the per-query stages; peak memory as measured at "
@@ -369,12 +405,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--doc-tokens", type=int, default=SCALE_DOC_TOKENS,
                    help="tokens of each document the encoder reads (the backbone is calibrated for this)")
     args = p.parse_args(argv)
-    sizes = positive_ints(args.docs, "docs")
-    rows: list[Measurement] = []
-    for n in sorted(sizes):
-        rows += rehearse(n, args.queries, args.work, args.source, args.threads, args.doc_tokens,
-                         splade=args.splade_max is None or n <= args.splade_max)
-        write_outputs(rows, args.out, machine_class()[1], [])
+    try:
+        sizes = positive_ints(args.docs, "docs")
+        rows: list[Measurement] = []
+        for n in sorted(sizes):
+            rows += rehearse(n, args.queries, args.work, args.source, args.threads, args.doc_tokens,
+                             splade=args.splade_max is None or n <= args.splade_max)
+            write_outputs(rows, args.out, machine_class()[1], [])
+    except BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {args.out / 'scale.md'}")
     return 0
 
