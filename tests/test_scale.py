@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmark.common.errors import BenchmarkError
@@ -38,6 +39,20 @@ def test_idset_answers_membership_exactly_across_merges(monkeypatch):
     assert all(f"d{i}" in s for i in range(100))
     assert not any(f"d{i}" in s for i in range(100, 2000))
     assert "" not in s and 3 not in s
+
+
+def test_idset_missing_answers_as_membership_does(monkeypatch):
+    from benchmark.common import idset
+
+    monkeypatch.setattr(idset, "MERGE", 50)  # merged columns and a recent set both hold members
+    s = idset.IdSet(f"d{i}" for i in range(120))
+    asked = [f"d{i}" for i in range(0, 300, 7)] + ["d3", "d3", "", "elsewhere"]
+    assert s.missing(asked) == {i for i in asked if i not in s} == {f"d{i}" for i in range(126, 300, 7)} | {"", "elsewhere"}
+    lone = [v for v in map(idset.digest, ["d1", "d2"])]
+    monkeypatch.setattr(idset, "digest", lambda t: {"x": (lone[0][0], 7), "y": (lone[0][0], lone[0][1])}.get(t) or lone[1])
+    s._hi, s._lo = np.array([lone[0][0]] * 2, dtype=np.uint64), np.array(sorted([lone[0][1], 7]), dtype=np.uint64)
+    s._recent = set()  # two members with one high word: either may be first in the column's run
+    assert s.missing(["x", "y", "z"]) == {"z"}
 
 
 def test_idset_add_says_whether_the_id_was_new(monkeypatch):

@@ -68,5 +68,21 @@ class IdSet:
         value = digest(text)
         return value in self._recent or self._stored(value)
 
+    def missing(self, ids: Iterable[str]) -> set[str]:
+        """The ids of ``ids`` that are not in the set: a run's block of hits checked with one vectorised
+        search (7M hits took 127 s one ``in`` at a time, at 100,000 documents)."""
+        unique = list(set(ids))
+        values = [digest(i) for i in unique]
+        n = len(self._hi)
+        if n and values:
+            pairs = np.array(values, dtype=np.uint64).reshape(-1, 2)
+            at = np.minimum(self._hi.searchsorted(pairs[:, 0]), n - 1)
+            found = ((self._hi[at] == pairs[:, 0]) & (self._lo[at] == pairs[:, 1])).tolist()
+        else:
+            found = [False] * len(unique)
+        # not found at the first of its high column's run: the recent set, or a later member of that run
+        return {text for text, value, hit in zip(unique, values, found, strict=True)
+                if not hit and value not in self._recent and not self._stored(value)}
+
     def __len__(self) -> int:
         return len(self._recent) + len(self._hi)

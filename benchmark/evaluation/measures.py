@@ -177,7 +177,7 @@ def _evaluate_blocks(evaluator: Callable[[set[str]], Any], names: str, run_file:
     foreign: set[str] = set()
     queries: set[str] = set()
     for block in _blocks(run_file, size):
-        foreign.update(d.doc_id for d in block if d.doc_id not in documents)
+        foreign.update(documents.missing(d.doc_id for d in block))
         these = {d.query_id for d in block}
         queries |= these
         if foreign:  # the run is refused: nothing more to compute
