@@ -332,6 +332,14 @@ def test_rehearsal_runs_every_stage_in_its_own_process(tmp_path):
     index = [m for m in rows if m.stage == "index"]
     assert all(m.child_peak_mb > 0 for m in index)  # the indexer JVM is a child, measured apart
     assert all(m.disk_bytes > 0 for m in rows)
+    # a measurement deleted is measured again by computing its finished stage anew, not timed as a reuse (0 s)
+    gone = next((tmp_path / "work" / "measured").glob("300-search-*.json"))
+    gone.unlink()
+    again = rehearse(300, 40, tmp_path / "work", "beir/scifact", threads=1, doc_tokens=32, log=lambda _: None)
+    assert gone.is_file() and [m.cpu_s for m in again if m.stage != "search"] == [m.cpu_s for m in rows if m.stage != "search"]
+    before = {(m.stage, m.system): m.cpu_s for m in rows}
+    remeasured = [m for m in again if m.cpu_s != before[(m.stage, m.system)]]
+    assert len(remeasured) == 1 and remeasured[0].stage == "search" and remeasured[0].cpu_s > 0.2
     searches = [m for m in rows if m.stage == "search"]
     assert all(m.lucene_ms_per_query is not None and m.lucene_ms_per_query > 0 for m in searches)
     assert all(m.lucene_ms_per_query is None for m in rows if m.stage != "search")

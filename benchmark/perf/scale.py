@@ -114,6 +114,7 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
     else:
         stage = stages[target]
         parents = {p.id: store.load(p) for p in stage.parents.values()}
+        store.force = True  # measured means computed: a finished stage is computed again, never timed as a reuse
         run_stage(stage, store, Context(threads=threads, progress=False), parents)
         disk = _size(store.path(stage))
     record = {"wall_s": time.perf_counter() - wall,
@@ -144,7 +145,8 @@ def rehearse(documents: int, queries: int, work: Path, source: str, threads: int
     n_queries = min(queries, documents)
     folder = write(Recipe(documents, n_queries, source), work / "data", progress=False)
     args = run_args(folder, work, threads, doc_tokens, splade)
-    rows = [*_plan(args), {"id": "report", "kind": "report", "system": "", "text": "tables, page, TREC exports"}]
+    report = {"id": "report", "kind": "report", "system": "" if splade else "bm25", "text": "tables, page, TREC exports"}
+    rows = [*_plan(args), report]
     out: list[Measurement] = []
     for row in rows:
         result = work / "measured" / f"{documents}-{row['id'] if row['id'] != 'report' or splade else 'report-bm25'}.json"
@@ -408,9 +410,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sizes = positive_ints(args.docs, "docs")
         rows: list[Measurement] = []
+        bm25_only = args.splade_max is not None and max(sizes) > args.splade_max
         for n in sorted(sizes):
-            rows += rehearse(n, args.queries, args.work, args.source, args.threads, args.doc_tokens,
-                             splade=args.splade_max is None or n <= args.splade_max)
+            splade = args.splade_max is None or n <= args.splade_max
+            rows += rehearse(n, args.queries, args.work, args.source, args.threads, args.doc_tokens, splade=splade)
+            if splade and bm25_only:  # the BM25-only report at every size too, so that its curve has each point
+                rows += [m for m in rehearse(n, args.queries, args.work, args.source, args.threads, args.doc_tokens,
+                                             splade=False) if m.stage == "report"]
             write_outputs(rows, args.out, machine_class()[1], [])
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
