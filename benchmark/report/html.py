@@ -44,6 +44,7 @@ caption { text-align: left; font-weight: 600; padding: .3rem 0; }
 th, td { border-bottom: 1px solid var(--line); padding: .28rem .6rem; vertical-align: top; }
 thead th { background: var(--head); text-align: right; white-space: nowrap; } thead th:first-child { text-align: left; }
 th.label { text-align: left; font-weight: 500; white-space: nowrap; }
+th.label .tag { white-space: normal; display: inline-block; max-width: 24rem; vertical-align: top; text-align: left; }
 td.num { text-align: right; white-space: nowrap; } td.outcome { text-align: left; }
 .best { font-weight: 700; color: var(--best); } .sd, .delta, .n { color: var(--muted); font-size: .92em; }
 .dagger { color: var(--best); } .collapsed, .mark-collapsed { color: var(--bad); font-style: italic; }
@@ -75,6 +76,15 @@ thead th:first-child { background: var(--head); }
   nav a { display: inline-block; margin: 0 .8rem .3rem 0; }
 }
 """
+
+
+def _label(label: str) -> str:
+    """A row's label, its bracketed tag (method, factor, tie handling, parameters) free to wrap: the long
+    tags of an untied copy would otherwise push the Reproduce column off a 1400 px screen."""
+    head, bracket, tag = label.partition(" [")
+    if not bracket:
+        return escape(label)
+    return f'{escape(head)} <span class="tag">[{escape(tag)}</span>'
 
 
 def _cmd_cell(commands: list[str]) -> str:
@@ -143,7 +153,7 @@ def table_html(table: Table, labels: dict[str, str] | None, notes: list[str] | N
              f'<thead><tr><th>{first}</th>{"".join(heads)}<th>Reproduce</th></tr></thead><tbody>']
     for row in table.rows:
         info = table.info[row]
-        cells = [f'<th scope="row" class="label">{escape(info.label)}{_mark(info.mark)}</th>']
+        cells = [f'<th scope="row" class="label">{_label(info.label)}{_mark(info.mark)}</th>']
         for kind, col in slots(table):
             cells.append(_value_cell(table, row, col) if kind == "value" else _sparse_cells(table, row, col))
         cells.append(_cmd_cell([c.command for c in info.runs]))
