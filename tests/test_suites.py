@@ -87,7 +87,8 @@ def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
     assert ("\n  bert-base-uncased: baseline; rescaled [untie ×0.0625 = 1/16, untied copy +vocab × hidden parameters, "
             "extension]\n    MLM head (bert, tied to word embeddings summed with position and type embeddings before the "
             "LayerNorm): scaling the shared matrix would change the input, so 'once' runs as 'untie', an untied scaled "
-            "copy, +23,440,896 parameters (vocab × hidden), this harness's extension") in out
+            "copy, +23,471,418 parameters (vocab × hidden + vocab: the bias's alias becomes its own tensor), this harness's "
+            "extension") in out
     assert "head-norm" not in out and "match" not in out and "projection" not in out  # extensions only when asked for
     assert "training: recipe msmarco-infonce" in out
     assert "datasets (16): " + ", ".join(MSMARCO + BEIR13) in out
