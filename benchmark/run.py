@@ -16,9 +16,10 @@ from benchmark.pipeline.plan import Options, Plan, build_plan
 from benchmark.stages.store import Store
 
 #: ``--keep auto`` (the default) drops the encoded shards of corpora this large once their impact index is
-#: built. Measured by ``python -m benchmark.perf scale`` (results/perf/scale.md): the JSON shards take about
-#: 11 times the impact index's bytes per document, gzip would leave 3.3-4.3 times, so after indexing the
-#: index is what a large corpus needs on disk; a re-search reads the index, not the shards.
+#: built. Measured by ``python -m benchmark.perf scale`` at 100,000 documents (docs/compute-budget.md): the
+#: JSON shards take 2,120 bytes per document, the impact index built from them 178; gzip would leave 635
+#: (-1) or 496 (-6, 85 µs of CPU per document) on top of the index. After indexing, the index is what a
+#: large corpus needs on disk, and a re-search reads the index, not the shards.
 LARGE_CORPUS = 1_000_000
 
 

@@ -317,6 +317,26 @@ def test_exponent_and_projection_follow_the_measurements():
     # per query: (5 s fixed + 1 ms per document) for 100 queries, at 10 times the queries
     assert search["core_hours"] == pytest.approx((5.0 + 100) * 10 / 3600)
     assert search["disk_gb"] == pytest.approx(70 * 1000 / 1e9)
+    # memory grows by what the stage added, not by whole peaks whose starts differ (torch planned or not):
+    # 10 MB above a 300 MB start, then 100 MB above a 50 MB start, is ×10 a decade: 50 + 1,000 MB at 100,000
+    grown = [Measurement(1000, 100, "corpus", "", 1.0, 1.0, 310.0, 0.0, 100, start_mb=300.0),
+             Measurement(10_000, 100, "corpus", "", 1.0, 1.0, 150.0, 0.0, 100, start_mb=50.0)]
+    assert project(grown, 100_000, 100)[0]["peak_gb"] == pytest.approx(1050 / 1024)
+
+
+def test_beir13_is_projected_corpus_by_corpus(tmp_path):
+    """Each BEIR query searches its own corpus: BEIR-13's search time is the sum over its 13 corpora of
+    (fixed + per-document cost at that corpus's size) × its queries, not one 24.6M-document corpus's."""
+    from benchmark.perf.scale import BEIR13, Measurement, write_outputs
+
+    # 5 s per 100 queries fixed, plus 1 ms per document per 100 queries
+    rows = [Measurement(n, 100, "search", "bm25", 5.0 + n / 1000, 5.0 + n / 1000, 300.0, 0.0, 7000, start_mb=50.0)
+            for n in (1000, 10_000)]
+    write_outputs(rows, tmp_path, "this machine", [])
+    line = next(x for x in (tmp_path / "scale.md").read_text().splitlines() if x.startswith("| BEIR-13"))
+    expected = sum((5.0 + d / 1000) * q / 100 for d, q in BEIR13) / 3600
+    assert sum(q for _, q in BEIR13) == 33_234
+    assert line.split(" | ")[3] == f"{expected:.1f}" and f"{expected:.1f}" != f"{(5.0 + 24_561_473 / 1000) * 332.34 / 3600:.1f}"
 
 
 @pytest.mark.slow
