@@ -512,40 +512,26 @@ def tie_note(backbone: str) -> str:
                 "matrix; each token's embedding keeps its direction and shrinks through that LayerNorm's epsilon (recorded, "
                 "with the encoder output's drift); no parameter added")
     if handling == "untie":
-        size = _vocab_by_hidden(backbone)
-        vocab = _vocab(backbone)
-        # the copy is vocab × hidden; the decoder bias, an alias of the head's bias in BERT and RoBERTa, becomes a
-        # tensor of its own (+vocab), as the backbone record counts it
-        added = (f"+{size + vocab:,} parameters (vocab × hidden + vocab: the bias's alias becomes its own tensor)"
-                 if size and vocab else "+vocab × hidden + vocab parameters")
+        size = _untied_copy_size(backbone)
+        added = (f"+{size:,} parameters (vocab × hidden + vocab: the bias's alias becomes its own tensor)"
+                 if size else "+vocab × hidden + vocab parameters")
         return (f"MLM head ({model}tied to word embeddings summed with position and type embeddings before the "
                 f"LayerNorm): scaling the shared matrix would change the input, so 'once' runs as 'untie', an untied "
                 f"scaled copy, {added}, this harness's extension (the paper's BERT is its unrescaled baseline)")
     return "MLM head: architecture known only once loaded ('once' refuses a tie to summed embeddings then)"
 
 
-def _vocab(backbone: str) -> int | None:
-    from benchmark.model.loader import backbone_architecture, local_config
-
-    arch = backbone_architecture(backbone)
-    if arch is not None and arch.vocab_size:
-        return arch.vocab_size
-    config = local_config(backbone)
-    try:
-        return int(config["vocab_size"]) if config else None
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _vocab_by_hidden(backbone: str) -> int | None:
+def _untied_copy_size(backbone: str) -> int | None:
+    """What an untied copy adds, as the backbone record counts it: the copy (vocab × hidden) and the decoder
+    bias, an alias of the head's bias in BERT and RoBERTa, which becomes a tensor of its own (+vocab)."""
     from benchmark.model.loader import backbone_architecture, local_config
 
     arch = backbone_architecture(backbone)
     if arch is not None and arch.vocab_size and arch.hidden_size:
-        return arch.vocab_size * arch.hidden_size
+        return arch.vocab_size * (arch.hidden_size + 1)
     config = local_config(backbone)
     try:
-        return int(config["vocab_size"]) * int(config["hidden_size"]) if config else None
+        return int(config["vocab_size"]) * (int(config["hidden_size"]) + 1) if config else None
     except (KeyError, TypeError, ValueError):  # the count is stated once the backbone stage has run
         return None
 

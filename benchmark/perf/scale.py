@@ -31,22 +31,25 @@ from typing import Any
 
 from benchmark.common.atomic import write_csv, write_json, write_text
 from benchmark.common.errors import BenchmarkError
+from benchmark.pipeline.budget import CORPORA
 
 #: set by the driver for each child ``python -m benchmark.run``: ``STAGE_ID=JSON_PATH`` (or ``report=…``)
 STAGE_ENV = "BENCHMARK_SCALE_STAGE"
 BACKBONE = "scale-bert"
-#: BEIR-13's corpora as (documents, test queries), BEIR paper Table 1: each query searches its own corpus, so a
-#: search costs by its corpus's size, not by all 13 together
-BEIR13: tuple[tuple[int, int], ...] = (
-    (171_332, 50), (3_633, 323), (2_681_468, 3_452), (5_233_329, 7_405), (57_638, 648), (8_674, 1_406),
-    (382_545, 49), (4_635_922, 400), (25_657, 1_000), (5_416_593, 1_535), (5_183, 300), (522_931, 10_000),
-    (5_416_568, 6_666),
-)
+#: BEIR-13's test queries per corpus, BEIR paper Table 1 (documents: the compute budget's ``CORPORA``, the
+#: same table): each query searches its own corpus, so a search costs by its corpus's size, not all 13 together
+BEIR13_QUERIES: dict[str, int] = {
+    "beir/trec-covid": 50, "beir/nfcorpus": 323, "beir/nq": 3_452, "beir/hotpotqa": 7_405, "beir/fiqa": 648,
+    "beir/arguana": 1_406, "beir/webis-touche2020/v2": 49, "beir/dbpedia-entity": 400, "beir/scidocs": 1_000,
+    "beir/climate-fever": 1_535, "beir/scifact": 300, "beir/quora": 10_000, "beir/fever": 6_666,
+}
+#: BEIR-13's corpora as (documents, test queries)
+BEIR13: tuple[tuple[int, int], ...] = tuple((CORPORA[c][0], q) for c, q in BEIR13_QUERIES.items())
 #: what the curves are projected to: (name, its corpora as (documents, queries))
 TARGETS: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = (
-    ("MS MARCO passage (dev)", ((8_841_823, 6_980),)),
+    ("MS MARCO passage (dev)", ((CORPORA["msmarco-passage"][0], 6_980),)),
     ("BEIR-13, each corpus on its own", BEIR13),
-    ("the largest BEIR-13 corpus (Climate-FEVER)", ((5_416_593, 1_535),)),
+    ("the largest BEIR-13 corpus (Climate-FEVER)", ((CORPORA["beir/climate-fever"][0], 1_535),)),
 )
 COLUMNS = ["documents", "queries", "stage", "system", "wall_s", "cpu_s", "peak_mb", "child_peak_mb", "disk_bytes",
            "bytes_per_doc", "lucene_ms_per_query", "start_mb"]
@@ -82,7 +85,8 @@ def _rss_peak_reset() -> None:
         pass
 
 
-def _vm_hwm_mb(key: str = "VmHWM") -> float:
+def _status_mb(key: str = "VmHWM") -> float:
+    """A /proc/self/status figure in MB: the peak resident set (VmHWM) by default, or the current one (VmRSS)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
@@ -111,7 +115,7 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
     if target != "report" and target not in stages:
         raise BenchmarkError(f"{STAGE_ENV} names stage {target!r}, which this plan does not have")
     _rss_peak_reset()
-    start_mb = _vm_hwm_mb("VmRSS")  # the interpreter, its imports and the plan, before the stage
+    start_mb = _status_mb("VmRSS")  # the interpreter, its imports and the plan, before the stage
     wall, cpu, children = time.perf_counter(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     if target == "report":
         from benchmark.report.build import publish_run
@@ -126,7 +130,7 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
         disk = _size(store.path(stage))
     record = {"wall_s": time.perf_counter() - wall,
               "cpu_s": _cpu(resource.RUSAGE_SELF) - cpu + _cpu(resource.RUSAGE_CHILDREN) - children,
-              "peak_mb": _vm_hwm_mb(), "start_mb": start_mb, "child_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+              "peak_mb": _status_mb(), "start_mb": start_mb, "child_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
               "disk_bytes": disk}
     write_json(Path(out), record)
     return 0
@@ -372,9 +376,9 @@ def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Seque
               "one they are the GPU profile's (docs/compute-budget.md), so the CPU side is the rest: BM25's stages and one SPLADE model's index, search, evaluation and report. BEIR-13 is projected corpus by corpus (each query searches its own corpus) and summed; peak memory is the largest of its stages.", "",
               "| collection | documents | queries | CPU side: core-hours | of which index | of which search | peak GB | disk GB |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    # the BM25-only report is the full report's BM25 half: counted once, in the full one where there is one
+    both = any(m.stage == "report" and not m.system for m in rows)
     for name, parts in TARGETS:
-        # the BM25-only report is the full report's BM25 half: counted once, in the full one where there is one
-        both = any(m.stage == "report" and not m.system for m in rows)
         per_part = [[p for p in project(rows, docs, queries) if p["stage"] not in ("encode", "queries", "backbone")
                      and not (both and p["stage"] == "report" and p["system"] == "bm25")] for docs, queries in parts]
         stages = [p for part in per_part for p in part]
