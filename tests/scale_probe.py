@@ -7,12 +7,14 @@ the step's modules already imported, so only what the step holds counts) and wha
 * ``evaluate RUN TOPICS CORPUS OUT``: the evaluate stage's ``evaluate_stage``;
 * ``search INDEX TOPICS OUT``: the search stage on a BM25 index (k = 1000, one Lucene thread);
 * ``export RUN OUT``: the report's gzipped TREC export of a run;
-* ``ids N``: ``IdSet`` of N ids (its peak, against a Python set's of the same ids).
+* ``ids N``: ``IdSet`` of N ids streamed in, then asked about a block of 100,000 ids;
+* ``corpus FOLDER OUT``: the corpus stage's ``materialise_corpus`` of a local BEIR folder.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -34,6 +36,10 @@ def measure(fn):
 
 
 def main(job: str, *args: str) -> None:
+    if "SCALE_PROBE_IDSET_BUFFER" in os.environ:  # a small buffer: sizes CI affords are many buffers past it
+        from benchmark.common import idset
+
+        idset.BUFFER = int(os.environ["SCALE_PROBE_IDSET_BUFFER"])
     if job == "evaluate":
         from benchmark.evaluation.measures import evaluate_stage
 
@@ -69,10 +75,18 @@ def main(job: str, *args: str) -> None:
         from benchmark.common.idset import IdSet
 
         n = int(args[0])
-        ids = [f"doc{i:09d}" for i in range(n)]
-        grew, _ = measure(lambda: IdSet(ids))
-        plain, _ = measure(lambda: set(ids))
-        result = {"set_kb": plain}
+
+        def build_and_ask():  # the ids streamed, as a stage reads them; then a block of hits asked
+            s = IdSet(f"doc{i:09d}" for i in range(n))
+            absent = s.missing(f"doc{i:09d}" for i in range(0, 2 * n, max(1, 2 * n // 100_000)))
+            return {"distinct": len(s), "absent": len(absent)}
+
+        grew, result = measure(build_and_ask)
+    elif job == "corpus":
+        from benchmark.data.datasets import materialise_corpus
+
+        folder, out = map(Path, args)
+        grew, result = measure(lambda: materialise_corpus(str(folder.resolve()), out, None, 0, frozenset(), False))
     else:
         raise SystemExit(f"unknown job {job!r}")
     print(json.dumps({"peak_growth_kb": grew, "result": result}))

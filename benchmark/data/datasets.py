@@ -370,13 +370,27 @@ def _text_field(obj: dict[str, Any], key: str, where: str) -> str:
 def read_local_corpus(folder: Path) -> Iterator[tuple[str, str]]:
     """(id, title + " " + text) of a BEIR corpus.jsonl, in file order, strictly (ids unique and clean)."""
     path = Path(folder) / "corpus.jsonl"
-    seen = IdSet()  # 16 bytes per id: a million-document folder is read in flat memory
-    for n, obj in _read_jsonl(path):
-        where = f"{path}:{n}"
-        doc_id = check_id(obj["_id"], where, "document")
-        if not seen.add(doc_id):
-            raise BenchmarkError(f"{where}: duplicate document id {doc_id!r}; ids must be unique: remove or rename one")
-        yield doc_id, f"{_text_field(obj, 'title', where)} {_text_field(obj, 'text', where)}"
+    seen = IdSet()  # digests spilled to disk: a folder of any size is read in the memory of one bucket
+    try:
+        for n, obj in _read_jsonl(path):
+            where = f"{path}:{n}"
+            doc_id = check_id(obj["_id"], where, "document")
+            seen.add(doc_id)
+            yield doc_id, f"{_text_field(obj, 'title', where)} {_text_field(obj, 'text', where)}"
+        repeats = seen.repeats()  # known once every id is in: the reader that consumes us is still inside its write
+        if len(repeats):
+            n, doc_id = _nth_document_id(path, int(repeats[0]))
+            raise BenchmarkError(f"{path}:{n}: duplicate document id {doc_id!r}; ids must be unique: remove or rename one")
+    finally:
+        seen.discard()
+
+
+def _nth_document_id(path: Path, ordinal: int) -> tuple[int, str]:
+    """The line and id of the ``ordinal``-th document (0-based) of a corpus.jsonl: a repeat's, for its error."""
+    for k, (n, obj) in enumerate(_read_jsonl(path)):
+        if k == ordinal:
+            return n, str(obj["_id"])
+    raise AssertionError(f"{path} has no document {ordinal}")
 
 
 def read_local_topics(folder: Path, split: str) -> tuple[dict[str, str], list[Qrel]]:
@@ -594,14 +608,11 @@ def _materialise_corpus(source: str, read: str, out: Path, max_docs: int | None,
         # A pass over ids only: the judged docs always stay, the rest fill up in hash order.
         others = sorted({d for d, _ in _iter_corpus(read) if d not in keep}, key=lambda d: _rank(d, seed))
         keep_docs = set(keep) | set(others[: max(0, max_docs - len(keep))])
-    n_docs, empty, seen, repeated = 0, 0, IdSet(), 0
+    n_docs, empty, seen = 0, 0, IdSet()
 
     def kept() -> Iterator[corpus_format.Doc]:
-        nonlocal n_docs, empty, repeated
+        nonlocal n_docs, empty
         for doc_id, contents in bar(_iter_corpus(read), desc=f"corpus {source}", unit="doc", disable=not progress, mininterval=2):
-            if doc_id in seen:  # only an ir_datasets corpus gets here (a local folder's reader refuses repeats)
-                repeated += 1
-                continue
             if keep_docs is not None and doc_id not in keep_docs:
                 continue
             seen.add(doc_id)
@@ -611,13 +622,42 @@ def _materialise_corpus(source: str, read: str, out: Path, max_docs: int | None,
         if n_docs == 0:  # raised inside the writer: neither file appears
             raise BenchmarkError(f"dataset {source!r} has an empty corpus; give a corpus with at least one document")
 
-    corpus_format.write_corpus(out, kept())
+    try:
+        corpus_format.write_corpus(out, kept())
+        # Repeats are known once every id is in (the set sorts on disk, in flat memory); only an ir_datasets
+        # corpus has any (a local folder's reader refuses them): written again without them, the first kept.
+        repeats = seen.repeats()
+        if len(repeats):
+            n_docs, empty = _drop_repeats(out, repeats)
+        missing = len(seen.missing(keep))
+    finally:
+        seen.discard()
     kill_points.point("data:corpus")
-    record = {"source": source, "documents": n_docs, "empty_documents": empty, "judged_docs_missing": sum(1 for d in keep if d not in seen)}
-    if repeated:
-        record["repeated_ids_skipped"] = repeated  # the first document of each id is kept
+    record = {"source": source, "documents": n_docs, "empty_documents": empty, "judged_docs_missing": missing}
+    if len(repeats):
+        record["repeated_ids_skipped"] = len(repeats)  # the first document of each id is kept
     return record
 
+
+def _drop_repeats(folder: Path, repeats: Any) -> tuple[int, int]:
+    """Rewrite a corpus stage's files without the documents at the ordinals ``repeats`` (sorted); its
+    documents and empty documents as written."""
+    drop = iter(int(r) for r in repeats)
+    skip = next(drop, None)
+    documents = empty = 0
+
+    def rest() -> Iterator[corpus_format.Doc]:
+        nonlocal skip, documents, empty
+        for k, doc in enumerate(corpus_format.read_docs(corpus_format.docs_path(folder))):
+            if k == skip:
+                skip = next(drop, None)
+                continue
+            documents += 1
+            empty += corpus_format.indexed_empty(doc.contents)
+            yield doc
+
+    corpus_format.write_corpus(folder, rest())
+    return documents, empty
 
 def corpus_record_problem(record: dict[str, Any], folder: Path) -> str | None:
     """Where a corpus stage's counts disagree with its ``docs.jsonl`` (read whole: for ``--verify``), or None."""

@@ -8,15 +8,16 @@ is reused. It is scored by the same evaluate stage as the harness's own runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
 from benchmark.common.errors import BenchmarkError
+from benchmark.common.idset import IdSet
 from benchmark.formats.trec_run import FORMAT, RUN, RunLineError, line_problem, read_run_lines
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 RESERVED = ("bm25", "splade")
+CHECK_BLOCK = 100_000  # hits checked against the corpus at once
 
 
 def parse_runs(values: list[str] | None) -> tuple[list[tuple[str, str]], list[str]]:
@@ -81,7 +82,7 @@ def run_file_problem(path: str | Path) -> str | None:
     return None
 
 
-def materialise_run(path: Path, docids: Container[str], dataset: str, out: Path, planned: str | None = None) -> dict[str, Any]:
+def materialise_run(path: Path, docids: IdSet, dataset: str, out: Path, planned: str | None = None) -> dict[str, Any]:
     """Copy a run file into a stage folder (one read, hashed: it must be the content ``planned``, the
     stage id's), then check the copy: its lines, and that it ranks the corpus's documents."""
     from benchmark.common.snapshot import changed_since_planned, copy_hashed
@@ -98,11 +99,20 @@ def materialise_run(path: Path, docids: Container[str], dataset: str, out: Path,
     queries: set[str] = set()
     foreign: list[str] = []
     hits = 0
+    block: list[str] = []
+
+    def check() -> None:  # a block of hits at a time: one vectorised question to a corpus-sized IdSet
+        absent = docids.missing(block)
+        foreign.extend(d for d in block if d in absent)
+        block.clear()
+
     for _, row in read_run_lines(copy):
         queries.add(row.query_id)
         hits += 1
-        if row.doc_id not in docids:
-            foreign.append(row.doc_id)
+        block.append(row.doc_id)
+        if len(block) >= CHECK_BLOCK:
+            check()
+    check()
     if foreign:
         copy.unlink()
         raise BenchmarkError(

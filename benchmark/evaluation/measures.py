@@ -153,9 +153,12 @@ def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures:
     def evaluator(queries: set[str]) -> Any:  # the block's judgements only: a block costs its own queries
         return ir_measures.evaluator(parsed, [q for qid in sorted(queries) for q in by_query.get(qid, ())])
     try:
-        per_query, foreign, run_queries = _evaluate_blocks(evaluator, names, run_file, documents, BLOCK)
-    except _NotGrouped:
-        per_query, foreign, run_queries = _evaluate_blocks(evaluator, names, run_file, documents, None)
+        try:
+            per_query, foreign, run_queries = _evaluate_blocks(evaluator, names, run_file, documents, BLOCK)
+        except _NotGrouped:
+            per_query, foreign, run_queries = _evaluate_blocks(evaluator, names, run_file, documents, None)
+    finally:
+        documents.discard()
     if foreign:
         raise BenchmarkError(
             f"run file {run_file} ranks {len(foreign)} document(s) absent from the corpus of {corpus_dir}, e.g. {min(foreign)!r}; "
