@@ -8,7 +8,8 @@ the step's modules already imported, so only what the step holds counts) and wha
 * ``search INDEX TOPICS OUT``: the search stage on a BM25 index (k = 1000, one Lucene thread);
 * ``export RUN OUT``: the report's gzipped TREC export of a run;
 * ``ids N``: ``IdSet`` of N ids streamed in, then asked about a block of 100,000 ids;
-* ``corpus FOLDER OUT``: the corpus stage's ``materialise_corpus`` of a local BEIR folder.
+* ``corpus FOLDER OUT [MAX_DOCS]``: the corpus stage's ``materialise_corpus`` of a local BEIR folder, cut
+  to ``MAX_DOCS`` documents where given.
 """
 
 from __future__ import annotations
@@ -85,8 +86,9 @@ def main(job: str, *args: str) -> None:
     elif job == "corpus":
         from benchmark.data.datasets import materialise_corpus
 
-        folder, out = map(Path, args)
-        grew, result = measure(lambda: materialise_corpus(str(folder.resolve()), out, None, 0, frozenset(), False))
+        folder, out = map(Path, args[:2])
+        max_docs = int(args[2]) if len(args) > 2 else None
+        grew, result = measure(lambda: materialise_corpus(str(folder.resolve()), out, max_docs, 0, frozenset(), False))
     else:
         raise SystemExit(f"unknown job {job!r}")
     print(json.dumps({"peak_growth_kb": grew, "result": result}))
