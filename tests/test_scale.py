@@ -396,6 +396,9 @@ def test_exponent_and_projection_follow_the_measurements():
     grown = [Measurement(1000, 100, "corpus", "", 1.0, 1.0, 310.0, 0.0, 100, start_mb=300.0),
              Measurement(10_000, 100, "corpus", "", 1.0, 1.0, 150.0, 0.0, 100, start_mb=50.0)]
     assert project(grown, 100_000, 100)[0]["peak_gb"] == pytest.approx(1050 / 1024)
+    # 90 MB added over 9,000 more documents: 10,485.76 bytes a document
+    assert summarise(grown)[0]["added_per_doc"] == pytest.approx(90 * 2**20 / 9000)
+    assert summarise(grown[:1])[0]["added_per_doc"] is None
 
 
 def test_beir13_is_projected_corpus_by_corpus(tmp_path):
@@ -440,7 +443,7 @@ def test_rehearsal_runs_every_stage_in_its_own_process(tmp_path):
     files = write_outputs(rows, tmp_path / "out", "this machine", [])
     assert [f.name for f in files] == ["scale.csv", "scale.md", "scale.png"]
     text = (tmp_path / "out" / "scale.md").read_text()
-    assert "| encode | splade |" in text and "MS MARCO" in text
+    assert "| encode | splade |" in text and "MS MARCO" in text and "| added B/doc |" in text
     assert "| documents | BM25 ms/q | SPLADE impact ms/q |" in text and "\n| 300 | " in text
 
 

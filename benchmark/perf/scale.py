@@ -241,7 +241,9 @@ def _key(m: Measurement) -> tuple[str, str]:
 
 def summarise(rows: list[Measurement]) -> list[dict[str, Any]]:
     """Per stage: the exponent of wall and CPU time in N (queries-bound stages scaled to one query count),
-    peak memory at the two largest sizes and their ratio, bytes per document at the largest."""
+    peak memory at the two largest sizes, their ratio and the bytes added per document between them (what
+    holding something per document would show: 16 bytes an id as a digest, 60 and more as a Python string),
+    bytes on disk per document at the largest."""
     out = []
     for key in dict.fromkeys(_key(m) for m in rows):
         mine = sorted((m for m in rows if _key(m) == key), key=lambda m: m.documents)
@@ -251,8 +253,20 @@ def summarise(rows: list[Measurement]) -> list[dict[str, Any]]:
                     "wall_exponent": exponent([(m.documents, m.wall_s) for m in mine]),
                     "largest": big.documents, "wall_s": big.wall_s, "cpu_s": big.cpu_s,
                     "peak_mb": max(big.peak_mb, big.child_peak_mb), "peak_before_mb": max(before.peak_mb, before.child_peak_mb),
-                    "before": before.documents, "bytes_per_doc": big.bytes_per_doc})
+                    "before": before.documents, "bytes_per_doc": big.bytes_per_doc,
+                    "added_per_doc": added_per_doc(before, big)})
     return out
+
+
+def added_per_doc(before: Measurement, big: Measurement) -> float | None:
+    """Bytes of memory the stage added per document from ``before`` to ``big`` (by what it added itself,
+    else by whole peaks); None where the sizes are the same."""
+    if big.documents == before.documents:
+        return None
+    own, own_before = own_mb(big), own_mb(before)
+    if own is None or own_before is None:
+        own, own_before = max(big.peak_mb, big.child_peak_mb), max(before.peak_mb, before.child_peak_mb)
+    return (own - own_before) * 2**20 / (big.documents - before.documents)
 
 
 def own_mb(m: Measurement) -> float | None:
@@ -341,9 +355,11 @@ def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Seque
     lines += ["", "## Growth", "",
               "Exponent b of CPU time ∝ N^b (least squares over the sizes measured), peak memory at the largest size, "
               "the memory the stage itself added (its process's peak above what it started with, or the indexer JVM's "
-              "peak) at the two largest sizes and their ratio, and bytes on disk per document at the largest.", "",
-              "| stage | system | sizes | time exponent | wall exponent | peak MB | own MB | ratio | bytes/doc |",
-              "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+              "peak) at the two largest sizes, their ratio and the bytes it added per document between them (a "
+              "stage that held an id per document would add 16 bytes as a digest, 60 or more as a Python string), "
+              "and bytes on disk per document at the largest.", "",
+              "| stage | system | sizes | time exponent | wall exponent | peak MB | own MB | ratio | added B/doc | bytes/doc |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for s in summary:
         own, before = s["own_mb"], s["own_before_mb"]
         if own is not None and before is not None:
@@ -354,7 +370,8 @@ def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Seque
             ratio = s["peak_mb"] / s["peak_before_mb"] if s["peak_before_mb"] else float("nan")
         span = f"{s['before']:,}–{s['largest']:,}" if s["before"] != s["largest"] else f"{s['largest']:,}"
         lines.append(f"| {s['stage']} | {s['system'] or '-'} | {span} | {_fmt(s['time_exponent'])} | "
-                     f"{_fmt(s['wall_exponent'])} | {s['peak_mb']:,.0f} | {added} | ×{ratio:.2f} | {s['bytes_per_doc']:,.0f} |")
+                     f"{_fmt(s['wall_exponent'])} | {s['peak_mb']:,.0f} | {added} | ×{ratio:.2f} | "
+                     f"{'-' if s['added_per_doc'] is None else format(s['added_per_doc'], ',.1f')} | {s['bytes_per_doc']:,.0f} |")
     latency = [m for m in rows if m.lucene_ms_per_query is not None]
     if latency:
         systems = list(dict.fromkeys(m.system for m in latency))
