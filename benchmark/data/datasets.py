@@ -505,8 +505,10 @@ def _first_by_rank(ids: Iterable[str], room: int, seed: int, keep: AbstractSet[s
     by ``room``: a cut of an 8.8M-passage corpus to a CI subset never holds the corpus's ids."""
     top: list[tuple[int, str]] = []  # the cut so far as a heap, the last in rank order on top (negated)
     held: set[str] = set()
+    if room <= 0:
+        return held  # the judged documents fill the cut: the corpus is not read for it
     for doc_id in ids:
-        if room <= 0 or doc_id in keep or doc_id in held:
+        if doc_id in keep or doc_id in held:
             continue  # a repeat of an id put out of the cut ranks after its top, so it stays out too
         rank = -int(_rank(doc_id, seed), 16)
         if len(top) < room:

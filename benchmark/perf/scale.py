@@ -252,21 +252,27 @@ def summarise(rows: list[Measurement]) -> list[dict[str, Any]]:
                     "time_exponent": exponent([(m.documents, m.cpu_s) for m in mine]),
                     "wall_exponent": exponent([(m.documents, m.wall_s) for m in mine]),
                     "largest": big.documents, "wall_s": big.wall_s, "cpu_s": big.cpu_s,
-                    "peak_mb": max(big.peak_mb, big.child_peak_mb), "peak_before_mb": max(before.peak_mb, before.child_peak_mb),
-                    "before": before.documents, "bytes_per_doc": big.bytes_per_doc,
-                    "added_per_doc": added_per_doc(before, big)})
+                    "peak_mb": max(big.peak_mb, big.child_peak_mb),
+                    "before": before.documents, "bytes_per_doc": big.bytes_per_doc, **_growth(before, big)})
     return out
 
 
-def added_per_doc(before: Measurement, big: Measurement) -> float | None:
-    """Bytes of memory the stage added per document from ``before`` to ``big`` (by what it added itself,
-    else by whole peaks); None where the sizes are the same."""
-    if big.documents == before.documents:
-        return None
+def _memory_pair(before: Measurement, big: Measurement) -> tuple[float, float, bool]:
+    """The memory to compare between two sizes: what the stage added itself where both say (the process's
+    start differs by plan: torch is imported where SPLADE is planned), else the whole peaks; and which."""
     own, own_before = own_mb(big), own_mb(before)
-    if own is None or own_before is None:
-        own, own_before = max(big.peak_mb, big.child_peak_mb), max(before.peak_mb, before.child_peak_mb)
-    return (own - own_before) * 2**20 / (big.documents - before.documents)
+    if own is not None and own_before is not None:
+        return own_before, own, True
+    return max(before.peak_mb, before.child_peak_mb), max(big.peak_mb, big.child_peak_mb), False
+
+
+def _growth(before: Measurement, big: Measurement) -> dict[str, float | None]:
+    """The memory ratio from ``before`` to ``big`` and the bytes added per document between them (None
+    where the sizes are the same)."""
+    low, high, _ = _memory_pair(before, big)
+    return {"memory_ratio": high / low if low > 0 else float("nan"),
+            "added_per_doc": (high - low) * 2**20 / (big.documents - before.documents)
+            if big.documents != before.documents else None}
 
 
 def own_mb(m: Measurement) -> float | None:
@@ -308,16 +314,13 @@ def project(rows: list[Measurement], documents: int, queries: int) -> list[dict[
         q_scale = queries / big.queries if per_query else 1.0
         a, b = affine([(m.documents, m.cpu_s) for m in mine])
         peaks = [max(m.peak_mb, m.child_peak_mb) for m in mine]
-        # grown by what the stage itself added where both sizes say (the process's start differs by plan:
-        # torch is imported where SPLADE is planned), else by the whole peak
-        owns = [own_mb(m) for m in mine[-2:]] if len(mine) > 1 else []
-        pair = (owns[0], owns[1]) if len(owns) == 2 and owns[0] is not None and owns[1] is not None else None
-        low, high = pair if pair is not None else ((peaks[-2], peaks[-1]) if len(mine) > 1 else (0.0, 0.0))
+        # grown by what the stage itself added where both sizes say, else by the whole peak
+        low, high, own = _memory_pair(mine[-2], mine[-1]) if len(mine) > 1 else (0.0, 0.0, False)
         growth = 1.0
         if len(mine) > 1 and low > 0 and high > low:
             per_decade = (high / low) ** (1 / math.log10(mine[-1].documents / mine[-2].documents))
             growth = per_decade ** max(0.0, math.log10(documents / big.documents))
-        grown = peaks[-1] - high + high * growth if pair is not None else peaks[-1] * growth
+        grown = peaks[-1] - high + high * growth if own else peaks[-1] * growth
         disk = big.disk_bytes / (big.queries if per_query else big.documents) * (queries if per_query else documents)
         out.append({"stage": key[0], "system": key[1], "core_hours": (a + b * documents) * q_scale / 3600,
                     "peak_gb": grown / 1024, "disk_gb": disk / 1e9})
@@ -362,15 +365,10 @@ def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Seque
               "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for s in summary:
         own, before = s["own_mb"], s["own_before_mb"]
-        if own is not None and before is not None:
-            added = f"{before:,.0f} → {own:,.0f}"
-            ratio = own / before if before > 0 else float("nan")
-        else:
-            added = "-"
-            ratio = s["peak_mb"] / s["peak_before_mb"] if s["peak_before_mb"] else float("nan")
+        added = f"{before:,.0f} → {own:,.0f}" if own is not None and before is not None else "-"
         span = f"{s['before']:,}–{s['largest']:,}" if s["before"] != s["largest"] else f"{s['largest']:,}"
         lines.append(f"| {s['stage']} | {s['system'] or '-'} | {span} | {_fmt(s['time_exponent'])} | "
-                     f"{_fmt(s['wall_exponent'])} | {s['peak_mb']:,.0f} | {added} | ×{ratio:.2f} | "
+                     f"{_fmt(s['wall_exponent'])} | {s['peak_mb']:,.0f} | {added} | ×{s['memory_ratio']:.2f} | "
                      f"{'-' if s['added_per_doc'] is None else format(s['added_per_doc'], ',.1f')} | {s['bytes_per_doc']:,.0f} |")
     latency = [m for m in rows if m.lucene_ms_per_query is not None]
     if latency:
