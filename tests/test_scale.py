@@ -437,6 +437,17 @@ def test_rehearsal_runs_every_stage_in_its_own_process(tmp_path):
     before = {(m.stage, m.system): m.cpu_s for m in rows}
     remeasured = [m for m in again if m.cpu_s != before[(m.stage, m.system)]]
     assert len(remeasured) == 1 and remeasured[0].stage == "search" and remeasured[0].cpu_s > 0.2
+    # each measurement keeps the minute it was written; one from before the field is dated by its file
+    assert all(m.measured_at and len(m.measured_at) == 16 for m in again)
+    assert remeasured[0].measured_at == max(m.measured_at for m in again)
+    record = json.loads(gone.read_text())
+    del record["measured_at"]
+    gone.write_text(json.dumps(record))
+    os.utime(gone, (1_700_000_000, 1_700_000_000))  # 2023-11-14 22:13:20 UTC
+    dated = rehearse(300, 40, tmp_path / "work", "beir/scifact", threads=1, doc_tokens=32, log=lambda _: None)
+    assert [m.measured_at for m in dated if m.stage == "search" and m.cpu_s == remeasured[0].cpu_s] == ["2023-11-14 22:13"]
+    write_outputs(dated, tmp_path / "dated", "this machine", [])
+    assert f"Measured 2023-11-14 22:13 to {max(m.measured_at for m in again)} UTC" in (tmp_path / "dated" / "scale.md").read_text()
     searches = [m for m in rows if m.stage == "search"]
     assert all(m.lucene_ms_per_query is not None and m.lucene_ms_per_query > 0 for m in searches)
     assert all(m.lucene_ms_per_query is None for m in rows if m.stage != "search")

@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ TARGETS: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = (
     ("the largest BEIR-13 corpus (Climate-FEVER)", ((CORPORA["beir/climate-fever"][0], 1_535),)),
 )
 COLUMNS = ["documents", "queries", "stage", "system", "wall_s", "cpu_s", "peak_mb", "child_peak_mb", "disk_bytes",
-           "bytes_per_doc", "lucene_ms_per_query", "start_mb"]
+           "bytes_per_doc", "lucene_ms_per_query", "start_mb", "measured_at"]
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Measurement:
     disk_bytes: int
     lucene_ms_per_query: float | None = None  # search stages: Lucene's own batch-search seconds per query
     start_mb: float | None = None  # the resident set when the stage began (interpreter, imports, plan)
+    measured_at: str | None = None  # UTC date and minute the measurement was written (a reused one keeps its own)
 
     @property
     def bytes_per_doc(self) -> float:
@@ -96,6 +98,10 @@ def _status_mb(key: str = "VmHWM") -> float:
 def _cpu(who: int) -> float:
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
+
+
+def _utc_minute(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def _size(path: Path) -> int:
@@ -131,7 +137,7 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
     record = {"wall_s": time.perf_counter() - wall,
               "cpu_s": _cpu(resource.RUSAGE_SELF) - cpu + _cpu(resource.RUSAGE_CHILDREN) - children,
               "peak_mb": _status_mb(), "start_mb": start_mb, "child_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-              "disk_bytes": disk}
+              "disk_bytes": disk, "measured_at": _utc_minute(time.time())}
     write_json(Path(out), record)
     return 0
 
@@ -174,7 +180,9 @@ def rehearse(documents: int, queries: int, work: Path, source: str, threads: int
         out.append(Measurement(documents, n_queries, row["kind"], row["system"], got["wall_s"], got["cpu_s"],
                                got["peak_mb"], got["child_peak_mb"], got["disk_bytes"],
                                _latency(work / "runs", row) if row["kind"] == "search" else None,
-                               got.get("start_mb")))
+                               got.get("start_mb"),
+                               # a record from before the field: its file is written once, atomically
+                               got.get("measured_at") or _utc_minute(result.stat().st_mtime)))
     return out
 
 
@@ -346,6 +354,11 @@ def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Seque
     if starts:
         lines[-1] += (f" A stage's process holds {min(starts):,.0f}–{max(starts):,.0f} MB before its stage starts (the "
                       "interpreter, its imports and the plan; torch's where SPLADE is planned), inside its peak.")
+    dates = sorted(m.measured_at for m in rows if m.measured_at)
+    if dates:
+        lines[-1] += (f" Measured {dates[0]} to {dates[-1]} UTC, each stage at each size once (its time is "
+                      "scale.csv's `measured_at`; a measurement is reused until its file under the work folder's "
+                      "`measured/` is deleted).")
     lines.append("")
     lines += ["## Measured", "", "| stage | system | " + " | ".join(f"{n:,} docs: CPU s / peak MB" for n in sizes) + " |",
               "|---|---|" + "---:|" * len(sizes)]
