@@ -72,6 +72,11 @@ class Measurement:
     measured_at: str | None = None  # UTC date and minute the measurement was written (a reused one keeps its own)
 
     @property
+    def peak(self) -> float:
+        """The stage's peak in MB: its process's, or the indexer JVM's where larger."""
+        return max(self.peak_mb, self.child_peak_mb)
+
+    @property
     def bytes_per_doc(self) -> float:
         return self.disk_bytes / self.documents
 
@@ -260,7 +265,7 @@ def summarise(rows: list[Measurement]) -> list[dict[str, Any]]:
                     "time_exponent": exponent([(m.documents, m.cpu_s) for m in mine]),
                     "wall_exponent": exponent([(m.documents, m.wall_s) for m in mine]),
                     "largest": big.documents, "wall_s": big.wall_s, "cpu_s": big.cpu_s,
-                    "peak_mb": max(big.peak_mb, big.child_peak_mb),
+                    "peak_mb": big.peak,
                     "before": before.documents, "bytes_per_doc": big.bytes_per_doc, **_growth(before, big)})
     return out
 
@@ -271,7 +276,7 @@ def _memory_pair(before: Measurement, big: Measurement) -> tuple[float, float, b
     own, own_before = own_mb(big), own_mb(before)
     if own is not None and own_before is not None:
         return own_before, own, True
-    return max(before.peak_mb, before.child_peak_mb), max(big.peak_mb, big.child_peak_mb), False
+    return before.peak, big.peak, False
 
 
 def _growth(before: Measurement, big: Measurement) -> dict[str, float | None]:
@@ -321,14 +326,13 @@ def project(rows: list[Measurement], documents: int, queries: int) -> list[dict[
         per_query = key[0] in PER_QUERY
         q_scale = queries / big.queries if per_query else 1.0
         a, b = affine([(m.documents, m.cpu_s) for m in mine])
-        peaks = [max(m.peak_mb, m.child_peak_mb) for m in mine]
         # grown by what the stage itself added where both sizes say, else by the whole peak
         low, high, own = _memory_pair(mine[-2], mine[-1]) if len(mine) > 1 else (0.0, 0.0, False)
         growth = 1.0
         if len(mine) > 1 and low > 0 and high > low:
             per_decade = (high / low) ** (1 / math.log10(mine[-1].documents / mine[-2].documents))
             growth = per_decade ** max(0.0, math.log10(documents / big.documents))
-        grown = peaks[-1] - high + high * growth if own else peaks[-1] * growth
+        grown = big.peak - high + high * growth if own else big.peak * growth
         disk = big.disk_bytes / (big.queries if per_query else big.documents) * (queries if per_query else documents)
         out.append({"stage": key[0], "system": key[1], "core_hours": (a + b * documents) * q_scale / 3600,
                     "peak_gb": grown / 1024, "disk_gb": disk / 1e9})
@@ -366,7 +370,7 @@ def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Seque
         cells = []
         for n in sizes:
             m = next((m for m in rows if m.documents == n and _key(m) == (s["stage"], s["system"])), None)
-            cells.append("" if m is None else f"{m.cpu_s:,.1f} / {max(m.peak_mb, m.child_peak_mb):,.0f}")
+            cells.append("" if m is None else f"{m.cpu_s:,.1f} / {m.peak:,.0f}")
         lines.append(f"| {s['stage']} | {s['system'] or '-'} | " + " | ".join(cells) + " |")
     lines += ["", "## Growth", "",
               "Exponent b of CPU time ∝ N^b (least squares over the sizes measured), peak memory at the largest size, "
