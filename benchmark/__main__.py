@@ -19,9 +19,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def usage() -> str:
     width = max(map(len, COMMANDS))
-    lines = ["usage: benchmark [--help] [--version] COMMAND [ARGS …]", "",
-             "The harness's commands; `benchmark COMMAND --help` shows each one's flags.", "", "commands:"]
-    lines += [f"  {name:{width}}  {what} (python -m {target.partition(':')[0]})" for name, (target, what) in COMMANDS.items()]
+    lines = [
+        "usage: benchmark [--help] [--version] COMMAND [ARGS …]",
+        "",
+        "The harness's commands; `benchmark COMMAND --help` shows each one's flags.",
+        "",
+        "commands:",
+    ]
+    lines += [
+        f"  {name:{width}}  {what} (python -m {target.partition(':')[0]})" for name, (target, what) in COMMANDS.items()
+    ]
     return "\n".join(lines)
 
 
@@ -36,8 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"splade-rescale-benchmark {__version__}")
         return 0
     if args[0] not in COMMANDS:
-        print(f"error: unknown command {args[0]!r}; valid: {', '.join(COMMANDS)}. Run benchmark --help for what each "
-              "does", file=sys.stderr)
+        print(
+            f"error: unknown command {args[0]!r}; valid: {', '.join(COMMANDS)}. Run benchmark --help for what each "
+            "does",
+            file=sys.stderr,
+        )
         return 2
     module, _, function = COMMANDS[args[0]][0].partition(":")
     result = getattr(importlib.import_module(module), function)(args[1:])

@@ -38,7 +38,9 @@ def drop_encoded(plan: Plan, store: Store, keep: str = "indexed") -> None:
                     continue
             freed += store.drop(source, ["docs"])
     if freed:
-        which = "" if keep == "indexed" else f" of corpora of {LARGE_CORPUS:,} documents or more (--keep all keeps them)"
+        which = (
+            "" if keep == "indexed" else f" of corpora of {LARGE_CORPUS:,} documents or more (--keep all keeps them)"
+        )
         print(f"--keep {keep}: freed {freed / 2**20:.1f} MiB of encoded shards{which}")
 
 
@@ -52,9 +54,18 @@ def dry_run(plan: Plan, store: Store) -> None:
         print(f"  [{state:9}] {s.kind.name:8} {s.id}  {s.describe()}")
     print(f"{len(plan.conditions)} conditions (system × dataset × seed):")
     for c in plan.conditions:
-        label = c.system if c.system == "bm25" else f"run {c.variant}" if c.system == "run" else (
-            f"published {c.backbone} (trained elsewhere, evaluated as it is)") if c.system == "published" else (
-            f"{c.system} {c.backbone} {c.variant} (factor {c.factor}, {'trained, seed ' + str(c.seed) if c.trained else 'untrained'})")
+        label = (
+            c.system
+            if c.system == "bm25"
+            else f"run {c.variant}"
+            if c.system == "run"
+            else (f"published {c.backbone} (trained elsewhere, evaluated as it is)")
+            if c.system == "published"
+            else (
+                f"{c.system} {c.backbone} {c.variant} (factor {c.factor}, "
+                f"{'trained, seed ' + str(c.seed) if c.trained else 'untrained'})"
+            )
+        )
         print(f"  {c.dataset:40} {label}")
 
 
@@ -62,68 +73,155 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmark.common.command_line import parser
     from benchmark.suites import suite_names
 
-    p = parser("python -m benchmark.run", __doc__ + "\nList flags (--datasets, --backbones, --variants, --seeds) take "
-               "comma-separated values or several words: --backbones a,b or --backbones a b.")
-    p.add_argument("--suite", help=f"one of: {', '.join(suite_names())}, or a suite .toml path (default: none, an "
-                   "ad-hoc suite of the --datasets ids with BM25, and SPLADE with --backbones; measures from each "
-                   "dataset's conventions)")
-    p.add_argument("--datasets", nargs="+", metavar="DATASET", help="a subset of the suite's datasets, local BEIR folders "
-                   "PATH[@split], or without --suite any ir_datasets ids (default: the suite's)")
-    p.add_argument("--backbones", nargs="+", metavar="BACKBONE",
-                   help="backbone keys, HF ids or local paths (default: the suite's)")
-    p.add_argument("--published", nargs="+", metavar="MODEL",
-                   help="SPLADE models trained elsewhere, evaluated as they are (rows 'published'): hub ids such as "
-                   "naver/splade-v3, or local SparseEncoder or *ForMaskedLM folders (default: the suite's [published])")
-    p.add_argument("--variants", nargs="+", metavar="VARIANT", help="baseline, rescaled, the suite's k<k>/x<f> arms, and "
-                   "the extensions head-norm, match-<stat> (default: the suite's)")
-    p.add_argument("--rescale-factor", "--rescale", type=float, metavar="FACTOR",
-                   help="the 'rescaled' variant multiplies the MLM head by this (default: the suite's [splade.rescale])")
-    p.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="the 'rescaled' variant matches this backbone's "
-                   "(or number's) head statistic (default: the suite's [splade.rescale] match)")
-    p.add_argument("--rescale-method", "--method", metavar="METHOD",
-                   help="how 'rescaled' scales the head: once (the paper's: the weights × α once, then trained), or this "
-                   "harness's extensions projection, head-norm, tied, untie (default: the suite's, else once)")
-    p.add_argument("--match-stat", metavar="STAT", help="what --match-norm matches: logit-std, frobenius or row-rms "
-                   "(default: the suite's, else logit-std)")
-    p.add_argument("--recipe", help="training recipe name or .toml path (default: the suite's; its slice_recipe "
-                   "when --max-docs/--max-queries cut the data)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
-                   help="override a suite value (k=100, bm25.k1=1.2, encode.batch_size=16) or, as recipe.KEY, a "
-                   "recipe value (recipe.max_steps=10); VALUE is read as TOML; repeatable (default: none)")
-    p.add_argument("--run", action="append", default=[], metavar="NAME=PATH", dest="runs",
-                   help="also evaluate this TREC run file, as the table row NAME, on the run's one dataset; "
-                   "repeatable (default: none)")
-    p.add_argument("--max-docs", type=int, help="deterministic corpus subset; judged documents always stay "
-                   "(default: the suite's, else the whole corpus)")
-    p.add_argument("--max-queries", type=int, help="deterministic query subset (default: the suite's, else every "
-                   "judged query)")
+    p = parser(
+        "python -m benchmark.run",
+        __doc__ + "\nList flags (--datasets, --backbones, --variants, --seeds) take "
+        "comma-separated values or several words: --backbones a,b or --backbones a b.",
+    )
+    p.add_argument(
+        "--suite",
+        help=f"one of: {', '.join(suite_names())}, or a suite .toml path (default: none, an "
+        "ad-hoc suite of the --datasets ids with BM25, and SPLADE with --backbones; measures from each "
+        "dataset's conventions)",
+    )
+    p.add_argument(
+        "--datasets",
+        nargs="+",
+        metavar="DATASET",
+        help="a subset of the suite's datasets, local BEIR folders "
+        "PATH[@split], or without --suite any ir_datasets ids (default: the suite's)",
+    )
+    p.add_argument(
+        "--backbones", nargs="+", metavar="BACKBONE", help="backbone keys, HF ids or local paths (default: the suite's)"
+    )
+    p.add_argument(
+        "--published",
+        nargs="+",
+        metavar="MODEL",
+        help="SPLADE models trained elsewhere, evaluated as they are (rows 'published'): hub ids such as "
+        "naver/splade-v3, or local SparseEncoder or *ForMaskedLM folders (default: the suite's [published])",
+    )
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        metavar="VARIANT",
+        help="baseline, rescaled, the suite's k<k>/x<f> arms, and "
+        "the extensions head-norm, match-<stat> (default: the suite's)",
+    )
+    p.add_argument(
+        "--rescale-factor",
+        "--rescale",
+        type=float,
+        metavar="FACTOR",
+        help="the 'rescaled' variant multiplies the MLM head by this (default: the suite's [splade.rescale])",
+    )
+    p.add_argument(
+        "--match-norm",
+        metavar="REF_OR_NUMBER",
+        help="the 'rescaled' variant matches this backbone's "
+        "(or number's) head statistic (default: the suite's [splade.rescale] match)",
+    )
+    p.add_argument(
+        "--rescale-method",
+        "--method",
+        metavar="METHOD",
+        help="how 'rescaled' scales the head: once (the paper's: the weights × α once, then trained), or this "
+        "harness's extensions projection, head-norm, tied, untie (default: the suite's, else once)",
+    )
+    p.add_argument(
+        "--match-stat",
+        metavar="STAT",
+        help="what --match-norm matches: logit-std, frobenius or row-rms (default: the suite's, else logit-std)",
+    )
+    p.add_argument(
+        "--recipe",
+        help="training recipe name or .toml path (default: the suite's; its slice_recipe "
+        "when --max-docs/--max-queries cut the data)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="sets",
+        help="override a suite value (k=100, bm25.k1=1.2, encode.batch_size=16) or, as recipe.KEY, a "
+        "recipe value (recipe.max_steps=10); VALUE is read as TOML; repeatable (default: none)",
+    )
+    p.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        dest="runs",
+        help="also evaluate this TREC run file, as the table row NAME, on the run's one dataset; "
+        "repeatable (default: none)",
+    )
+    p.add_argument(
+        "--max-docs",
+        type=int,
+        help="deterministic corpus subset; judged documents always stay (default: the suite's, else the whole corpus)",
+    )
+    p.add_argument(
+        "--max-queries", type=int, help="deterministic query subset (default: the suite's, else every judged query)"
+    )
     p.add_argument("--seeds", nargs="+", metavar="SEED", help="training seeds (default: the suite's)")
-    p.add_argument("--runs-dir", default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"),
-                   help="where stages are stored and reused ($BENCHMARK_RUNS_DIR)")
-    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
-                   help="where tables and pages are written ($BENCHMARK_RESULTS_DIR)")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                   help="Lucene threads (local executor; under Ray each task uses its kind's CPUs)")
+    p.add_argument(
+        "--runs-dir",
+        default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"),
+        help="where stages are stored and reused ($BENCHMARK_RUNS_DIR)",
+    )
+    p.add_argument(
+        "--results-dir",
+        default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
+        help="where tables and pages are written ($BENCHMARK_RESULTS_DIR)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="Lucene threads (local executor; under Ray each task uses its kind's CPUs)",
+    )
     p.add_argument("--force", action="store_true", help="redo stages even if finished")
-    p.add_argument("--verify", action="store_true", help="check every reused stage's files against their recorded sha256")
+    p.add_argument(
+        "--verify", action="store_true", help="check every reused stage's files against their recorded sha256"
+    )
     p.add_argument("--dry-run", action="store_true", help="print the stage plan without loading models")
     p.add_argument("--check", action="store_true", help="compare with the suite's expected scores; exit 1 on FAIL")
-    p.add_argument("--keep", choices=["all", "indexed", "auto"], default="auto",
-                   help="'indexed' deletes encoded document shards once their impact index is built; 'auto' does so "
-                   f"for corpora of {LARGE_CORPUS:,} documents or more (the index is about 1/11 of their bytes); "
-                   "'all' keeps every shard")
+    p.add_argument(
+        "--keep",
+        choices=["all", "indexed", "auto"],
+        default="auto",
+        help="'indexed' deletes encoded document shards once their impact index is built; 'auto' does so "
+        f"for corpora of {LARGE_CORPUS:,} documents or more (the index is about 1/11 of their bytes); "
+        "'all' keeps every shard",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars (the per-stage lines stay)")
-    p.add_argument("--verbose", action="store_true", help="let the JVM's warnings and ir_datasets' [INFO] lines "
-                   "reach the terminal")
-    p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="local: every stage in this process; ray: stages as tasks on a Ray cluster")
-    p.add_argument("--ray-address", help="with --executor ray: 'auto' (the cluster this node belongs to), HOST:PORT "
-                   "or ray://HOST:PORT (default: start a local cluster)")
-    p.add_argument("--resources", help="with --executor ray: per stage kind, e.g. encode=gpu:1,index=cpu:4+mem:16,"
-                   "train=gpu:1+workers:4 (names: cpu, gpu, mem in GiB, workers) (default: the suite's, else 1 CPU, "
-                   "and 1 GPU for train, encode and queries)")
-    p.add_argument("--gpus", type=int, help="with --executor ray: GPUs of the local cluster; with --dry-run: "
-                   "estimate the wall time on this many GPUs (default: all the cluster has; the estimate: 1)")
+    p.add_argument(
+        "--verbose", action="store_true", help="let the JVM's warnings and ir_datasets' [INFO] lines reach the terminal"
+    )
+    p.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local: every stage in this process; ray: stages as tasks on a Ray cluster",
+    )
+    p.add_argument(
+        "--ray-address",
+        help="with --executor ray: 'auto' (the cluster this node belongs to), HOST:PORT "
+        "or ray://HOST:PORT (default: start a local cluster)",
+    )
+    p.add_argument(
+        "--resources",
+        help="with --executor ray: per stage kind, e.g. encode=gpu:1,index=cpu:4+mem:16,"
+        "train=gpu:1+workers:4 (names: cpu, gpu, mem in GiB, workers) (default: the suite's, else 1 CPU, "
+        "and 1 GPU for train, encode and queries)",
+    )
+    p.add_argument(
+        "--gpus",
+        type=int,
+        help="with --executor ray: GPUs of the local cluster; with --dry-run: "
+        "estimate the wall time on this many GPUs (default: all the cluster has; the estimate: 1)",
+    )
     return p
 
 
@@ -146,8 +244,11 @@ def main(argv: list[str] | None = None) -> int:
 
         if not is_full(exc):
             raise
-        print(f"error: no space left on the device of {exc.filename or 'an output folder'}; free space there, or "
-              "pass --runs-dir/--results-dir on a larger disk, and rerun the same command", file=sys.stderr)
+        print(
+            f"error: no space left on the device of {exc.filename or 'an output folder'}; free space there, or "
+            "pass --runs-dir/--results-dir on a larger disk, and rerun the same command",
+            file=sys.stderr,
+        )
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         name = exc.args[0] if isinstance(exc, Interrupted) else "SIGINT"
@@ -186,8 +287,10 @@ def load_run_suite(args: argparse.Namespace, opts: Options) -> tuple[Any, str]:
     if args.suite is not None:
         return load_suite(args.suite, opts.suite_overrides()), args.suite
     if not opts.datasets:
-        raise BenchmarkError(f"give --suite NAME (one of: {', '.join(suite_names())}, or a suite .toml path), or "
-                             "--datasets with ir_datasets ids for an ad-hoc run, e.g. --datasets cranfield")
+        raise BenchmarkError(
+            f"give --suite NAME (one of: {', '.join(suite_names())}, or a suite .toml path), or "
+            "--datasets with ir_datasets ids for an ad-hoc run, e.g. --datasets cranfield"
+        )
     return load_adhoc(opts.datasets, opts.backbones, opts.suite_overrides(), opts.published), ADHOC
 
 
@@ -224,12 +327,22 @@ def prepare(args: argparse.Namespace) -> tuple[Plan, Store, Any, dict[str, Any]]
 
     check_flags(args)
     runs, problems = parse_runs(args.runs)
-    opts = Options(datasets=split_list(args.datasets), backbones=split_list(args.backbones),
-                   variants=split_list(args.variants), rescale_factor=args.rescale_factor,
-                   match_norm=args.match_norm, max_docs=args.max_docs, max_queries=args.max_queries,
-                   recipe=args.recipe, seeds=_seeds(args.seeds), rescale_method=args.rescale_method,
-                   match_stat=args.match_stat, sets=tuple(args.sets), runs=tuple(runs),
-                   published=split_list(args.published))
+    opts = Options(
+        datasets=split_list(args.datasets),
+        backbones=split_list(args.backbones),
+        variants=split_list(args.variants),
+        rescale_factor=args.rescale_factor,
+        match_norm=args.match_norm,
+        max_docs=args.max_docs,
+        max_queries=args.max_queries,
+        recipe=args.recipe,
+        seeds=_seeds(args.seeds),
+        rescale_method=args.rescale_method,
+        match_stat=args.match_stat,
+        sets=tuple(args.sets),
+        runs=tuple(runs),
+        published=split_list(args.published),
+    )
     set_verbose(args.verbose)
     suite, suite_arg = load_run_suite(args, opts)
     problem = recipe_override_problem(opts, suite)
@@ -258,8 +371,12 @@ def _main(args: argparse.Namespace) -> int:
         if args.executor == "ray":
             from benchmark.pipeline.budget import describe_estimate
 
-            print("resources per task: " + "; ".join(f"{k} {r.describe()}" for k, r in resources.items()
-                                                     if any(s.kind.name == k for s in plan.stages())))
+            print(
+                "resources per task: "
+                + "; ".join(
+                    f"{k} {r.describe()}" for k, r in resources.items() if any(s.kind.name == k for s in plan.stages())
+                )
+            )
             print(describe_estimate(plan, args.gpus or 1, resources.get("train")))
         return 0
     store.check_writable()
@@ -293,10 +410,16 @@ def _main(args: argparse.Namespace) -> int:
     results_dir, folder = Path(args.results_dir), results_folder(plan)
     out, kept = publish_run(plan, store, results_dir, folder, failed=failed is not None)
     if failed:
-        where = (f"the complete tables in {results_dir / folder} are kept; this run's, of the finished conditions, "
-                 f"are in {out}" if kept else f"tables of the finished conditions in {out}")
-        print(f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; {where}\n{failed}",
-              file=sys.stderr)
+        where = (
+            f"the complete tables in {results_dir / folder} are kept; this run's, of the finished conditions, "
+            f"are in {out}"
+            if kept
+            else f"tables of the finished conditions in {out}"
+        )
+        print(
+            f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; {where}\n{failed}",
+            file=sys.stderr,
+        )
         return 1
     table = headline(out)
     if table:

@@ -42,8 +42,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 #: The ir_datasets ids the tests read. ir_datasets fills a document store on first use; the harness does
 #: that under a lock (benchmark.data.dataset_cache), but some tests read ir_datasets directly.
-DATASETS = ("beir/scifact/test", "beir/scifact/train", "beir/nfcorpus/test", "beir/nfcorpus/dev", "beir/nfcorpus/train",
-            "cranfield")
+DATASETS = (
+    "beir/scifact/test",
+    "beir/scifact/train",
+    "beir/nfcorpus/test",
+    "beir/nfcorpus/dev",
+    "beir/nfcorpus/train",
+    "cranfield",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -68,8 +74,18 @@ def pytest_configure(config: pytest.Config) -> None:
 #: The longest modules, longest first (per-module times in the README). The test command runs two
 #: xdist workers that take whole modules in this order (``--dist loadfile --no-loadscope-reorder``), so
 #: the long ones start at once and the short ones fill in around them; the rest keep their order.
-LONGEST_FIRST = ("test_ray.py", "test_determinism.py", "test_outcomes.py", "test_paper_mini.py", "test_kill.py",
-                 "test_triples.py", "test_perf.py", "test_torchrun.py", "test_damage.py", "test_interrupt.py")
+LONGEST_FIRST = (
+    "test_ray.py",
+    "test_determinism.py",
+    "test_outcomes.py",
+    "test_paper_mini.py",
+    "test_kill.py",
+    "test_triples.py",
+    "test_perf.py",
+    "test_torchrun.py",
+    "test_damage.py",
+    "test_interrupt.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -125,7 +141,10 @@ def _build_untrained_splade(base: Path) -> None:
     suite.write_text(
         'name = "mini"\ndescription = "BM25 and untrained SPLADE on a SciFact slice"\n'
         'datasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10", "RR@10", "R@100"]\nmax_docs = 600\nmax_queries = 30\n'
-        '[bm25]\n[splade]\nbackbones = ["bert-tiny"]\n[encode]\nmax_doc_length = 128\nmax_query_length = 32\nshard_size = 250\n'
+        '[bm25]\n[splade]\nbackbones = ["bert-tiny"]\n[encode]\nmax_doc_length = 128\nmax_query_length = '
+        "32\nshard_size = 250\n"
     )
     runs, results = base / "runs", base / "results"
-    assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(results)) == 0  # SUBSET, declared
+    assert (
+        run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(results)) == 0
+    )  # SUBSET, declared

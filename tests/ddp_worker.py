@@ -58,7 +58,9 @@ def examples() -> list[dict[str, str]]:
     out = []
     for i in range(8):
         a, b, c = WORDS[i], WORDS[(i + 3) % 16], WORDS[(i + 8) % 16]
-        out.append({"query": f"{a} {b}", "positive": f"{a} {b} study of {a} in {c}", "negative": f"{c} {WORDS[15 - i]} review"})
+        out.append(
+            {"query": f"{a} {b}", "positive": f"{a} {b} study of {a} in {c}", "negative": f"{c} {WORDS[15 - i]} review"}
+        )
     return out
 
 
@@ -86,8 +88,16 @@ def run(init_dir: Path, out_dir: Path, variant: str = "global") -> None:
 
         GlobalFlopsLoss.compute_loss_from_embeddings = per_rank_flops
     dump = DumpGrads()
-    train_splade(init_dir, examples(), load_recipe("smoke"), out_dir / variant, seed=SEED, progress=False, overrides=OVERRIDES,
-                 callbacks=[dump])
+    train_splade(
+        init_dir,
+        examples(),
+        load_recipe("smoke"),
+        out_dir / variant,
+        seed=SEED,
+        progress=False,
+        overrides=OVERRIDES,
+        callbacks=[dump],
+    )
     rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
     if rank == 0:
         torch.save(dump.steps, out_dir / variant / "grads.pt")

@@ -38,9 +38,21 @@ shard_size = 150
 # Spread over every stage; '#n' = the n-th time the point is passed.
 CI_POINTS = ["train:checkpoint", "encode:shard#2", "index:built", "search:written", "stage:publish#2"]
 ALL_POINTS = [
-    "data:corpus", "backbone:saved", "encode:shard", "encode:shard#2", "encode:queries", "index:built",
-    "index:built#2", "search:written", "search:written#2", "evaluate:written", "stage:publish#3",
-    "stage:publish#7", "train:checkpoint", "train:checkpoint#2", "train:saved",
+    "data:corpus",
+    "backbone:saved",
+    "encode:shard",
+    "encode:shard#2",
+    "encode:queries",
+    "index:built",
+    "index:built#2",
+    "search:written",
+    "search:written#2",
+    "evaluate:written",
+    "stage:publish#3",
+    "stage:publish#7",
+    "train:checkpoint",
+    "train:checkpoint#2",
+    "train:saved",
 ]
 
 
@@ -49,9 +61,24 @@ def run(suite: Path, runs: Path, results: Path, kill_at: str | None = None, extr
     env.pop("BENCHMARK_KILL_AT", None)
     if kill_at:
         env["BENCHMARK_KILL_AT"] = kill_at
-    cmd = [sys.executable, "-m", "benchmark.run", "--suite", str(suite), "--runs-dir", str(runs),
-           "--results-dir", str(results), "--no-progress", "--threads", "1", *extra]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=1800)
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmark.run",
+        "--suite",
+        str(suite),
+        "--runs-dir",
+        str(runs),
+        "--results-dir",
+        str(results),
+        "--no-progress",
+        "--threads",
+        "1",
+        *extra,
+    ]
+    proc = subprocess.run(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=1800
+    )
     if proc.returncode not in (0, -signal.SIGKILL):
         raise RuntimeError(f"run failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return proc.returncode
@@ -78,7 +105,9 @@ def check_points(points: list[str], work: Path, train: bool = False) -> dict[str
             verdicts[point] = "not reached"
             continue
         assert run(suite, runs, results) == 0
-        verdicts[point] = "identical" if metrics(results) == reference else f"differs:\n{metrics(results)}\nvs\n{reference}"
+        verdicts[point] = (
+            "identical" if metrics(results) == reference else f"differs:\n{metrics(results)}\nvs\n{reference}"
+        )
         shutil.rmtree(runs, ignore_errors=True)
     return verdicts
 
@@ -94,7 +123,9 @@ def check_chain(points: list[str], work: Path) -> list[str]:
     reached = [p for p in points if run(suite, runs, results, kill_at=p) != 0]
     assert run(suite, runs, results) == 0
     if metrics(results) != metrics(ref_results):
-        raise AssertionError(f"metrics differ after kills at {reached}:\n{metrics(results)}\nvs\n{metrics(ref_results)}")
+        raise AssertionError(
+            f"metrics differ after kills at {reached}:\n{metrics(results)}\nvs\n{metrics(ref_results)}"
+        )
     return reached
 
 

@@ -37,11 +37,9 @@ def main(job: str, *args: str) -> None:
     from transformers import TrainerCallback
 
     from benchmark.data.negatives import hf_triples
-    from benchmark.training.loop import train_splade
-    from benchmark.training.recipe import load_recipe
-
     from benchmark.training.examples import prepare_examples
-    from benchmark.training.loop import EXAMPLES_DIR
+    from benchmark.training.loop import EXAMPLES_DIR, train_splade
+    from benchmark.training.recipe import load_recipe
 
     peak: list[int] = []
 
@@ -59,11 +57,27 @@ def main(job: str, *args: str) -> None:
         return
     init, triples, out = args
     recipe = load_recipe("smoke").with_overrides(
-        {"batch_size": 4, "query_max_length": 16, "doc_max_length": 16, "chunk_size": 4, "max_steps": 1,
-         "logging_steps": 1, "dev_steps": 1, "save_steps": 100, "dev_queries": 8})
+        {
+            "batch_size": 4,
+            "query_max_length": 16,
+            "doc_max_length": 16,
+            "chunk_size": 4,
+            "max_steps": 1,
+            "logging_steps": 1,
+            "dev_steps": 1,
+            "save_steps": 100,
+            "dev_queries": 8,
+        }
+    )
     before = reset_peak()
-    prepare_examples(Path(triples), ("query", "positive", "negative"), loss=recipe.loss, dev_queries=recipe.dev_queries,
-                     max_examples=recipe.max_examples, work_dir=Path(out) / EXAMPLES_DIR).dataset()
+    prepare_examples(
+        Path(triples),
+        ("query", "positive", "negative"),
+        loss=recipe.loss,
+        dev_queries=recipe.dev_queries,
+        max_examples=recipe.max_examples,
+        work_dir=Path(out) / EXAMPLES_DIR,
+    ).dataset()
     grown = {"examples": _status("VmHWM") - before}
     before = reset_peak()
     train_splade(Path(init), Path(triples), recipe, Path(out), progress=False, callbacks=[FirstStep()])

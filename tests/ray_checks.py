@@ -72,13 +72,21 @@ def contain(runs: str, address: str) -> None:
     from benchmark.stages.store import Store
 
     stages = toy_plan()
-    outcome = execute(Store(runs), Context(progress=False), [stages["below"], stages["fine"]],
-                      resolve([Leaf, Total]), set(), address)
+    outcome = execute(
+        Store(runs), Context(progress=False), [stages["below"], stages["fine"]], resolve([Leaf, Total]), set(), address
+    )
     names = {s.id: n for n, s in stages.items()}
-    print("OUTCOME " + json.dumps({"done": {names[i]: (m or {}).get("record") for i, m in outcome.done.items()},
-                      "failed": {names[i]: e for i, e in outcome.failed.items()},
-                      "blocked": {names[i]: names[r] for i, r in outcome.blocked.items()},
-                      "summary": outcome.summary({s.id: s for s in stages.values()})}))
+    print(
+        "OUTCOME "
+        + json.dumps(
+            {
+                "done": {names[i]: (m or {}).get("record") for i, m in outcome.done.items()},
+                "failed": {names[i]: e for i, e in outcome.failed.items()},
+                "blocked": {names[i]: names[r] for i, r in outcome.blocked.items()},
+                "summary": outcome.summary({s.id: s for s in stages.values()}),
+            }
+        )
+    )
 
 
 def train(init: str, out: str, address: str) -> None:

@@ -37,8 +37,9 @@ def namespace() -> tuple[list[str] | None, str]:
     why = "unshare is not installed"
     for prefix in PREFIXES:
         try:
-            proc = subprocess.run([*prefix, sys.executable, __file__, "--probe"], capture_output=True, text=True,
-                                  timeout=60)
+            proc = subprocess.run(
+                [*prefix, sys.executable, __file__, "--probe"], capture_output=True, text=True, timeout=60
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             why = f"{' '.join(prefix)}: {exc}"
             continue
@@ -68,8 +69,17 @@ def cpu_seconds() -> float | None:
 
 
 #: Ray's own long-lived processes (not the workers that run tasks), by a piece of their command line
-DAEMONS = ("gcs_server", "raylet", "log_monitor", "autoscaler", "dashboard", "ray.util.client.server",
-           "runtime_env/agent", "DashboardAgent", "RuntimeEnvAgent")
+DAEMONS = (
+    "gcs_server",
+    "raylet",
+    "log_monitor",
+    "autoscaler",
+    "dashboard",
+    "ray.util.client.server",
+    "runtime_env/agent",
+    "DashboardAgent",
+    "RuntimeEnvAgent",
+)
 
 
 def daemon_cpu_seconds() -> float:
@@ -106,27 +116,50 @@ def main(spec_path: str) -> int:
     common = ["--disable-usage-stats", "--object-store-memory", str(100 * 2**20)]
     try:
         head, *workers = spec["nodes"]
-        _ray("start", "--head", f"--port={PORT}", f"--num-cpus={head}", "--num-gpus=0", "--include-dashboard=false",
-             f"--temp-dir={spec['temp']}", *common, env=env)
+        _ray(
+            "start",
+            "--head",
+            f"--port={PORT}",
+            f"--num-cpus={head}",
+            "--num-gpus=0",
+            "--include-dashboard=false",
+            f"--temp-dir={spec['temp']}",
+            *common,
+            env=env,
+        )
         for cpus in workers:
             _ray("start", f"--address=127.0.0.1:{PORT}", f"--num-cpus={cpus}", "--num-gpus=0", *common, env=env)
         report["startup"] = {"wall": time.perf_counter() - start, "cpu": _minus(cpu_seconds(), cpu0)}
         for command in spec["commands"]:
             t0, c0, d0 = time.perf_counter(), cpu_seconds(), daemon_cpu_seconds()
             try:
-                proc = subprocess.run(command["argv"], env={**env, **command.get("env", {})}, capture_output=True,
-                                      text=True, timeout=command.get("timeout", 600))
+                proc = subprocess.run(
+                    command["argv"],
+                    env={**env, **command.get("env", {})},
+                    capture_output=True,
+                    text=True,
+                    timeout=command.get("timeout", 600),
+                )
                 rc, out, err = proc.returncode, proc.stdout, proc.stderr
             except subprocess.TimeoutExpired as exc:
                 rc, out, err = "timeout", str(exc.stdout or ""), str(exc.stderr or "")
-            report["commands"].append({"name": command["name"], "rc": rc, "stdout": out, "stderr": err,
-                                       "wall": time.perf_counter() - t0, "cpu": _minus(cpu_seconds(), c0),
-                                       "daemon_cpu": daemon_cpu_seconds() - d0})
+            report["commands"].append(
+                {
+                    "name": command["name"],
+                    "rc": rc,
+                    "stdout": out,
+                    "stderr": err,
+                    "wall": time.perf_counter() - t0,
+                    "cpu": _minus(cpu_seconds(), c0),
+                    "daemon_cpu": daemon_cpu_seconds() - d0,
+                }
+            )
     except Exception as exc:  # reported to the test, which fails with it
         report["error"] = f"{type(exc).__name__}: {exc}"
     finally:
-        subprocess.run([str(Path(sys.executable).with_name("ray")), "stop", "--force"], env=env,
-                       capture_output=True, timeout=120)  # sees this namespace's processes only
+        subprocess.run(
+            [str(Path(sys.executable).with_name("ray")), "stop", "--force"], env=env, capture_output=True, timeout=120
+        )  # sees this namespace's processes only
         Path(spec["out"]).write_text(json.dumps(report))
     return 0
 
@@ -134,8 +167,9 @@ def main(spec_path: str) -> int:
 def run(prefix: list[str], spec: dict[str, object], spec_path: Path, timeout: float) -> dict[str, object]:
     """Start the namespace, the cluster and the commands; what happened (see the module doc)."""
     spec_path.write_text(json.dumps(spec))
-    proc = subprocess.run([*prefix, sys.executable, __file__, str(spec_path)], capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [*prefix, sys.executable, __file__, str(spec_path)], capture_output=True, text=True, timeout=timeout
+    )
     try:
         return json.loads(Path(str(spec["out"])).read_text())
     except (OSError, ValueError):

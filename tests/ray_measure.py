@@ -89,8 +89,9 @@ def _env() -> dict[str, str]:
 
 def _local(argv: list[str], cg: Path | None, env: dict[str, str] | None = None) -> dict[str, object]:
     t0, c0 = time.perf_counter(), _cpu(cg)
-    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, env={**_env(), **(env or {})}, capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, env={**_env(), **(env or {})}, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     return {"wall": time.perf_counter() - t0, "cpu": None if cg is None else _cpu(cg) - c0, "stdout": proc.stdout}
@@ -114,18 +115,48 @@ def _cluster(nodes: list[int], commands: list[dict[str, object]], work: Path, cg
 
 
 def overhead(work: Path, cg: Path | None, threads: str = "") -> dict[str, object]:
-    argv = [sys.executable, "-m", "benchmark.run", *SMOKE, "--runs-dir", str(work / "ray-runs"), "--results-dir",
-            str(work / "ray-results"), "--executor", "ray", "--ray-address", ADDRESS]
+    argv = [
+        sys.executable,
+        "-m",
+        "benchmark.run",
+        *SMOKE,
+        "--runs-dir",
+        str(work / "ray-runs"),
+        "--results-dir",
+        str(work / "ray-results"),
+        "--executor",
+        "ray",
+        "--ray-address",
+        ADDRESS,
+    ]
     report = _cluster([2], [{"name": "smoke", "argv": argv, "env": {"PYTHONPATH": str(ROOT)}}], work, cg)
     (smoke,) = report["commands"]
     one = ["--threads", "1"] if threads == "1" else []
-    local = _local(["-m", "benchmark.run", *SMOKE, *one, "--runs-dir", str(work / "local-runs"), "--results-dir",
-                    str(work / "local-results")], cg, {"OMP_NUM_THREADS": "1"} if one else None)
-    same = (work / "local-results").joinpath("smoke@max-docs=600,max-queries=30", "metrics.csv").read_text() == \
-        (work / "ray-results").joinpath("smoke@max-docs=600,max-queries=30", "metrics.csv").read_text()
-    return {"local": {k: local[k] for k in ("wall", "cpu")}, "local_threads": threads or "default",
-            "ray_startup": report["startup"], "ray": {k: smoke[k] for k in ("wall", "cpu", "daemon_cpu")},
-            "same_metrics": same, "wall_overhead": smoke["wall"] / local["wall"] - 1}
+    local = _local(
+        [
+            "-m",
+            "benchmark.run",
+            *SMOKE,
+            *one,
+            "--runs-dir",
+            str(work / "local-runs"),
+            "--results-dir",
+            str(work / "local-results"),
+        ],
+        cg,
+        {"OMP_NUM_THREADS": "1"} if one else None,
+    )
+    same = (work / "local-results").joinpath("smoke@max-docs=600,max-queries=30", "metrics.csv").read_text() == (
+        work / "ray-results"
+    ).joinpath("smoke@max-docs=600,max-queries=30", "metrics.csv").read_text()
+    return {
+        "local": {k: local[k] for k in ("wall", "cpu")},
+        "local_threads": threads or "default",
+        "ray_startup": report["startup"],
+        "ray": {k: smoke[k] for k in ("wall", "cpu", "daemon_cpu")},
+        "same_metrics": same,
+        "wall_overhead": smoke["wall"] / local["wall"] - 1,
+    }
 
 
 def scaling(work: Path, cg: Path | None) -> dict[str, object]:
@@ -139,13 +170,20 @@ def scaling(work: Path, cg: Path | None) -> dict[str, object]:
     out["local_1_thread"] = {"wall": float(local["stdout"].split()[-1]), "cpu": local["cpu"]}
     for workers in (1, 2):
         shutil.rmtree(runs / "encode", ignore_errors=True)
-        command = {"name": f"{workers}", "argv": [sys.executable, str(script), str(suite), str(runs), ADDRESS],
-                   "env": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}}
+        command = {
+            "name": f"{workers}",
+            "argv": [sys.executable, str(script), str(suite), str(runs), ADDRESS],
+            "env": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        }
         report = _cluster([1] * workers, [command], work, cg)
         (c,) = report["commands"]
-        out[f"ray_{workers}_workers"] = {"wall": float(c["stdout"].split("ENCODE")[-1].split()[1]),
-                                         "stage_wall": c["wall"], "cpu": c["cpu"], "daemon_cpu": c["daemon_cpu"],
-                                         "startup": report["startup"]}
+        out[f"ray_{workers}_workers"] = {
+            "wall": float(c["stdout"].split("ENCODE")[-1].split()[1]),
+            "stage_wall": c["wall"],
+            "cpu": c["cpu"],
+            "daemon_cpu": c["daemon_cpu"],
+            "startup": report["startup"],
+        }
     docs = 5183
     for value in out.values():
         value["docs_per_s"] = docs / value["wall"]  # type: ignore[index]
@@ -164,8 +202,17 @@ def main() -> int:
         if cg is not None:
             (cg.parent / "cgroup.procs").write_text(str(os.getpid()))
             cg.rmdir()
-    print(json.dumps({"load_before": load, "load_after": Path("/proc/loadavg").read_text().split()[:3],
-                      "cpus": os.cpu_count(), **result}, indent=1))
+    print(
+        json.dumps(
+            {
+                "load_before": load,
+                "load_after": Path("/proc/loadavg").read_text().split()[:3],
+                "cpus": os.cpu_count(),
+                **result,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

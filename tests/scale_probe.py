@@ -56,8 +56,10 @@ def main(job: str, *args: str) -> None:
 
         index, topics, out = map(Path, args)
         lucene.start_jvm()  # the JVM's own start is not the search's
-        inputs = Inputs({"index": index, "queries": topics},
-                        {"index": {"kind": "index", "record": {"type": "bm25"}}, "queries": {"kind": "topics"}})
+        inputs = Inputs(
+            {"index": index, "queries": topics},
+            {"index": {"kind": "index", "record": {"type": "bm25"}}, "queries": {"kind": "topics"}},
+        )
         config = Search.Config(k=1000, k1=0.9, b=0.4)
         grew, record = measure(lambda: Search.run(config, inputs, out, Context(threads=1, progress=False)))
         result = record.to_json()

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny_models import tiny_modernbert
 
 from benchmark.retrieval.impact_vectors import load_model
 from benchmark.splade.encoder import encode
+from helpers.tiny_models import tiny_modernbert
 
 # lengths from 1 token to past the 64-token sliding window (tiny_modernbert: local_attention = 64),
 # batched by encode with padding

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 from safetensors.torch import load_file, save_file
 
 from benchmark.common.errors import BenchmarkError
@@ -15,6 +14,7 @@ from benchmark.model.heads import MODEL_TYPE_TO_HEAD, head_layout, mlm_head
 from benchmark.model.loader import backbone_key, load_backbone, resolve_backbone
 from benchmark.model.rescale import METHODS, Rescale, apply_rescale
 from benchmark.stages.backbone import prepare_backbone
+from helpers.tiny_models import BERT_TINY, tiny_bert, tiny_modernbert
 
 MODEL_DIR = str(BERT_TINY.parent)
 
@@ -66,7 +66,10 @@ def test_unknown_backbone_lists_valid_keys():
     with pytest.raises(BenchmarkError) as err:
         resolve_backbone("modernbert-bse")
     msg = str(err.value)
-    assert msg.startswith("unknown backbone 'modernbert-bse' (did you mean 'modernbert-base'?); valid: bert-base-uncased, bert-tiny, ettin-150m")
+    assert msg.startswith(
+        "unknown backbone 'modernbert-bse' (did you mean 'modernbert-base'?); valid: bert-base-uncased, bert-tiny, "
+        "ettin-150m"
+    )
     assert "BENCHMARK_MODEL_DIR" in msg and "\n" not in msg
 
 
@@ -102,8 +105,12 @@ def test_load_via_model_dir_key(tmp_path, models, monkeypatch):
 def test_headless_checkpoint_raises(tmp_path):
     from transformers import BertConfig, BertModel
 
-    BertModel(BertConfig(vocab_size=2200, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)).save_pretrained(tmp_path / "headless")
-    with pytest.raises(BenchmarkError, match=r"has no MLM head: the checkpoint is a BertModel; SPLADE needs a \*ForMaskedLM"):
+    BertModel(
+        BertConfig(vocab_size=2200, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    ).save_pretrained(tmp_path / "headless")
+    with pytest.raises(
+        BenchmarkError, match=r"has no MLM head: the checkpoint is a BertModel; SPLADE needs a \*ForMaskedLM"
+    ):
         load_backbone(str(tmp_path / "headless"))
 
 
@@ -131,7 +138,9 @@ def test_unmapped_model_type_lists_supported(tmp_path):
     from transformers import GPT2Config
 
     GPT2Config(n_layer=1, n_embd=8, n_head=2).save_pretrained(tmp_path / "gpt2")
-    with pytest.raises(BenchmarkError, match=r"unknown model_type 'gpt2'.*valid: bert, distilbert, modernbert, roberta"):
+    with pytest.raises(
+        BenchmarkError, match=r"unknown model_type 'gpt2'.*valid: bert, distilbert, modernbert, roberta"
+    ):
         load_backbone(str(tmp_path / "gpt2"))
 
 
@@ -146,9 +155,29 @@ def test_head_table_matches_transformers_modules():
     from transformers import AutoModelForMaskedLM, BertConfig, DistilBertConfig, ModernBertConfig, RobertaConfig
 
     configs = {
-        "bert": BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16),
-        "modernbert": ModernBertConfig(vocab_size=50, hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
-        "roberta": RobertaConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16, pad_token_id=1),
+        "bert": BertConfig(
+            vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+        ),
+        "modernbert": ModernBertConfig(
+            vocab_size=50,
+            hidden_size=8,
+            intermediate_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+            cls_token_id=1,
+            sep_token_id=2,
+        ),
+        "roberta": RobertaConfig(
+            vocab_size=50,
+            hidden_size=8,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=16,
+            pad_token_id=1,
+        ),
         "distilbert": DistilBertConfig(vocab_size=50, dim=8, n_layers=1, n_heads=2, hidden_dim=16),
     }
     assert set(MODEL_TYPE_TO_HEAD) == set(configs)
@@ -162,8 +191,8 @@ def test_head_table_matches_transformers_modules():
         assert head.bias_params()[0][1] is head.bias
         # The norm is the head's last LayerNorm: its output is exactly what the decoder reads.
         seen = {}
-        head.norm.register_forward_hook(lambda module, args, out: seen.setdefault("norm", out))
-        head.decoder.register_forward_pre_hook(lambda module, args: seen.setdefault("decoder", args[0]))
+        head.norm.register_forward_hook(lambda module, args, out: seen.setdefault("norm", out))  # noqa: B023
+        head.decoder.register_forward_pre_hook(lambda module, args: seen.setdefault("decoder", args[0]))  # noqa: B023
         with torch.no_grad():
             model(input_ids=torch.tensor([[3, 4, 5]]))
         assert isinstance(head.norm, torch.nn.LayerNorm) and torch.equal(seen["norm"], seen["decoder"])
@@ -198,8 +227,9 @@ def test_prepare_backbone_round_trip(tmp_path, models, family, method):
     spec = Rescale("factor", factor=0.25, method=method)
     live, tokenizer = load_backbone(str(models[family]))
     if (family, method) == ("bert", "once"):
-        with pytest.raises(BenchmarkError, match="^method 'once' would scale the shared matrix of BertForMaskedLM.*use "
-                                                  "method 'untie'") as err:
+        with pytest.raises(
+            BenchmarkError, match="^method 'once' would scale the shared matrix of BertForMaskedLM.*use method 'untie'"
+        ) as err:
             prepare_backbone(str(models[family]), spec, tmp_path / "backbone")
         assert "\n" not in str(err.value)
         assert spec.canonical_for(str(models[family])).method == "untie"
@@ -209,7 +239,14 @@ def test_prepare_backbone_round_trip(tmp_path, models, family, method):
     record = prepare_backbone(str(models[family]), spec, out)
     assert record["backbone"] == f"tiny-{family}" and record["source"] == str(models[family])
     assert record["model_type"] == family and record["factor"] == 0.25 and record["method"] == method
-    assert record["rescale"] == {"mode": "factor", "factor": 0.25, "match": None, "scale_bias": True, "method": method, "match_stat": "logit-std"}
+    assert record["rescale"] == {
+        "mode": "factor",
+        "factor": 0.25,
+        "match": None,
+        "scale_bias": True,
+        "method": method,
+        "match_stat": "logit-std",
+    }
     assert {k: record[k] for k in expected} == expected
     reloaded, tok2 = load_backbone(str(out))  # re-checks that no head weight is missing
     assert torch.equal(_logits(reloaded, tok2), _logits(live, tokenizer))
@@ -220,7 +257,12 @@ def test_prepare_backbone_round_trip(tmp_path, models, family, method):
         assert all(p is head.bias for _, p in head.bias_params())
     else:
         assert all(torch.equal(p, head.bias) for _, p in head.bias_params())
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
 
 
 def test_prepare_real_bert_tiny_head_norm(tmp_path, monkeypatch):
@@ -238,7 +280,9 @@ def test_prepare_real_bert_tiny_head_norm(tmp_path, monkeypatch):
     assert record["params_before"] == record["params_after"] == 4_416_698 and record["tied_after"]
     # bert-tiny's head LayerNorm gain: rms(γ) (its mean is about 5.8)
     gamma = source[f"{norm}.gamma"].double()
-    assert record["head_gain_before"] == pytest.approx(float(gamma.pow(2).mean().sqrt()), rel=1e-12)  # 128 terms: θ_128 ≈ 1.4e-14
+    assert record["head_gain_before"] == pytest.approx(
+        float(gamma.pow(2).mean().sqrt()), rel=1e-12
+    )  # 128 terms: θ_128 ≈ 1.4e-14
     assert record["head_gain_after"] == record["head_gain_before"] * 0.25
 
 

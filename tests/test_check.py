@@ -20,9 +20,17 @@ CI_SLICE = {"max_docs": 600, "max_queries": 30}
 
 
 def entry(dataset="beir/scifact/test", system="bm25", measure="nDCG@10", value=None, tolerance=0.0, **extra) -> str:
-    lines = ["[[expected]]", f'dataset = "{dataset}"', f'system = "{system}"', f'measure = "{measure}"',
-             f"value = {value}", f"tolerance = {tolerance}"]
-    lines += [f"{k} = {json.dumps(v)}" if not isinstance(v, bool) else f"{k} = {str(v).lower()}" for k, v in extra.items()]
+    lines = [
+        "[[expected]]",
+        f'dataset = "{dataset}"',
+        f'system = "{system}"',
+        f'measure = "{measure}"',
+        f"value = {value}",
+        f"tolerance = {tolerance}",
+    ]
+    lines += [
+        f"{k} = {json.dumps(v)}" if not isinstance(v, bool) else f"{k} = {str(v).lower()}" for k, v in extra.items()
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -47,10 +55,20 @@ def _fixture_suite(untrained_splade, tmp_path: Path, extra: str) -> Path:
 @pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
 def test_ci_slice_regression(untrained_splade, tmp_path, capsys):
     """BM25 on the slice is exact; untrained SPLADE bert-tiny within its tolerance."""
-    expected = (entry(value=0.7805, **CI_SLICE) + entry(measure="RR@10", value=0.7567, **CI_SLICE)
-                + entry(system="splade", backbone="bert-tiny", variant="baseline", trained=False, value=0.7314,
-                        tolerance=0.002, **CI_SLICE)
-                + entry(value=0.6789, tolerance=0.0005))  # the full dataset: not this run's subset
+    expected = (
+        entry(value=0.7805, **CI_SLICE)
+        + entry(measure="RR@10", value=0.7567, **CI_SLICE)
+        + entry(
+            system="splade",
+            backbone="bert-tiny",
+            variant="baseline",
+            trained=False,
+            value=0.7314,
+            tolerance=0.002,
+            **CI_SLICE,
+        )
+        + entry(value=0.6789, tolerance=0.0005)
+    )  # the full dataset: not this run's subset
     suite = _fixture_suite(untrained_splade, tmp_path, expected)
     plan = build_plan(load_suite(str(suite)), Options(max_docs=600, max_queries=30))
     lines: list[str] = []
@@ -58,25 +76,48 @@ def test_ci_slice_regression(untrained_splade, tmp_path, capsys):
     assert [line.split()[0] for line in lines[:3]] == ["[OK]", "[OK]", "[OK]"]
     assert "expected 0.7805 (±0), got 0.7805" in lines[0]
     assert "splade bert-tiny baseline untrained" in lines[2] and "got 0.7314" in lines[2]
-    assert lines[-1] == ("check (max_docs=600, max_queries=30): 3 OK, 0 OKish, 0 FAIL; "
-                         "1 entries for other subsets or datasets not checked")
+    assert lines[-1] == (
+        "check (max_docs=600, max_queries=30): 3 OK, 0 OKish, 0 FAIL; "
+        "1 entries for other subsets or datasets not checked"
+    )
 
     # through the CLI: every stage is cached, so this only rereads runs/
     results = tmp_path / "results"
-    assert run_cli("--suite", str(suite), *SUBSET, "--runs-dir", str(untrained_splade["runs"]),
-                   "--results-dir", str(results), "--check") == 0
+    assert (
+        run_cli(
+            "--suite",
+            str(suite),
+            *SUBSET,
+            "--runs-dir",
+            str(untrained_splade["runs"]),
+            "--results-dir",
+            str(results),
+            "--check",
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "3 OK, 0 OKish, 0 FAIL" in out and "[run]" not in out
 
 
 @pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
 def test_fail_and_okish_exit_code(untrained_splade, tmp_path, capsys):
-    expected = (entry(value=0.7810, tolerance=0.0004, **CI_SLICE)  # off by 0.0005: OKish
-                + entry(system="splade", backbone="bert-tiny", value=0.90, tolerance=0.01, **CI_SLICE)  # FAIL
-                + entry(system="splade", backbone="ettin-17m", value=0.5, **CI_SLICE))  # not in this run: FAIL
+    expected = (
+        entry(value=0.7810, tolerance=0.0004, **CI_SLICE)  # off by 0.0005: OKish
+        + entry(system="splade", backbone="bert-tiny", value=0.90, tolerance=0.01, **CI_SLICE)  # FAIL
+        + entry(system="splade", backbone="ettin-17m", value=0.5, **CI_SLICE)
+    )  # not in this run: FAIL
     suite = _fixture_suite(untrained_splade, tmp_path, expected)
-    code = run_cli("--suite", str(suite), *SUBSET, "--runs-dir", str(untrained_splade["runs"]),
-                   "--results-dir", str(tmp_path / "results"), "--check")
+    code = run_cli(
+        "--suite",
+        str(suite),
+        *SUBSET,
+        "--runs-dir",
+        str(untrained_splade["runs"]),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--check",
+    )
     out = capsys.readouterr().out
     assert code == 1
     assert "[OKish]  beir/scifact/test" in out
@@ -91,26 +132,33 @@ def test_no_entries_for_this_subset(untrained_splade, tmp_path):
     plan = build_plan(load_suite(str(suite)), Options(max_docs=600, max_queries=30))
     lines: list[str] = []
     assert check_suite(plan, Store(untrained_splade["runs"]), out=lines.append) == 0
-    assert lines == ["check: suite mini has no expected scores for this run (max_docs=600, max_queries=30); "
-                     "1 entry for other subsets or datasets"]
+    assert lines == [
+        "check: suite mini has no expected scores for this run (max_docs=600, max_queries=30); "
+        "1 entry for other subsets or datasets"
+    ]
 
 
 def test_collapse_expectations(tmp_path):
     """A collapse is a verdict of its own: OK when expected (the paper's baselines), FAIL otherwise."""
     suite = tmp_path / "c.toml"
-    suite.write_text('name = "c"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
-                     '[splade]\nbackbones = ["modernbert-base"]\nvariants = ["baseline", "rescaled"]\nrecipe = "smoke"\n'
-                     '[[expected]]\ndataset = "beir/scifact/test"\nsystem = "splade"\nbackbone = "modernbert-base"\n'
-                     'variant = "baseline"\ncollapsed = true\n'
-                     + entry(system="splade", backbone="modernbert-base", variant="rescaled", value=0.6, tolerance=0.01))
+    suite.write_text(
+        'name = "c"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+        '[splade]\nbackbones = ["modernbert-base"]\nvariants = ["baseline", "rescaled"]\nrecipe = "smoke"\n'
+        '[[expected]]\ndataset = "beir/scifact/test"\nsystem = "splade"\nbackbone = "modernbert-base"\n'
+        'variant = "baseline"\ncollapsed = true\n'
+        + entry(system="splade", backbone="modernbert-base", variant="rescaled", value=0.6, tolerance=0.01)
+    )
     plan = build_plan(load_suite(str(suite)), Options())
     store = Store(tmp_path / "runs")
     base, resc = (c for c in plan.conditions)
     for cond, status in ((base, "collapsed"), (resc, "collapsed")):  # both collapsed: the second should not have
         folder = store.path(cond.train)
         folder.mkdir(parents=True)
-        (folder / "config.json").write_text(json.dumps({"id": cond.train.id, "status": "complete",
-                                                        "record": {"status": status, "collapse_reason": "dense"}}))
+        (folder / "config.json").write_text(
+            json.dumps(
+                {"id": cond.train.id, "status": "complete", "record": {"status": status, "collapse_reason": "dense"}}
+            )
+        )
     lines: list[str] = []
     assert check_suite(plan, store, out=lines.append) == 1
     # these hand-written stage folders record no versions: --check says so before the verdicts
@@ -118,8 +166,9 @@ def test_collapse_expectations(tmp_path):
     lines = lines[1:]
     assert lines[0].startswith("[OK]") and "collapsed, as expected" in lines[0]
     assert lines[1].startswith("[FAIL]") and "collapsed (dense); expected 0.6000" in lines[1]
-    (store.path(resc.train) / "config.json").write_text(json.dumps({"id": resc.train.id, "status": "complete",
-                                                                    "record": {"status": "ok"}}))
+    (store.path(resc.train) / "config.json").write_text(
+        json.dumps({"id": resc.train.id, "status": "complete", "record": {"status": "ok"}})
+    )
     lines = []
     assert check_suite(plan, store, out=lines.append) == 1
     assert "missing: evaluate stage" in lines[2]

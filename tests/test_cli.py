@@ -7,7 +7,6 @@ import argparse
 import importlib
 import json
 import re
-import shutil
 import tomllib
 from pathlib import Path
 
@@ -36,12 +35,25 @@ def test_adhoc_cranfield_bm25_and_its_run_file_as_a_system(tmp_path, capsys):
     import ir_measures
 
     runs, results = tmp_path / "runs", tmp_path / "results"
-    common = ["--datasets", "cranfield", "--max-queries", "20", "--set", "bm25.k1=1.2",
-              "--runs-dir", str(runs), "--results-dir", str(results)]
+    common = [
+        "--datasets",
+        "cranfield",
+        "--max-queries",
+        "20",
+        "--set",
+        "bm25.k1=1.2",
+        "--runs-dir",
+        str(runs),
+        "--results-dir",
+        str(results),
+    ]
     assert run_cli(*common) == 0
     out = capsys.readouterr().out
     # topics, corpus, index, search, evaluate; each line names the system and dataset, not only a hash
-    assert "stage 1 of 5 (corpus: cranfield), 0s elapsed, ETA unknown" in out and "stage 5 of 5 (evaluate: BM25, cranfield)" in out
+    assert (
+        "stage 1 of 5 (corpus: cranfield), 0s elapsed, ETA unknown" in out
+        and "stage 5 of 5 (evaluate: BM25, cranfield)" in out
+    )
     assert re.search(r"^\[run\] search-[0-9a-f]{12} \(BM25, cranfield\)$", out, re.M)
     assert "\r" not in out  # captured output is no terminal: no bar redraws
     assert "| BM25 |" in out  # the headline table closes the run
@@ -50,8 +62,10 @@ def test_adhoc_cranfield_bm25_and_its_run_file_as_a_system(tmp_path, capsys):
     (bm25,) = first["conditions"]
     assert sorted(bm25["metrics"]) == ["R@1000", "nDCG@10"]  # no family: the default rule
     assert "--suite" not in bm25["command"] and "--set bm25.k1=1.2" in bm25["command"]
-    assert "Ad hoc: datasets=cranfield,max-queries=20,set=bm25.k1=1.2 (no suite file; each dataset's measures from its " \
+    assert (
+        "Ad hoc: datasets=cranfield,max-queries=20,set=bm25.k1=1.2 (no suite file; each dataset's measures from its "
         "conventions)." in (folder / "table.md").read_text()
+    )
 
     (search,) = (runs / "search").glob("search-*")
     run_file = tmp_path / "bm25.trec"
@@ -62,16 +76,23 @@ def test_adhoc_cranfield_bm25_and_its_run_file_as_a_system(tmp_path, capsys):
     capsys.readouterr()
     assert run_cli(*common, "--run", f"again={run_file}") == 0
     assert "(run file)" in capsys.readouterr().out
-    second = json.loads((results / "adhoc@datasets=cranfield,max-queries=20,set=bm25.k1=1.2,run=again" / "results.json").read_text())
+    second = json.loads(
+        (results / "adhoc@datasets=cranfield,max-queries=20,set=bm25.k1=1.2,run=again" / "results.json").read_text()
+    )
     rows = {c["system"]: c for c in second["conditions"]}
     assert rows["bm25"]["metrics"] == bm25["metrics"]  # cached, unchanged
     assert rows["run"]["variant"] == "again" and rows["run"]["metrics"] == bm25["metrics"]
 
     (topics,) = (runs / "topics").glob("topics-*")
     qrels = list(ir_measures.read_trec_qrels(str(topics / "qrels.txt")))
-    direct = ir_measures.calc_aggregate([ir_measures.parse_measure(m) for m in ("nDCG@10", "R@1000")], qrels,
-                                        list(ir_measures.read_trec_run(str(run_file))))
-    assert {str(m): v for m, v in direct.items()} == pytest.approx(rows["run"]["metrics"], abs=1e-12)  # float summation order
+    direct = ir_measures.calc_aggregate(
+        [ir_measures.parse_measure(m) for m in ("nDCG@10", "R@1000")],
+        qrels,
+        list(ir_measures.read_trec_run(str(run_file))),
+    )
+    assert {str(m): v for m, v in direct.items()} == pytest.approx(
+        rows["run"]["metrics"], abs=1e-12
+    )  # float summation order
 
 
 def test_conventional_measures_by_rule():
@@ -80,7 +101,12 @@ def test_conventional_measures_by_rule():
     assert conventional_measures("beir/scifact/test") == ["nDCG@10", "R@100", "R@1000"]
     assert conventional_measures("msmarco-passage/dev/small") == ["RR@10", "R@1000"]  # official RR@10 is the family's
     # the family's, then what ir_datasets documents as official for the id
-    assert conventional_measures("msmarco-passage/trec-dl-2019/judged") == ["nDCG@10", "R(rel=2)@1000", "RR(rel=2)", "AP(rel=2)"]
+    assert conventional_measures("msmarco-passage/trec-dl-2019/judged") == [
+        "nDCG@10",
+        "R(rel=2)@1000",
+        "RR(rel=2)",
+        "AP(rel=2)",
+    ]
     assert conventional_measures("cranfield") == ["nDCG@10", "R@1000"]
 
 
@@ -108,18 +134,30 @@ def test_run_file_problems_name_the_line(tmp_path):
     good = "q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.0 t\n"
     assert _run_line(tmp_path, good) is None
     assert "line 3 has 5 column(s)" in _run_line(tmp_path, good + "q2 Q0 d1 1 2.0\n")
-    assert _run_line(tmp_path, "q1 Q0 d1 1 2.5\n").endswith("has 5 column(s), 'q1 Q0 d1 1 2.5'; a TREC run line is "
-                                                             "'QID Q0 DOCID RANK SCORE TAG' (6 columns separated by whitespace)")
+    assert _run_line(tmp_path, "q1 Q0 d1 1 2.5\n").endswith(
+        "has 5 column(s), 'q1 Q0 d1 1 2.5'; a TREC run line is "
+        "'QID Q0 DOCID RANK SCORE TAG' (6 columns separated by whitespace)"
+    )
     assert "line 2: rank 'x' is not an integer" in _run_line(tmp_path, "q1 Q0 d1 1 2.5 t\nq1 Q0 d2 x 1.0 t\n")
     assert "line 1: score 'nan' is not a finite number" in _run_line(tmp_path, "q1 Q0 d1 1 nan t\n")
     assert "line 3 ranks document 'd1' for query 'q1' a second time" in _run_line(tmp_path, good + "q1 Q0 d1 3 0.5 t\n")
     assert "holds no run line" in _run_line(tmp_path, "\n\n")
-    runs, problems = parse_runs(["a", "bm25=x.trec", f"ok={tmp_path / 'r.trec'}", f"ok={tmp_path / 'r.trec'}",
-                                 f"gone={tmp_path / 'missing.trec'}"])
+    runs, problems = parse_runs(
+        [
+            "a",
+            "bm25=x.trec",
+            f"ok={tmp_path / 'r.trec'}",
+            f"ok={tmp_path / 'r.trec'}",
+            f"gone={tmp_path / 'missing.trec'}",
+        ]
+    )
     assert runs == [] and len(problems) == 5
     assert problems[0] == "--run 'a' is not NAME=PATH; write e.g. --run my-bm25=runs/bm25.trec"
     assert problems[1].startswith("--run name 'bm25' must be a plain name") and "other than bm25, splade" in problems[1]
-    assert "holds no run line" in problems[2] and problems[3] == "--run name 'ok' is given twice; give each run file its own name"
+    assert (
+        "holds no run line" in problems[2]
+        and problems[3] == "--run name 'ok' is given twice; give each run file its own name"
+    )
     assert problems[4].endswith("missing.trec' does not exist; pass --run NAME=PATH with the path of a TREC run file")
 
 
@@ -132,14 +170,22 @@ def test_run_file_needs_one_dataset(tmp_path):
     opts = Options(datasets=["beir/scifact/test", "beir/nfcorpus/test"], runs=(("mine", str(run)),))
     with pytest.raises(BenchmarkError, match=r"^--run evaluates a run file on one dataset, and this run has 2 "):
         build_plan(load_suite("beir"), opts)
-    plan = build_plan(load_suite("beir"), Options(datasets=["beir/scifact/test"], backbones=["bert-tiny"],
-                                                  variants=["baseline"], runs=(("mine", str(run)),)))
+    plan = build_plan(
+        load_suite("beir"),
+        Options(
+            datasets=["beir/scifact/test"], backbones=["bert-tiny"], variants=["baseline"], runs=(("mine", str(run)),)
+        ),
+    )
     (row,) = [c for c in plan.conditions if c.system == "run"]
     assert row.variant == "mine" and row.search.kind.name == "runfile" and row.command.endswith(f"--run mine={run}")
     first = row.search.id  # ids are computed on first use
     run.write_text("q1 Q0 d1 1 2.25 t\n")  # an edited run file is a new stage
-    again = build_plan(load_suite("beir"), Options(datasets=["beir/scifact/test"], backbones=["bert-tiny"],
-                                                   variants=["baseline"], runs=(("mine", str(run)),)))
+    again = build_plan(
+        load_suite("beir"),
+        Options(
+            datasets=["beir/scifact/test"], backbones=["bert-tiny"], variants=["baseline"], runs=(("mine", str(run)),)
+        ),
+    )
     assert [c for c in again.conditions if c.system == "run"][0].search.id != first
 
 
@@ -163,19 +209,26 @@ def test_set_overrides_suite_and_recipe_values():
     plain = build_plan(load_suite("smoke"), Options())
     train = {c.train.id for c in plan.conditions if c.train is not None}
     assert train.isdisjoint(c.train.id for c in plain.conditions if c.train is not None)
-    with pytest.raises(BenchmarkError, match=r"^smoke.toml.bm25: unknown key 'k2'; valid keys: k1, b. Remove or rename it \(with --set bm25.k2=1\)$"):
+    with pytest.raises(
+        BenchmarkError,
+        match=r"^smoke.toml.bm25: unknown key 'k2'; valid keys: k1, b. Remove or rename it \(with --set bm25.k2=1\)$",
+    ):
         load_suite("smoke", Options(sets=("bm25.k2=1",)).suite_overrides())
     with pytest.raises(BenchmarkError, match=r"unknown key 'max_step' \(did you mean 'max_steps'\?\)"):
         build_plan(load_suite("smoke"), Options(sets=("recipe.max_step=3",)))
-    with pytest.raises(BenchmarkError, match=r"^smoke.toml.k = 0 must be an integer >= 1 and <= 2147483647 \(the ranking depth"):
+    with pytest.raises(
+        BenchmarkError, match=r"^smoke.toml.k = 0 must be an integer >= 1 and <= 2147483647 \(the ranking depth"
+    ):
         load_suite("smoke", Options(sets=("k=0",)).suite_overrides())
 
 
 def test_set_recipe_without_training_is_an_error(capsys):
     assert run_cli("--datasets", "cranfield", "--set", "recipe.max_steps=3", "--dry-run") == 2
     err = capsys.readouterr().err
-    assert err == ("error: --set recipe.max_steps=3: this run trains no model, so no recipe reads it; add --recipe NAME "
-                   "(and --backbones) or drop it\n")
+    assert err == (
+        "error: --set recipe.max_steps=3: this run trains no model, so no recipe reads it; add --recipe NAME "
+        "(and --backbones) or drop it\n"
+    )
 
 
 # --------------------------------------------------------------------------- one CLI
@@ -227,8 +280,14 @@ def test_one_spelling_across_commands():
 def test_console_scripts_license_and_metadata():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     scripts = project["scripts"]
-    assert set(scripts) == {"benchmark", "benchmark-run", "benchmark-report", "benchmark-norms", "benchmark-perf",
-                            "benchmark-export"}
+    assert set(scripts) == {
+        "benchmark",
+        "benchmark-run",
+        "benchmark-report",
+        "benchmark-norms",
+        "benchmark-perf",
+        "benchmark-export",
+    }
     for target in scripts.values():
         module, _, func = target.partition(":")
         assert callable(getattr(importlib.import_module(module), func)), target
@@ -246,11 +305,28 @@ def test_a_matched_arm_names_its_missing_reference_backbone(tmp_path, capsys):
     if not backbone_problems("bert-base-uncased", deep=True):
         pytest.skip("bert-base-uncased loads here: the error cannot happen")
     # the paper's 'rescaled' arm is a fixed k and needs no reference; the matched extension arms do
-    assert run_cli("--suite", "smoke", "--variants", "match-logit-std", "--max-docs", "50", "--max-queries", "2",
-                   "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results")) == 2
+    assert (
+        run_cli(
+            "--suite",
+            "smoke",
+            "--variants",
+            "match-logit-std",
+            "--max-docs",
+            "50",
+            "--max-queries",
+            "2",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--results-dir",
+            str(tmp_path / "results"),
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err.startswith("error: variant 'match-logit-std' scales each backbone's MLM head so that its logit-std on the "
-                          "shipped sample equals reference backbone 'bert-base-uncased''s")
+    assert err.startswith(
+        "error: variant 'match-logit-std' scales each backbone's MLM head so that its logit-std on the "
+        "shipped sample equals reference backbone 'bert-base-uncased''s"
+    )
     assert "so the reference must load, and it cannot: backbone 'bert-base-uncased':" in err
     assert err.rstrip().endswith("Or give the factor itself: --rescale-factor F (or --match-norm NUMBER)")
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("config.json"))  # before any work
@@ -259,12 +335,26 @@ def test_a_matched_arm_names_its_missing_reference_backbone(tmp_path, capsys):
 def test_training_prints_one_compact_line_per_logging_step():
     from benchmark.training.loop import log_line
 
-    logs = {"loss": 0.4692, "grad_norm": 11.6, "learning_rate": 0.0003, "ranking_loss": 0.4671, "flops_reg_q": 2.84,
-            "flops_reg_d": 5.28, "flops": 6.3, "nnz_q": 43.2, "nnz_d": 88.1, "lambda_q": 0.1, "event": ""}
-    assert log_line(2, 6, logs) == ("step 2/6 · loss 0.4692 · ranking 0.4671 · FLOPS reg q 2.84 d 5.28 · nnz q 43 d 88 "
-                                    "· grad 11.6 · lr 0.0003")
-    assert log_line(6, 6, {"loss": 1.0, "dev_mrr": 0.31234, "event": "max_activation"}) == \
-        "step 6/6 · loss 1 · dev RR@10 0.3123 · event max_activation"
+    logs = {
+        "loss": 0.4692,
+        "grad_norm": 11.6,
+        "learning_rate": 0.0003,
+        "ranking_loss": 0.4671,
+        "flops_reg_q": 2.84,
+        "flops_reg_d": 5.28,
+        "flops": 6.3,
+        "nnz_q": 43.2,
+        "nnz_d": 88.1,
+        "lambda_q": 0.1,
+        "event": "",
+    }
+    assert log_line(2, 6, logs) == (
+        "step 2/6 · loss 0.4692 · ranking 0.4671 · FLOPS reg q 2.84 d 5.28 · nnz q 43 d 88 · grad 11.6 · lr 0.0003"
+    )
+    assert (
+        log_line(6, 6, {"loss": 1.0, "dev_mrr": 0.31234, "event": "max_activation"})
+        == "step 6/6 · loss 1 · dev RR@10 0.3123 · event max_activation"
+    )
 
 
 def test_progress_line_counts_the_stages_to_run():
@@ -346,22 +436,38 @@ def test_stage_lines_name_their_system():
     labels = plan.stage_labels()
     named = {(s.kind.name, labels.get(s.id)) for s in plan.stages()}
     assert named == {
-        ("topics", "beir/scifact/test"), ("corpus", "beir/scifact/test"), ("index", "BM25, beir/scifact/test"),
-        ("search", "BM25, beir/scifact/test"), ("evaluate", "BM25, beir/scifact/test"),
+        ("topics", "beir/scifact/test"),
+        ("corpus", "beir/scifact/test"),
+        ("index", "BM25, beir/scifact/test"),
+        ("search", "BM25, beir/scifact/test"),
+        ("evaluate", "BM25, beir/scifact/test"),
         ("backbone", "bert-tiny baseline"),
         # the training data: SciFact train, its negatives mined with BM25 over the whole corpus
-        ("topics", "beir/scifact/train"), ("corpus", "beir/scifact"), ("index", "BM25, beir/scifact"),
-        ("search", "BM25, beir/scifact/train"), ("triples", "beir/scifact/train"),
+        ("topics", "beir/scifact/train"),
+        ("corpus", "beir/scifact"),
+        ("index", "BM25, beir/scifact"),
+        ("search", "BM25, beir/scifact/train"),
+        ("triples", "beir/scifact/train"),
         ("train", "bert-tiny baseline, seed 42"),
-        *((kind, "bert-tiny baseline, seed 42, beir/scifact/test") for kind in ("encode", "index", "queries", "search", "evaluate")),
-        *((kind, "bert-tiny baseline untrained, beir/scifact/test") for kind in ("encode", "index", "queries", "search", "evaluate")),
+        *(
+            (kind, "bert-tiny baseline, seed 42, beir/scifact/test")
+            for kind in ("encode", "index", "queries", "search", "evaluate")
+        ),
+        *(
+            (kind, "bert-tiny baseline untrained, beir/scifact/test")
+            for kind in ("encode", "index", "queries", "search", "evaluate")
+        ),
     }
     sweep = build_plan(load_suite("scale-sweep"), Options(variants=["x4", "x4-projection"], seeds=["43"]))
     trains = sorted(labels for s in sweep.stages() if s.kind.name == "train" for labels in [sweep.stage_labels()[s.id]])
     assert trains == ["bert-tiny x4, seed 43", "bert-tiny x4-projection, seed 43"]
-    published = build_plan(load_suite("published"), Options(datasets=["beir/scifact/test"], published=["naver/splade-v3"]))
+    published = build_plan(
+        load_suite("published"), Options(datasets=["beir/scifact/test"], published=["naver/splade-v3"])
+    )
     assert {published.stage_labels()[s.id] for s in published.stages() if s.kind.name == "search"} == {
-        "BM25, beir/scifact/test", "naver/splade-v3 (published), beir/scifact/test"}
+        "BM25, beir/scifact/test",
+        "naver/splade-v3 (published), beir/scifact/test",
+    }
 
 
 def test_transformers_bars_stay_off_the_terminal(capfd, tmp_path):

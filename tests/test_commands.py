@@ -30,8 +30,10 @@ def test_benchmark_dispatches_to_each_command(capsys):
     assert all(f"\n  {name} " in out for name in COMMANDS)
     assert main([]) == 2  # no command: the list, and a failing status
     assert main(["train"]) == 2
-    assert capsys.readouterr().err == ("error: unknown command 'train'; valid: run, report, export, norms, perf. "
-                                       "Run benchmark --help for what each does\n")
+    assert capsys.readouterr().err == (
+        "error: unknown command 'train'; valid: run, report, export, norms, perf. "
+        "Run benchmark --help for what each does\n"
+    )
     assert main(["run", "--dry-run"]) == 2  # the run command's own one-line error (no --suite, no --datasets)
     assert capsys.readouterr().err.startswith("error: give --suite NAME")
 
@@ -61,8 +63,14 @@ def test_install_commands_writes_every_console_command(tmp_path):
     for name in scripts:
         proc = subprocess.run([str(bin_dir / name), "--version"], capture_output=True, text=True, timeout=120, env=env)
         assert (proc.returncode, proc.stdout) == (0, f"splade-rescale-benchmark {VERSION}\n"), (name, proc.stderr)
-    proc = subprocess.run([str(bin_dir / "benchmark"), "run", "--suite", "smoke", "--dry-run"], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=tmp_path)
+    proc = subprocess.run(
+        [str(bin_dir / "benchmark"), "run", "--suite", "smoke", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("suite smoke: "), proc.stderr
 
 

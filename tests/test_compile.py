@@ -24,15 +24,28 @@ from benchmark.stages.encode import Encode
 from benchmark.stages.store import _config_dict
 from helpers.forwards import dense, hidden_states, rounding_tolerance, vector_bound
 
-TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), " ".join(["energy"] * 120),
-         " ".join(["the immune system trains on vaccines and pathogens"] * 20), "insulin and glucose",
-         "microglia in the nervous system", "aspirin trial", "brca1 mutation and cancer risk"] * 2
+TEXTS = [
+    "cells divide",
+    " ".join(["protein folding in the cell"] * 9),
+    " ".join(["energy"] * 120),
+    " ".join(["the immune system trains on vaccines and pathogens"] * 20),
+    "insulin and glucose",
+    "microglia in the nervous system",
+    "aspirin trial",
+    "brca1 mutation and cancer risk",
+] * 2
 
 
 @pytest.fixture(scope="module")
 def models(bert_tiny):
-    return {name: load_model(bert_tiny, attn, compile) for name, attn, compile in
-            (("compiled", "sdpa", "inductor"), ("sdpa", "sdpa", "none"), ("eager", "eager", "none"))}
+    return {
+        name: load_model(bert_tiny, attn, compile)
+        for name, attn, compile in (
+            ("compiled", "sdpa", "inductor"),
+            ("sdpa", "sdpa", "none"),
+            ("eager", "eager", "none"),
+        )
+    }
 
 
 def test_compiled_body_gives_the_eager_vectors_within_rounding(models):
@@ -47,8 +60,10 @@ def test_compiled_body_gives_the_eager_vectors_within_rounding(models):
     assert torch.equal(compiled_mask, mask)
     assert float((compiled - sdpa)[mask].abs().max()) <= tolerance
     weight = _decoder(model).weight.detach()
-    rows = [dense(encode(m, t, TEXTS, max_length=256, batch_size=8), weight.shape[0])
-            for m, t in (models["compiled"], models["sdpa"])]
+    rows = [
+        dense(encode(m, t, TEXTS, max_length=256, batch_size=8), weight.shape[0])
+        for m, t in (models["compiled"], models["sdpa"])
+    ]
     assert rows[1].any(axis=1).all()
     assert np.abs(rows[0] - rows[1]).max() <= vector_bound(tolerance, weight)
 
@@ -68,20 +83,31 @@ def test_compiled_vectors_do_not_depend_on_batch_or_threads(models):
 
 def test_compiled_stage_writes_the_compiled_vectors_and_says_so(tmp_path, models, bert_tiny, monkeypatch):
     compiled, real = [], torch.compile
-    monkeypatch.setattr(torch, "compile", lambda module, **kw: compiled.append((type(module).__name__, kw))
-                        or real(module, **kw))
+    monkeypatch.setattr(
+        torch, "compile", lambda module, **kw: compiled.append((type(module).__name__, kw)) or real(module, **kw)
+    )
     (tmp_path / "data" / "corpus").mkdir(parents=True)
     with open(tmp_path / "data" / "corpus" / "docs.jsonl", "w") as fh:
         for i, text in enumerate(TEXTS):
             fh.write(json.dumps({"id": f"d{i}", "contents": text}) + "\n")
-    record = encode_docs_stage(bert_tiny, tmp_path / "data", tmp_path / "out", max_length=256, batch_size=8,
-                               shard_size=100, compile="inductor", progress=False)
+    record = encode_docs_stage(
+        bert_tiny,
+        tmp_path / "data",
+        tmp_path / "out",
+        max_length=256,
+        batch_size=8,
+        shard_size=100,
+        compile="inductor",
+        progress=False,
+    )
     assert record["compile"] == "inductor"
     assert compiled == [("BertModel", {"dynamic": True, "backend": "inductor"})]  # the body, once
     model, tokenizer = models["compiled"]
     terms = vocabulary_terms(tokenizer, int(model.config.vocab_size))
-    expected = {f"d{i}": to_vector(ids, ws, terms)[1]
-                for i, (ids, ws) in enumerate(encode(model, tokenizer, TEXTS, max_length=256, batch_size=8))}
+    expected = {
+        f"d{i}": to_vector(ids, ws, terms)[1]
+        for i, (ids, ws) in enumerate(encode(model, tokenizer, TEXTS, max_length=256, batch_size=8))
+    }
     written = {}
     for line in (tmp_path / "out" / "docs" / "part-00000.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -93,8 +119,13 @@ def test_compile_enters_the_id_only_when_set():
     """What the id hashes: the published ids of uncompiled encodes stay, a compiled one gets its own."""
     plain, compiled = Encode.Config(), Encode.Config(compile="inductor")
     assert "compile" not in _config_dict(plain) and _config_dict(compiled)["compile"] == "inductor"
-    assert _config_dict(plain) == {"max_length": 256, "batch_size": 32, "shard_size": 10000, "precision": "float32",
-                                   "attn_implementation": "sdpa"}
+    assert _config_dict(plain) == {
+        "max_length": 256,
+        "batch_size": 32,
+        "shard_size": 10000,
+        "precision": "float32",
+        "attn_implementation": "sdpa",
+    }
     assert "body compiled (inductor)" in Encode.describe(compiled)
 
 

@@ -15,8 +15,10 @@ import pytest
 pytestmark = pytest.mark.slow  # two pipeline runs in subprocesses, each starting a JVM
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ('name = "{name}"\ndescription = "BM25 on a SciFact slice"\ndatasets = ["beir/scifact/test"]\n'
-         'measures = {measures}\nmax_docs = 600\nmax_queries = 30\n[bm25]\n')
+SUITE = (
+    'name = "{name}"\ndescription = "BM25 on a SciFact slice"\ndatasets = ["beir/scifact/test"]\n'
+    "measures = {measures}\nmax_docs = 600\nmax_queries = 30\n[bm25]\n"
+)
 
 
 def test_two_runs_share_one_runs_folder(tmp_path):
@@ -25,10 +27,27 @@ def test_two_runs_share_one_runs_folder(tmp_path):
     for name, measures in (("one", '["nDCG@10"]'), ("two", '["nDCG@10", "RR@10"]')):
         suite = tmp_path / f"{name}.toml"
         suite.write_text(SUITE.format(name=name, measures=measures))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "benchmark.run", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"),
-             "--results-dir", str(tmp_path / "results"), "--no-progress"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmark.run",
+                    "--suite",
+                    str(suite),
+                    "--runs-dir",
+                    str(tmp_path / "runs"),
+                    "--results-dir",
+                    str(tmp_path / "results"),
+                    "--no-progress",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     computed = [m for out in outputs for m in re.findall(r"^\[run\] (\S+)", out, re.M)]
@@ -50,16 +69,17 @@ def test_a_claim_lost_while_indexing_says_so(tmp_path, capsys, monkeypatch):
     import json
     import shutil
 
+    from test_data import beir_folder
+
     from benchmark.retrieval import lucene
     from benchmark.run import main
-    from test_data import beir_folder
 
     real = lucene.build_bm25_index
 
     def paused_then_superseded(collection, target, threads):
         real(collection, target, threads)
         partial = Path(target).parent  # runs/index/.<id>.partial
-        stage_id = partial.name[1:-len(".partial")]
+        stage_id = partial.name[1 : -len(".partial")]
         (partial.parent / f".{stage_id}.claim.1").write_text(json.dumps({"host": "elsewhere", "pid": 1, "beat": 0}))
         shutil.rmtree(partial)  # what the successor's "[clean]" of a non-resumable stage does
 
@@ -67,11 +87,23 @@ def test_a_claim_lost_while_indexing_says_so(tmp_path, capsys, monkeypatch):
     folder = beir_folder(tmp_path / "mini")
     suite = tmp_path / "s.toml"
     suite.write_text(f'name = "s"\ndescription = "d"\ndatasets = ["{folder}"]\nmeasures = ["nDCG@10"]\n[bm25]\n')
-    code = main(["--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
-                 "--no-progress"])
+    code = main(
+        [
+            "--suite",
+            str(suite),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "Traceback" not in err, err
-    assert re.fullmatch(r"error: lost the claim on index-\w+: another process took this stage over after \d+s without "
-                        r"a heartbeat; rerun the same command to reuse its result", lines[0]), lines[0]
+    assert re.fullmatch(
+        r"error: lost the claim on index-\w+: another process took this stage over after \d+s without "
+        r"a heartbeat; rerun the same command to reuse its result",
+        lines[0],
+    ), lines[0]

@@ -73,7 +73,9 @@ def computed(world) -> Path:
     runs = world["base"] / "computed-runs"
     suite = world["base"] / "computed.toml"
     suite.write_text(SUITE.format(folder=world["folder"], model=world["model"], measures=json.dumps(["nDCG@10"])))
-    assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(world["base"] / "computed")) == 0
+    assert (
+        run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(world["base"] / "computed")) == 0
+    )
     return runs
 
 
@@ -86,7 +88,10 @@ def _run(world, capsys, runs: Path, measures=("nDCG@10",), results="results", ex
     suite = world["base"] / "damage.toml"
     suite.write_text(SUITE.format(folder=world["folder"], model=world["model"], measures=json.dumps(list(measures))))
     capsys.readouterr()
-    assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(world["base"] / results), *extra) == 0
+    assert (
+        run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(world["base"] / results), *extra)
+        == 0
+    )
     out = capsys.readouterr().out
     with open(world["base"] / results / "damage" / "metrics.csv") as fh:
         metrics = {(r["system"], r["measure"]): r["value"] for r in csv.DictReader(fh)}
@@ -126,7 +131,9 @@ def test_each_damage_is_reported_and_redone(world, computed, capsys):
     size = run_file.stat().st_size
     run_file.write_text(run_file.read_text()[: size // 3])
     metrics, out = _run(world, capsys, runs, measures=every[:2])
-    assert _damaged(out) == [f"[damaged] {run_file.parent.name}: run.trec is {size // 3} bytes, recorded {size}; recomputing it"]
+    assert _damaged(out) == [
+        f"[damaged] {run_file.parent.name}: run.trec is {size // 3} bytes, recorded {size}; recomputing it"
+    ]
     assert metrics == _subset(fresh, every[:2])
 
     # 2. a truncated encode shard, then an index rebuild (index and search redone for a new measure)
@@ -137,7 +144,9 @@ def test_each_damage_is_reported_and_redone(world, computed, capsys):
     shutil.rmtree(_stage(runs, "index", type="impact"))
     shutil.rmtree(_stage(runs, "search", type="impact"))
     metrics, out = _run(world, capsys, runs, measures=every[:3])
-    assert _damaged(out) == [f"[damaged] {encode.name}: docs/part-00001.jsonl is 100 bytes, recorded {shard_size}; recomputing it"]
+    assert _damaged(out) == [
+        f"[damaged] {encode.name}: docs/part-00001.jsonl is 100 bytes, recorded {shard_size}; recomputing it"
+    ]
     assert metrics == _subset(fresh, every[:3])
 
     # 3. a missing Lucene segment file under a finished index that a new search needs
@@ -204,8 +213,11 @@ def test_one_stage_per_checkpoint_content(tmp_path, bert_tiny):
     stage (trained once), one row, named as first listed."""
     copy = tmp_path / "my-tiny"
     shutil.copytree(bert_tiny, copy)
-    plan = _plan(tmp_path, f'datasets = ["beir/scifact/test"]\n[splade]\nbackbones = ["bert-tiny", "prajjwal1/bert-tiny", "{copy}"]\n'
-                 'recipe = "ci"\n')
+    plan = _plan(
+        tmp_path,
+        f'datasets = ["beir/scifact/test"]\n[splade]\nbackbones = ["bert-tiny", "prajjwal1/bert-tiny", "{copy}"]\n'
+        'recipe = "ci"\n',
+    )
     assert len({s.id for s in plan.stages() if s.kind.name == "backbone"}) == 1
     assert len({s.id for s in plan.stages() if s.kind.name == "train"}) == 1
     assert [c.backbone for c in plan.conditions] == ["bert-tiny"]
@@ -247,8 +259,11 @@ def test_rebuilt_rescale_sample_gives_new_matched_backbones(tmp_path, monkeypatc
 
 
 def _children(kind_dir: Path, parent: str) -> list[Path]:
-    return [f for f in kind_dir.iterdir() if not f.name.startswith(".")
-            and parent in json.loads((f / "config.json").read_text())["parents"].values()]
+    return [
+        f
+        for f in kind_dir.iterdir()
+        if not f.name.startswith(".") and parent in json.loads((f / "config.json").read_text())["parents"].values()
+    ]
 
 
 def _same_size_edit(shard: Path) -> None:
@@ -290,8 +305,10 @@ def test_same_size_damage_below_a_cached_stage(world, computed, capsys):
     damaged = _damaged(out)
     assert damaged[0] == line
     index = _stage(runs, "index", type="impact")
-    assert f"[damaged] {index.name}: it was computed from its source stage {encode.name}, found damaged in this run; " \
-           "recomputing it" in damaged
+    assert (
+        f"[damaged] {index.name}: it was computed from its source stage {encode.name}, found damaged in this run; "
+        "recomputing it" in damaged
+    )
     assert metrics == first
 
     # a child records the content of the parents it read: a parent folder replaced under the same id
@@ -302,9 +319,12 @@ def test_same_size_damage_below_a_cached_stage(world, computed, capsys):
     (search / "config.json").write_text(json.dumps(meta))
     metrics, out = _run(world, capsys, runs)
     evaluate = [line for line in _damaged(out) if line.startswith("[damaged] evaluate-")]
-    assert evaluate and evaluate[0].endswith(f"its run stage {search.name} has other content than when it was computed "
-                                             "from it; recomputing it")
+    assert evaluate and evaluate[0].endswith(
+        f"its run stage {search.name} has other content than when it was computed from it; recomputing it"
+    )
     assert metrics == first
+
+
 def test_an_extra_shard_in_a_finished_encode_stage_is_damage(world, computed, capsys):
     """A shard file the encode stage never recorded: the impact index built from its folder held more documents
     than its source, and stopped with "rerun with --verify", which found nothing. A finished stage must hold
@@ -320,7 +340,9 @@ def test_an_extra_shard_in_a_finished_encode_stage_is_damage(world, computed, ca
     for folder in [_stage(runs, "index", type="impact"), search, *_children(runs / "evaluate", search.name)]:
         shutil.rmtree(folder)
     metrics, out = _run(world, capsys, runs)
-    assert f"[damaged] {encode.name}: it holds docs/{extra.name}, which it did not record; recomputing it" in _damaged(out)
+    assert f"[damaged] {encode.name}: it holds docs/{extra.name}, which it did not record; recomputing it" in _damaged(
+        out
+    )
     assert metrics == first
 
 
@@ -335,11 +357,21 @@ def test_keep_indexed_then_a_new_depth_searches_the_cached_index_without_encodin
 
     monkeypatch.setattr(benchmark.run, "LARGE_CORPUS", 40)
     suite = tmp_path / "k.toml"
-    body = ('name = "k"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
-            'max_docs = 40\nmax_queries = 5\n{k}[splade]\nbackbones = ["bert-tiny"]\n'
-            '[encode]\nmax_doc_length = 32\nmax_query_length = 16\n')
-    argv = ["--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
-            "--keep", keep]
+    body = (
+        'name = "k"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+        'max_docs = 40\nmax_queries = 5\n{k}[splade]\nbackbones = ["bert-tiny"]\n'
+        "[encode]\nmax_doc_length = 32\nmax_query_length = 16\n"
+    )
+    argv = [
+        "--suite",
+        str(suite),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--keep",
+        keep,
+    ]
     suite.write_text(body.format(k=""))
     if keep == "auto":  # one document short of a large corpus: every shard stays
         assert run_cli(*argv[:-2], "--runs-dir", str(tmp_path / "small"), "--set", "max_docs=39") == 0
@@ -355,6 +387,8 @@ def test_keep_indexed_then_a_new_depth_searches_the_cached_index_without_encodin
     second = capsys.readouterr().out
     ran = [line.split()[1].split("-")[0] for line in second.splitlines() if line.startswith("[run] ")]
     assert ran == ["search", "evaluate"], second  # the index, the queries and the encode stage are cached
-    scores = [[(r["measure"], r["value"], r["FLOPS"]) for r in csv.DictReader(f.read_text().splitlines())]
-              for f in (tmp_path / "results" / "k" / "metrics.csv",)]
+    scores = [
+        [(r["measure"], r["value"], r["FLOPS"]) for r in csv.DictReader(f.read_text().splitlines())]
+        for f in (tmp_path / "results" / "k" / "metrics.csv",)
+    ]
     assert scores == [[(r["measure"], r["value"], r["FLOPS"]) for r in csv.DictReader(before.splitlines())]]

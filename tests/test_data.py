@@ -12,13 +12,20 @@ from benchmark.data.datasets import materialise, read_docids, read_queries, vali
 
 def beir_folder(root, corpus=None, queries=None, qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t2\n"):
     root.mkdir(parents=True, exist_ok=True)
-    corpus = corpus if corpus is not None else [
-        {"_id": "d1", "title": "Sparse", "text": "retrieval with impacts"},
-        {"_id": "d2", "title": "", "text": "no title here"},
-        {"_id": "d3", "title": "Dense", "text": "vectors"},
-    ]
-    queries = queries if queries is not None else [{"_id": "q1", "text": "sparse?"}, {"_id": "q2", "text": "dense"},
-                                                   {"_id": "q3", "text": "unjudged"}]
+    corpus = (
+        corpus
+        if corpus is not None
+        else [
+            {"_id": "d1", "title": "Sparse", "text": "retrieval with impacts"},
+            {"_id": "d2", "title": "", "text": "no title here"},
+            {"_id": "d3", "title": "Dense", "text": "vectors"},
+        ]
+    )
+    queries = (
+        queries
+        if queries is not None
+        else [{"_id": "q1", "text": "sparse?"}, {"_id": "q2", "text": "dense"}, {"_id": "q3", "text": "unjudged"}]
+    )
     (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus))
     (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
     (root / "qrels").mkdir(exist_ok=True)
@@ -91,14 +98,25 @@ def test_a_fresh_ir_datasets_cache_is_filled_under_the_lock(tmp_path, monkeypatc
     assert reader.returncode == 0 and out.split() == ["5183"]
 
 
-@pytest.mark.parametrize("kind,kwargs,pattern", [
-    ("missing file", {}, "lacks queries.jsonl"),
-    ("bad json", {"corpus_text": '{"_id": "d1", "text": "ok"}\n{not json}\n'}, r"corpus.jsonl:2 is not valid JSON"),
-    ("no header", {"qrels": "q1\td1\t1\n"}, "not the BEIR header"),
-    ("wrong columns", {"qrels": "query-id\tcorpus-id\tscore\nq1\td1\n"}, "must be query-id<TAB>corpus-id<TAB>integer score"),
-    ("unknown query", {"qrels": "query-id\tcorpus-id\tscore\nq9\td1\t1\n"}, "query id.* not in queries.jsonl.*'q9'"),
-    ("empty corpus", {"corpus": []}, "empty corpus"),
-])
+@pytest.mark.parametrize(
+    "kind,kwargs,pattern",
+    [
+        ("missing file", {}, "lacks queries.jsonl"),
+        ("bad json", {"corpus_text": '{"_id": "d1", "text": "ok"}\n{not json}\n'}, r"corpus.jsonl:2 is not valid JSON"),
+        ("no header", {"qrels": "q1\td1\t1\n"}, "not the BEIR header"),
+        (
+            "wrong columns",
+            {"qrels": "query-id\tcorpus-id\tscore\nq1\td1\n"},
+            "must be query-id<TAB>corpus-id<TAB>integer score",
+        ),
+        (
+            "unknown query",
+            {"qrels": "query-id\tcorpus-id\tscore\nq9\td1\t1\n"},
+            "query id.* not in queries.jsonl.*'q9'",
+        ),
+        ("empty corpus", {"corpus": []}, "empty corpus"),
+    ],
+)
 def test_malformed_beir_folder(tmp_path, kind, kwargs, pattern):
     corpus_text = kwargs.pop("corpus_text", None)
     folder = beir_folder(tmp_path / "bad", **kwargs)
@@ -133,11 +151,14 @@ def write_scifact_slice(root, n_queries=20, n_docs=200):
     queries = {q.query_id: q.text for q in ds.queries_iter()}
     root.mkdir(parents=True)
     (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": queries[q]}) + "\n" for q in qids),
-                                        encoding="utf-8")
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": queries[q]}) + "\n" for q in qids), encoding="utf-8"
+    )
     (root / "qrels").mkdir()
     (root / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q.query_id}\t{q.doc_id}\t{q.relevance}\n" for q in judged), encoding="utf-8")
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q.query_id}\t{q.doc_id}\t{q.relevance}\n" for q in judged),
+        encoding="utf-8",
+    )
     return root
 
 
@@ -199,7 +220,11 @@ def test_content_aware_keys(tmp_path, scifact_slice):
         st = path.stat()
         text = path.read_text(encoding="utf-8")
         i = text.rindex("\t1\n") if rel.endswith(".tsv") else text.index('"text": "') + 9
-        edited = text[:i] + ("\t2\n" if rel.endswith(".tsv") else text[i:i + 1].swapcase()) + text[i + (3 if rel.endswith(".tsv") else 1):]
+        edited = (
+            text[:i]
+            + ("\t2\n" if rel.endswith(".tsv") else text[i : i + 1].swapcase())
+            + text[i + (3 if rel.endswith(".tsv") else 1) :]
+        )
         assert len(edited) == len(text) and edited != text
         path.write_text(edited, encoding="utf-8")
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -250,10 +275,13 @@ def cranfield_folder(root):
     import ir_datasets
 
     ds = ir_datasets.load("cranfield")
-    return beir_folder(root, corpus=[{"_id": d.doc_id, "title": d.title, "text": d.text} for d in ds.docs_iter()],
-                       queries=[{"_id": q.query_id, "text": q.text} for q in ds.queries_iter()],
-                       qrels="query-id\tcorpus-id\tscore\n" + "".join(
-                           f"{q.query_id}\t{q.doc_id}\t{q.relevance}\n" for q in ds.qrels_iter() if q.relevance > 0))
+    return beir_folder(
+        root,
+        corpus=[{"_id": d.doc_id, "title": d.title, "text": d.text} for d in ds.docs_iter()],
+        queries=[{"_id": q.query_id, "text": q.text} for q in ds.queries_iter()],
+        qrels="query-id\tcorpus-id\tscore\n"
+        + "".join(f"{q.query_id}\t{q.doc_id}\t{q.relevance}\n" for q in ds.qrels_iter() if q.relevance > 0),
+    )
 
 
 @pytest.mark.slow  # two BM25 pipelines through Lucene, and Pyserini's own searcher (importing it: ~10 s)
@@ -277,26 +305,40 @@ def test_numeric_ids_keep_their_coincidental_hits(tmp_path):
     got = {}
     for name, extra in (("kept", ""), ("removed", f'[remove_query]\n"{folder}" = true\n')):
         suite = tmp_path / f"{name}.toml"
-        suite.write_text(f'name = "{name}"\ndescription = "d"\ndatasets = ["{folder}"]\nmeasures = {json.dumps(measures)}\n'
-                         f'[bm25]\nk1 = 0.9\nb = 0.4\n{extra}')
+        suite.write_text(
+            f'name = "{name}"\ndescription = "d"\ndatasets = ["{folder}"]\nmeasures = {json.dumps(measures)}\n'
+            f"[bm25]\nk1 = 0.9\nb = 0.4\n{extra}"
+        )
         assert run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(tmp_path / "res")) == 0
         with open(tmp_path / "res" / name / "metrics.csv") as fh:
             got[name] = {r["measure"]: float(r["value"]) for r in csv.DictReader(fh)}
     index = next(p for p in (runs / "index").iterdir() if not p.name.startswith(".")) / "index"
     searcher = LuceneSearcher(str(index))
     searcher.set_bm25(0.9, 0.4)
-    queries = {json.loads(l)["_id"]: json.loads(l)["text"] for l in (folder / "queries.jsonl").read_text().splitlines()}
+    queries = {
+        json.loads(line)["_id"]: json.loads(line)["text"]
+        for line in (folder / "queries.jsonl").read_text().splitlines()
+    }
     hits = searcher.batch_search(list(queries.values()), list(queries), k=1000, threads=1)
     run = [ir_measures.ScoredDoc(q, h.docid, h.score) for q, hs in hits.items() for h in hs]
     assert sum(1 for d in run if d.query_id == d.doc_id) > 100  # coincidences that removal would drop
-    qrels = [ir_measures.Qrel(*line.split("\t")[:2], int(line.split("\t")[2]))
-             for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]]
-    direct = {str(m): v for m, v in ir_measures.calc_aggregate([ir_measures.parse_measure(m) for m in measures], qrels, run).items()}
+    qrels = [
+        ir_measures.Qrel(*line.split("\t")[:2], int(line.split("\t")[2]))
+        for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]
+    ]
+    direct = {
+        str(m): v
+        for m, v in ir_measures.calc_aggregate([ir_measures.parse_measure(m) for m in measures], qrels, run).items()
+    }
     # judged queries without any hit count 0 in both (trec_eval -c); runs written at 6 decimals: 4-decimal agreement
     assert {m: round(v, 4) for m, v in got["kept"].items()} == {m: round(v, 4) for m, v in direct.items()}
     assert got["removed"] != got["kept"]
     kept, removed = ((tmp_path / "res" / n / "table.md").read_text() for n in ("kept", "removed"))
-    assert "Self-hits removed" not in kept and "Self-hits removed" in removed and "cran" in removed.split("Self-hits removed")[1]
+    assert (
+        "Self-hits removed" not in kept
+        and "Self-hits removed" in removed
+        and "cran" in removed.split("Self-hits removed")[1]
+    )
 
 
 def test_folders_of_one_name_in_two_places_stay_apart(tmp_path):
@@ -311,7 +353,10 @@ def test_folders_of_one_name_in_two_places_stay_apart(tmp_path):
     b = beir_folder(tmp_path / "b" / "slice", qrels="query-id\tcorpus-id\tscore\nq1\td2\t1\n")
     suite = tmp_path / "two.toml"
     suite.write_text(f'name = "two"\ndescription = "d"\ndatasets = ["{a}", "{b}"]\nmeasures = ["RR@10"]\n[bm25]\n')
-    assert run_cli("--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res")) == 0
+    assert (
+        run_cli("--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res"))
+        == 0
+    )
     with open(tmp_path / "res" / "two" / "metrics.csv") as fh:
         got = {r["dataset"]: float(r["value"]) for r in csv.DictReader(fh)}
     label = {f: "local:slice~" + DatasetRef(str(f)).key().rsplit(":", 1)[-1][:8] for f in (a, b)}

@@ -3,7 +3,8 @@
 What is compared, per optimiser step (2 steps; λ_q = λ_d = 0.05 at full strength in step 2):
 the logged loss and its parts (ranking loss, FLOPS regulariser of queries and documents), the
 activation statistics, the gradient norm, and every parameter's gradient after the DDP
-all-reduce, each step from the same weights (see ``ddp_worker``). For this to hold, InfoNCE must see the in-batch negatives of
+all-reduce, each step from the same weights (see ``ddp_worker``). For this to hold, InfoNCE must see the in-batch
+negatives of
 both ranks (ST's ``gather_across_devices``) and FLOPS must be the FLOPS of the global batch
 (``GlobalFlopsLoss``). The ``local`` variant, ST's per-rank FlopsLoss, is run too and must differ:
 it shows the comparison is sharp enough to catch a per-rank regulariser.
@@ -20,13 +21,26 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny_models import tiny_bert
 from ddp_worker import run
+
+from helpers.tiny_models import tiny_bert
 
 pytestmark = pytest.mark.slow  # trains in two gloo processes
 
 TESTS = Path(__file__).resolve().parent
-COMPARED = ("loss", "ranking_loss", "flops_reg_q", "flops_reg_d", "flops", "nnz_q", "nnz_d", "max_q", "max_d", "grad_norm", "lambda_q")
+COMPARED = (
+    "loss",
+    "ranking_loss",
+    "flops_reg_q",
+    "flops_reg_d",
+    "flops",
+    "nnz_q",
+    "nnz_d",
+    "max_q",
+    "max_d",
+    "grad_norm",
+    "lambda_q",
+)
 
 
 def _rows(folder: Path) -> list[dict[str, float]]:
@@ -37,7 +51,9 @@ def _rows(folder: Path) -> list[dict[str, float]]:
 
 def _max_relative_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     assert a.keys() == b.keys()
-    return max(float((a[n] - b[n]).abs().max()) / (float(b[n].abs().max()) + 1e-12) for n in a if b[n].abs().max() > 1e-6)
+    return max(
+        float((a[n] - b[n]).abs().max()) / (float(b[n].abs().max()) + 1e-12) for n in a if b[n].abs().max() > 1e-6
+    )
 
 
 def test_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
@@ -47,8 +63,19 @@ def test_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
     (init / "config.json").write_text(json.dumps(config))
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(TESTS / "ddp_worker.py"), str(init), str(tmp_path / "two"), "global", "local"]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(TESTS / "ddp_worker.py"),
+        str(init),
+        str(tmp_path / "two"),
+        "global",
+        "local",
+    ]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     run(init, tmp_path / "one")
@@ -67,7 +94,12 @@ def test_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
     rtol = 4 * 4096 * 2.0**-24
     for r1, r2 in zip(rows_one, rows_two):
         for column in COMPARED:
-            assert abs(r2[column] - r1[column]) <= rtol * abs(r1[column]) + 1e-7, (r1["step"], column, r1[column], r2[column])
+            assert abs(r2[column] - r1[column]) <= rtol * abs(r1[column]) + 1e-7, (
+                r1["step"],
+                column,
+                r1[column],
+                r2[column],
+            )
 
     grads_one, grads_two, grads_local = (torch.load(f / "grads.pt") for f in (one, two, local))
     assert len(grads_one) == len(grads_two) == 2

@@ -17,8 +17,17 @@ pytestmark = pytest.mark.slow  # trains the smoke suite
 
 
 def test_smoke_from_scratch_within_expected(tmp_path, capsys):
-    common = ("--suite", "smoke", *SUBSET, "--threads", "2", "--runs-dir", str(tmp_path / "runs"),
-              "--results-dir", str(tmp_path / "res"))
+    common = (
+        "--suite",
+        "smoke",
+        *SUBSET,
+        "--threads",
+        "2",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--results-dir",
+        str(tmp_path / "res"),
+    )
     assert run_cli(*common) == 0
     # a slice given on the command line is a subset run: its own results folder
     metrics = (tmp_path / "res" / "smoke@max-docs=600,max-queries=30" / "metrics.csv").read_text()

@@ -15,7 +15,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 #: `python -m a.b.c` anywhere in a page
 COMMAND = re.compile(r"python3? -m (benchmark(?:\.[A-Za-z_][\w]*)*)")
-#: a dotted name of this package in backticks: `benchmark.model.heads` or `benchmark.model.heads.attach_projection_scale`
+#: a dotted name of this package in backticks: `benchmark.model.heads` or
+# `benchmark.model.heads.attach_projection_scale`
 DOTTED = re.compile(r"`(benchmark(?:\.[A-Za-z_]\w*)+)(?:\(\))?`")
 #: a path of this repository in backticks: `benchmark/model/heads.py`, `results/perf/perf.amd.md`, `docs/x.md`
 PATH = re.compile(r"`((?:benchmark|tests|scripts|docs|results|\.ci)/[^`\s]*)`")
@@ -78,8 +79,10 @@ def test_every_command_module_path_and_link_exists(page: Path):
 
 def test_the_checker_catches_a_stale_name(tmp_path):
     """The patterns find what a stale page would name (so the test above is not vacuous)."""
-    text = ("Run `python -m benchmark.nothing_here`, see `benchmark/no_such.py` and `benchmark.model.heads.nope`; "
-            "[x](no-page.md)")
+    text = (
+        "Run `python -m benchmark.nothing_here`, see `benchmark/no_such.py` and `benchmark.model.heads.nope`; "
+        "[x](no-page.md)"
+    )
     assert COMMAND.findall(text) == ["benchmark.nothing_here"]
     assert PATH.findall(text) == ["benchmark/no_such.py"]
     assert DOTTED.findall(text) == ["benchmark.model.heads.nope"] and not _resolves("benchmark.model.heads.nope")

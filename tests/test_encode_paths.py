@@ -78,8 +78,9 @@ def _oracle(model, tokenizer, texts, max_length, vectors, slack=1e-6):
         ids, weights = vectors[row]
         got = dict(zip(ids.tolist(), weights.tolist()))
         for j in np.nonzero(approx > -slack)[0].tolist():
-            exact = max(math.fsum([*(t.astype(np.float64) * weight[j].astype(np.float64)).tolist(), float(bias[j])])
-                        for t in h)
+            exact = max(
+                math.fsum([*(t.astype(np.float64) * weight[j].astype(np.float64)).tolist(), float(bias[j])]) for t in h
+            )
             value = np.float32(exact)
             want = np.float32(np.log1p(np.float64(value))) if value > 0 else None
             assert got.pop(j, None) == want, (row, j, exact)
@@ -149,8 +150,9 @@ def test_relu_kink_terms_are_kept_by_every_path_and_lost_without_margin(real_ber
     model, tokenizer = real_bert_tiny
     text = "Microglia are the resident macrophages of the central nervous system."
     gen = torch.Generator().manual_seed(1)
-    kink = _shift_bias(model, tokenizer, text, 64, 1e-4 * torch.randn(model.config.vocab_size, generator=gen,
-                                                                      dtype=torch.float64))
+    kink = _shift_bias(
+        model, tokenizer, text, 64, 1e-4 * torch.randn(model.config.vocab_size, generator=gen, dtype=torch.float64)
+    )
     outs = {p: encode(kink, tokenizer, [text], max_length=64, path=p) for p in PATHS}
     for p in PATHS[1:]:
         assert _same(outs[p], outs[PATHS[0]]), p
@@ -236,7 +238,7 @@ def test_log1p_weights_do_not_depend_on_their_position():
     """The weights' log1p gives each value the same result wherever it sits (no scalar tail)."""
     values = np.random.default_rng(0).uniform(0, 12, 10007).astype(np.float32)
     pooled = torch.from_numpy(values).view(1, -1)
-    (_, whole), = _sparse_rows(pooled)
+    ((_, whole),) = _sparse_rows(pooled)
     pieces = np.concatenate([_sparse_rows(pooled[:, i : i + 37])[0][1] for i in range(0, 10007, 37)])
     single = np.array([np.float32(math.log1p(float(v))) for v in values])
     assert np.array_equal(whole, pieces) and np.array_equal(whole, single)

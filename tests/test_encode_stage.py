@@ -10,8 +10,10 @@ from benchmark.formats.vectors import SHARD
 from benchmark.retrieval import impact_vectors as encode_mod
 from benchmark.retrieval.impact_vectors import encode_docs_stage, read_shard_stats
 
-WORDS = ("vitamin deficiency tuberculosis risk microglia macrophage nervous system aspirin trial brca1 "
-         "mutation cancer cell protein gene expression patients randomized cohort").split()
+WORDS = (
+    "vitamin deficiency tuberculosis risk microglia macrophage nervous system aspirin trial brca1 "
+    "mutation cancer cell protein gene expression patients randomized cohort"
+).split()
 
 
 def _corpus(root, n: int):
@@ -45,7 +47,8 @@ def test_pooled_shards_equal_inline_shards(tmp_path, bert_tiny, monkeypatch):
     many = encode_docs_stage(bert_tiny, corpus, tmp_path / "many", shard_size=10, **kw)
     assert len(pools) == 1
     assert sorted(p.name for p in (tmp_path / "many" / "docs").glob("part-*.jsonl")) == [
-        SHARD.format(i) for i in range(5)]
+        SHARD.format(i) for i in range(5)
+    ]
     v_one, df_one = _read(tmp_path / "one" / "docs")
     v_many, df_many = _read(tmp_path / "many" / "docs")
     assert len(v_one) == 47 and v_one == v_many

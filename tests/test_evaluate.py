@@ -11,8 +11,7 @@ from benchmark.evaluation.measures import evaluate_stage, parse_measures
 from benchmark.formats.perquery import perquery_path, read_perquery
 
 QRELS = "q1 0 d1 1\nq1 0 d3 2\nq2 0 d2 1\nq3 0 d9 1\n"
-RUN = ("q1 Q0 d2 1 3.0 t\nq1 Q0 d1 2 2.0 t\nq1 Q0 d3 3 1.0 t\n"
-       "q2 Q0 d2 1 5.0 t\n")  # q3 is judged but has no hits
+RUN = "q1 Q0 d2 1 3.0 t\nq1 Q0 d1 2 2.0 t\nq1 Q0 d3 3 1.0 t\nq2 Q0 d2 1 5.0 t\n"  # q3 is judged but has no hits
 
 
 @pytest.fixture
@@ -67,10 +66,12 @@ def test_suite_measures_are_canonical_everywhere(tmp_path):
     from benchmark.suites import load_suite
 
     path = tmp_path / "spell.toml"
-    path.write_text('name = "spell"\ndescription = "d"\ndatasets = ["beir/scifact/test", "beir/nfcorpus/test"]\n'
-                    'measures = ["nDCG(cutoff=10)", "RR@10 ", "nDCG@10"]\n[dataset_measures]\n"beir/nfcorpus/test" = [" R@100"]\n'
-                    '[bm25]\n[table]\nmeasure = "nDCG(cutoff=10)"\n[table.measure_for]\n"beir/nfcorpus/test" = "R(cutoff=100)"\n'
-                    '[[expected]]\ndataset = "beir/scifact/test"\nsystem = "bm25"\nmeasure = "RR(cutoff=10)"\nvalue = 0.5\n')
+    path.write_text(
+        'name = "spell"\ndescription = "d"\ndatasets = ["beir/scifact/test", "beir/nfcorpus/test"]\n'
+        'measures = ["nDCG(cutoff=10)", "RR@10 ", "nDCG@10"]\n[dataset_measures]\n"beir/nfcorpus/test" = [" R@100"]\n'
+        '[bm25]\n[table]\nmeasure = "nDCG(cutoff=10)"\n[table.measure_for]\n"beir/nfcorpus/test" = "R(cutoff=100)"\n'
+        '[[expected]]\ndataset = "beir/scifact/test"\nsystem = "bm25"\nmeasure = "RR(cutoff=10)"\nvalue = 0.5\n'
+    )
     suite = load_suite(str(path))
     assert suite.measures == ["nDCG@10", "RR@10"]
     assert suite.dataset_measures == {"beir/nfcorpus/test": ["R@100"]}
@@ -78,14 +79,26 @@ def test_suite_measures_are_canonical_everywhere(tmp_path):
     assert suite.expected[0].measure == "RR@10"
 
 
-@pytest.mark.parametrize("measure, problem", [
-    ("nDCG@10.5", "measure 'nDCG@10.5' has cutoff 10.5; a cutoff is a positive integer written in digits (e.g. nDCG@10)"),
-    ("P@1e3", "measure 'P@1e3' has cutoff 1000.0; a cutoff is a positive integer written in digits (e.g. P@10)"),
-    ("RBP(p=2)", "measure 'RBP(p=2)' has an invalid parameter p=2; use ir_measures strings such as nDCG@10, RR@10, R@100, "
-                 "R@1000, AP, R(rel=2)@1000"),
-    ("NumQ", "measure 'NumQ' is a total over queries, but the tables report means over the judged queries; "
-             "use a per-query measure (e.g. R@1000, nDCG@10)"),
-])
+@pytest.mark.parametrize(
+    "measure, problem",
+    [
+        (
+            "nDCG@10.5",
+            "measure 'nDCG@10.5' has cutoff 10.5; a cutoff is a positive integer written in digits (e.g. nDCG@10)",
+        ),
+        ("P@1e3", "measure 'P@1e3' has cutoff 1000.0; a cutoff is a positive integer written in digits (e.g. P@10)"),
+        (
+            "RBP(p=2)",
+            "measure 'RBP(p=2)' has an invalid parameter p=2; use ir_measures strings such as nDCG@10, RR@10, R@100, "
+            "R@1000, AP, R(rel=2)@1000",
+        ),
+        (
+            "NumQ",
+            "measure 'NumQ' is a total over queries, but the tables report means over the judged queries; "
+            "use a per-query measure (e.g. R@1000, nDCG@10)",
+        ),
+    ],
+)
 def test_measure_problems(measure, problem):
     from benchmark.evaluation.measures import measure_problems
 

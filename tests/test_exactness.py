@@ -39,8 +39,11 @@ def test_impact_scores_equal_integer_dot_products(untrained_splade):
     (queries_dir,) = _stage_dirs(runs, "queries")
     docs, queries = _load_vectors(encode_dir, queries_dir)
     assert all(isinstance(w, int) and w > 0 for v in docs.values() for w in v.values())
-    impact_search = [p for p in _stage_dirs(runs, "search")
-                     if json.loads((p / "config.json").read_text())["record"]["type"] == "impact"]
+    impact_search = [
+        p
+        for p in _stage_dirs(runs, "search")
+        if json.loads((p / "config.json").read_text())["record"]["type"] == "impact"
+    ]
     (search_dir,) = impact_search
     run = read_run(search_dir / "run.trec")
     sampled = random.Random(0).sample(sorted(run), 10)

@@ -12,7 +12,6 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from helpers.forwards import hidden_states, rounding_tolerance, vector_bound
 from test_kill_points import small_disk  # noqa: F401  (a fixture: a 48 MiB tmpfs)
 
 from benchmark.report import model_export as export
@@ -22,12 +21,23 @@ from benchmark.retrieval.impact_vectors import load_model
 from benchmark.splade.encoder import encode
 from benchmark.splade.forward import _decoder
 from benchmark.splade.impacts import QUANT_SCALE
+from helpers.forwards import hidden_states, rounding_tolerance, vector_bound
 
-TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), "insulin and glucose",
-         " ".join(["the immune system trains on vaccines and pathogens"] * 20), "brca1 mutation and cancer risk"]
+TEXTS = [
+    "cells divide",
+    " ".join(["protein folding in the cell"] * 9),
+    "insulin and glucose",
+    " ".join(["the immune system trains on vaccines and pathogens"] * 20),
+    "brca1 mutation and cancer risk",
+]
 QUERIES = ["what causes cancer", "insulin resistance in muscle cells"]
 DOC_LEN, QUERY_LEN = 256, 64
-TRAIN, SEARCH, ENCODE, ENCODE_Q = "train-0123456789ab", "search-0123456789ab", "encode-0123456789ab", "queries-0123456789ab"
+TRAIN, SEARCH, ENCODE, ENCODE_Q = (
+    "train-0123456789ab",
+    "search-0123456789ab",
+    "encode-0123456789ab",
+    "queries-0123456789ab",
+)
 
 
 def train_stage(runs) -> None:
@@ -35,8 +45,9 @@ def train_stage(runs) -> None:
     from benchmark.stages.store import COMPLETE, output_files
 
     folder = runs / "train" / TRAIN
-    (folder / "config.json").write_text(json.dumps({"id": TRAIN, "kind": "train", "status": COMPLETE,
-                                                    "outputs": output_files(folder), "record": {}}))
+    (folder / "config.json").write_text(
+        json.dumps({"id": TRAIN, "kind": "train", "status": COMPLETE, "outputs": output_files(folder), "record": {}})
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,18 +56,44 @@ def exported(tmp_path_factory, bert_tiny):
     runs = root / "runs"
     shutil.copytree(bert_tiny, runs / "train" / TRAIN / "model")
     train_stage(runs)
-    for kind, stage, body in (("search", SEARCH, {"parents": {"docs": ENCODE, "queries": ENCODE_Q, "index": "index-x"}}),
-                              ("encode", ENCODE, {"config": {"max_length": DOC_LEN}, "parents": {}}),
-                              ("queries", ENCODE_Q, {"config": {"max_length": QUERY_LEN}, "parents": {}})):
+    for kind, stage, body in (
+        ("search", SEARCH, {"parents": {"docs": ENCODE, "queries": ENCODE_Q, "index": "index-x"}}),
+        ("encode", ENCODE, {"config": {"max_length": DOC_LEN}, "parents": {}}),
+        ("queries", ENCODE_Q, {"config": {"max_length": QUERY_LEN}, "parents": {}}),
+    ):
         (runs / kind / stage).mkdir(parents=True)
         (runs / kind / stage / "config.json").write_text(json.dumps(body))
-    c = ConditionResult(key="evaluate-1", dataset="beir/scifact/test", system="splade", backbone="bert-tiny", variant="x4",
-                        factor="4", method="head-norm", trained=True, seed=42, outcome="degraded",
-                        outcome_reason="dev_mrr_drop", outcome_step=26, metrics={"nDCG@10": 0.6123, "R@100": 0.9},
-                        queries=300, scale=4.0, command="python -m benchmark.run --suite hand --variants x4 --seeds 42",
-                        train_id=TRAIN, search_id=SEARCH, evaluate_id="evaluate-1")
-    folder = publish(SuiteResults(suite="hand", measures=["nDCG@10", "R@100"], conditions=[c], seeds=[42],
-                                  training="Training: recipe smoke (one short epoch)."), root / "results" / "hand")
+    c = ConditionResult(
+        key="evaluate-1",
+        dataset="beir/scifact/test",
+        system="splade",
+        backbone="bert-tiny",
+        variant="x4",
+        factor="4",
+        method="head-norm",
+        trained=True,
+        seed=42,
+        outcome="degraded",
+        outcome_reason="dev_mrr_drop",
+        outcome_step=26,
+        metrics={"nDCG@10": 0.6123, "R@100": 0.9},
+        queries=300,
+        scale=4.0,
+        command="python -m benchmark.run --suite hand --variants x4 --seeds 42",
+        train_id=TRAIN,
+        search_id=SEARCH,
+        evaluate_id="evaluate-1",
+    )
+    folder = publish(
+        SuiteResults(
+            suite="hand",
+            measures=["nDCG@10", "R@100"],
+            conditions=[c],
+            seeds=[42],
+            training="Training: recipe smoke (one short epoch).",
+        ),
+        root / "results" / "hand",
+    )
     lines: list[str] = []
     [path] = export.export_suite(folder, runs, root / "exports", say=lines.append)
     assert lines == [f"exported {path}"]
@@ -72,9 +109,14 @@ def test_folder_is_a_sparse_encoder_with_a_model_card(exported):
     assert json.loads((exported / "sentence_bert_config.json").read_text())["max_seq_length"] == DOC_LEN
     card = (exported / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: sentence-transformers\n")
-    for text in ("MLM-head rescale: method `head-norm`, factor 4 (applied: ×4)", "- Training: recipe smoke (one short epoch). Seed 42.",
-                 "Training outcome: degraded at step 26 (dev_mrr_drop)", "| scifact (`beir/scifact/test`) | 0.6123 | 0.9000 |",
-                 "python -m benchmark.run --suite hand --variants x4 --seeds 42", "queries 64 tokens"):
+    for text in (
+        "MLM-head rescale: method `head-norm`, factor 4 (applied: ×4)",
+        "- Training: recipe smoke (one short epoch). Seed 42.",
+        "Training outcome: degraded at step 26 (dev_mrr_drop)",
+        "| scifact (`beir/scifact/test`) | 0.6123 | 0.9000 |",
+        "python -m benchmark.run --suite hand --variants x4 --seeds 42",
+        "queries 64 tokens",
+    ):
         assert text in card, text
 
 
@@ -89,8 +131,11 @@ def test_sparse_encoder_reproduces_the_harness_vectors(exported, bert_tiny):
     sdpa, mask, _ = hidden_states(model, tokenizer, TEXTS)
     tolerance = rounding_tolerance(sdpa, hidden_states(*load_model(bert_tiny, "eager"), TEXTS)[0], mask)
     u, k = 2.0**-24, weight.shape[1]
-    bound = (vector_bound(tolerance, weight) + 2 * k * u * float(sdpa[mask].norm(dim=-1).max()) * float(weight.norm(dim=1).max())
-             + 2 * u * max(float(w.max()) for _, w in harness))
+    bound = (
+        vector_bound(tolerance, weight)
+        + 2 * k * u * float(sdpa[mask].norm(dim=-1).max()) * float(weight.norm(dim=1).max())
+        + 2 * u * max(float(w.max()) for _, w in harness)
+    )
     encoder = SparseEncoder(str(exported), device="cpu")
     assert encoder.max_seq_length == DOC_LEN
     got = encoder.encode_document(TEXTS, convert_to_tensor=True).to_dense().numpy()
@@ -126,8 +171,18 @@ def test_pyserini_query_encoder_loads_it(exported, bert_tiny):
 
 def test_export_errors_name_the_missing_runs(tmp_path, exported):
     folder = exported.parents[1] / "results"
-    code = export.main(["--suite", "hand", "--results-dir", str(folder), "--runs-dir", str(tmp_path / "nowhere"),
-                        "--out", str(tmp_path / "out")])
+    code = export.main(
+        [
+            "--suite",
+            "hand",
+            "--results-dir",
+            str(folder),
+            "--runs-dir",
+            str(tmp_path / "nowhere"),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 2 and not (tmp_path / "out").exists()
     assert export.main(["--suite", "nope", "--results-dir", str(folder)]) == 2
 
@@ -168,8 +223,9 @@ def test_fold_for_export_carries_the_projection_scale_into_plain_weights(bert_ti
 def _export_line(capsys, exported, runs, out) -> str:
     root = exported.parents[1]
     capsys.readouterr()
-    code = export.main(["--suite", "hand", "--results-dir", str(root / "results"), "--runs-dir", str(runs),
-                        "--out", str(out)])
+    code = export.main(
+        ["--suite", "hand", "--results-dir", str(root / "results"), "--runs-dir", str(runs), "--out", str(out)]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.startswith("error:")]  # transformers' progress bars aside
@@ -194,7 +250,10 @@ def test_weights_changed_at_the_same_size_are_not_exported(exported, tmp_path, c
         fh.write(b"\0" * (4 << 20))
     assert weights.stat().st_size == size
     line = _export_line(capsys, exported, runs, tmp_path / "out")
-    assert f"train stage {runs / 'train' / TRAIN} is damaged (model/model.safetensors differs from its recorded sha256)" in line
+    assert (
+        f"train stage {runs / 'train' / TRAIN} is damaged (model/model.safetensors differs from its recorded sha256)"
+        in line
+    )
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
@@ -211,7 +270,10 @@ def test_an_out_that_is_a_file_is_one_line(exported, tmp_path, capsys):
     out = tmp_path / "out"
     out.write_text("not a folder")
     line = _export_line(capsys, exported, exported.parents[1] / "runs", out)
-    assert line == f"error: export folder {str(out)!r} is not writable ({out} is a file); fix its permissions or pass --out DIR"
+    assert (
+        line
+        == f"error: export folder {str(out)!r} is not writable ({out} is a file); fix its permissions or pass --out DIR"
+    )
     assert out.read_text() == "not a folder"
 
 
@@ -228,7 +290,9 @@ def read_only_folder(tmp_path):
         yield folder
         folder.chmod(0o755)
         return
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a read-only tmpfs here: {proc.stderr.strip()}")
     try:
@@ -249,8 +313,10 @@ def test_a_full_disk_while_exporting_is_one_line_and_leaves_nothing(exported, tm
     with open(small_disk / "filler", "wb") as fh:  # leave 2 MiB: the 17 MiB of bert-tiny's weights do not fit
         fh.write(b"\0" * (shutil.disk_usage(small_disk).free - (2 << 20)))
     line = _export_line(capsys, exported, exported.parents[1] / "runs", out)
-    assert line == (f"error: cannot write the export to {out} (No space left on device); free space there or pass --out "
-                    "DIR on a larger disk, and export again (nothing half-written was left there)")
+    assert line == (
+        f"error: cannot write the export to {out} (No space left on device); free space there or pass --out "
+        "DIR on a larger disk, and export again (nothing half-written was left there)"
+    )
     assert list(out.iterdir()) == []  # no hidden half-written folder
 
 
@@ -277,9 +343,23 @@ def test_a_killed_exports_leftover_is_removed_by_the_next_export(exported, tmp_p
 
     out = tmp_path / "out"
     root = exported.parents[1]
-    argv = ["--suite", "hand", "--results-dir", str(root / "results"), "--runs-dir", str(root / "runs"), "--out", str(out)]
-    killed = subprocess.run([sys.executable, "-c", KILLED_WHILE_SAVING, *argv], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, timeout=300)
+    argv = [
+        "--suite",
+        "hand",
+        "--results-dir",
+        str(root / "results"),
+        "--runs-dir",
+        str(root / "runs"),
+        "--out",
+        str(out),
+    ]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_WHILE_SAVING, *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        timeout=300,
+    )
     assert killed.returncode == -9, killed.stderr
     assert [p.name for p in out.iterdir() if p.name.startswith(".")], "the kill left nothing to remove"
     assert export.main(argv) == 0

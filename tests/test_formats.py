@@ -10,11 +10,12 @@ from benchmark.formats import documents as corpus, qrels, query_texts as topics,
 
 
 def test_corpus_bytes_and_round_trip(tmp_path):
-    docs = [corpus.Doc("d1", "Title Body"), corpus.Doc("d2", "naïve “quotes” \"and\" \\ tab\t")]
+    docs = [corpus.Doc("d1", "Title Body"), corpus.Doc("d2", 'naïve “quotes” "and" \\ tab\t')]
     assert corpus.write_corpus(tmp_path, docs) == 2
     assert (tmp_path / "corpus" / "docs.jsonl").read_bytes() == (
         b'{"id": "d1", "contents": "Title Body"}\n'
-        + '{"id": "d2", "contents": "naïve “quotes” \\"and\\" \\\\ tab\\t"}\n'.encode())
+        + '{"id": "d2", "contents": "naïve “quotes” \\"and\\" \\\\ tab\\t"}\n'.encode()
+    )
     assert (tmp_path / "docids.txt").read_bytes() == b"d1\nd2\n"
     assert list(corpus.read_docs(corpus.docs_path(tmp_path))) == docs
     assert corpus.read_docids(corpus.docids_path(tmp_path)) == ["d1", "d2"]
@@ -47,11 +48,13 @@ def test_qrels_bytes_and_round_trip(tmp_path):
 def test_trec_run_bytes_and_round_trip(tmp_path):
     hits = {"q1": [("d1", 12.0), ("d2", 3.1415926)], "q2": [], "q3": [("d9", -0.5)]}
     trec_run.write_run(tmp_path / trec_run.RUN, hits)
-    assert (tmp_path / "run.trec").read_bytes() == (b"q1 Q0 d1 1 12.000000 benchmark\nq1 Q0 d2 2 3.141593 benchmark\n"
-                                                    b"q3 Q0 d9 1 -0.500000 benchmark\n")
+    assert (tmp_path / "run.trec").read_bytes() == (
+        b"q1 Q0 d1 1 12.000000 benchmark\nq1 Q0 d2 2 3.141593 benchmark\nq3 Q0 d9 1 -0.500000 benchmark\n"
+    )
     assert trec_run.read_run(tmp_path / trec_run.RUN) == {"q1": [("d1", 12.0), ("d2", 3.141593)], "q3": [("d9", -0.5)]}
-    assert [row for _, row in trec_run.read_run_lines(tmp_path / trec_run.RUN)][1] == \
-        trec_run.RunLine("q1", "Q0", "d2", "2", "3.141593", "benchmark")
+    assert [row for _, row in trec_run.read_run_lines(tmp_path / trec_run.RUN)][1] == trec_run.RunLine(
+        "q1", "Q0", "d2", "2", "3.141593", "benchmark"
+    )
     assert trec_run.format_run({}) == ""
 
 
@@ -75,8 +78,10 @@ def test_vectors_bytes_and_round_trip(tmp_path):
     shard = vectors.shard_path(tmp_path, 3)
     assert shard.name == "part-00003.jsonl"
     assert vectors.write_doc_vectors(shard, docs) == 2
-    assert shard.read_bytes() == (b'{"id": "d1", "contents": "", "vector": {"sparse": 120, "##ity": 7}}\n'
-                                  b'{"id": "d2", "contents": "", "vector": {}}\n')
+    assert shard.read_bytes() == (
+        b'{"id": "d1", "contents": "", "vector": {"sparse": 120, "##ity": 7}}\n'
+        b'{"id": "d2", "contents": "", "vector": {}}\n'
+    )
     assert list(vectors.read_vectors(shard)) == docs
     queries = [vectors.Vector("q1", {"é": 3})]
     assert vectors.write_query_vectors(tmp_path / vectors.QUERIES, queries) == 1

@@ -26,17 +26,39 @@ def mean(values: dict[str, float]) -> float:
 
 @pytest.fixture
 def folder(tmp_path):
-    conditions = [ConditionResult(key="evaluate-bm25", dataset=DATASET, system="bm25", metrics={"nDCG@10": mean(BM25)},
-                                  queries=3)]
+    conditions = [
+        ConditionResult(key="evaluate-bm25", dataset=DATASET, system="bm25", metrics={"nDCG@10": mean(BM25)}, queries=3)
+    ]
     perquery = {"evaluate-bm25": {"nDCG@10": BM25}}
     for seed, values in SEEDS.items():
         key = f"evaluate-s{seed}"
-        conditions.append(ConditionResult(key=key, dataset=DATASET, system="splade", backbone="bert-tiny",
-                                          variant="baseline", factor="1", trained=True, seed=seed,
-                                          metrics={"nDCG@10": mean(values)}, queries=3, FLOPS=2.5))
+        conditions.append(
+            ConditionResult(
+                key=key,
+                dataset=DATASET,
+                system="splade",
+                backbone="bert-tiny",
+                variant="baseline",
+                factor="1",
+                trained=True,
+                seed=seed,
+                metrics={"nDCG@10": mean(values)},
+                queries=3,
+                FLOPS=2.5,
+            )
+        )
         perquery[key] = {"nDCG@10": values}
-    conditions.append(ConditionResult(key="evaluate-pub", dataset=DATASET, system="published", backbone="naver/splade-v3",
-                                      factor="1", metrics={"nDCG@10": mean(PUBLISHED)}, queries=3))
+    conditions.append(
+        ConditionResult(
+            key="evaluate-pub",
+            dataset=DATASET,
+            system="published",
+            backbone="naver/splade-v3",
+            factor="1",
+            metrics={"nDCG@10": mean(PUBLISHED)},
+            queries=3,
+        )
+    )
     perquery["evaluate-pub"] = {"nDCG@10": PUBLISHED}
     perquery["train-x"] = {"dev RR@10": {"d1": 1.0}}  # a training run's dev values: no condition, not a row
     results = SuiteResults(suite="hand", measures=["nDCG@10"], conditions=conditions, seeds=[42, 43], perquery=perquery)
@@ -54,7 +76,10 @@ def test_scores_and_perquery_are_tidy(folder):
     assert s.loc[s["system"] == "bm25", "seed"].isna().all() and str(s["seed"].dtype) == "Int64"
     assert s.loc[s["system"] == "published", "row_id"].item() == "published|naver/splade-v3||published"
     # the table's seed mean is the mean of this frame's seeds
-    assert s.groupby("row", sort=False)["value"].mean()["SPLADE bert-tiny baseline"] == (mean(SEEDS[42]) + mean(SEEDS[43])) / 2
+    assert (
+        s.groupby("row", sort=False)["value"].mean()["SPLADE bert-tiny baseline"]
+        == (mean(SEEDS[42]) + mean(SEEDS[43])) / 2
+    )
     p = frames.perquery
     assert len(p) == 3 * 4  # 3 queries × 4 conditions; the training run's dev values are not a row
     assert p[(p["seed"] == 43) & (p["query_id"] == "q2")]["value"].item() == 0.5
@@ -70,8 +95,12 @@ def test_versus_counts_wins_and_losses_per_query(folder):
     assert list(v["delta"]) == [0.0, -0.25, 0.25] and list(v["result"]) == ["tie", "loss", "win"]
     assert v["result"].value_counts().to_dict() == {"tie": 1, "loss": 1, "win": 1}
     by_id = frames.versus("published|naver/splade-v3||published", "BM25", "nDCG@10", dataset=DATASET)
-    assert list(by_id["result"]) == ["tie", "loss", "win"] and by_id.attrs["a"] == "published|naver/splade-v3||published"
-    with pytest.raises(BenchmarkError, match=r"^no row 'SPLADE x' with per-query values; valid: BM25, SPLADE bert-tiny"):
+    assert (
+        list(by_id["result"]) == ["tie", "loss", "win"] and by_id.attrs["a"] == "published|naver/splade-v3||published"
+    )
+    with pytest.raises(
+        BenchmarkError, match=r"^no row 'SPLADE x' with per-query values; valid: BM25, SPLADE bert-tiny"
+    ):
         frames.versus("SPLADE x", "BM25", "nDCG@10")
     with pytest.raises(BenchmarkError, match=r"^row 'BM25' has no per-query 'R@100'; its measures: nDCG@10$"):
         frames.versus("BM25", "SPLADE bert-tiny baseline", "R@100")
@@ -83,8 +112,17 @@ def test_a_missing_folder_is_one_line(tmp_path):
 
 
 def test_frames_of_an_unscored_condition_keep_its_row(tmp_path):
-    c = ConditionResult(key="evaluate-1", dataset=DATASET, system="splade", backbone="b", variant="baseline",
-                        trained=True, seed=1, outcome="collapsed", stopped_early=True)
+    c = ConditionResult(
+        key="evaluate-1",
+        dataset=DATASET,
+        system="splade",
+        backbone="b",
+        variant="baseline",
+        trained=True,
+        seed=1,
+        outcome="collapsed",
+        stopped_early=True,
+    )
     folder = publish(SuiteResults(suite="hand", measures=["nDCG@10"], conditions=[c]), tmp_path / "results" / "hand")
     s = load_results(folder).scores
     assert len(s) == 1 and math.isnan(s["value"].item()) and s["status"].item() == "collapsed"

@@ -12,14 +12,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny_models import BERT_TINY, tiny_modernbert
 from safetensors.torch import load_file
 
 from benchmark.data.samples import scifact_abstracts
-from benchmark.model.head_diagnostics import (COLUMNS, head_stats, main, sample_pass, splade_logits, splade_reps,
-                                              splade_stats)
+from benchmark.model.head_diagnostics import (
+    COLUMNS,
+    head_stats,
+    main,
+    sample_pass,
+    splade_logits,
+    splade_reps,
+    splade_stats,
+)
 from benchmark.model.loader import load_backbone
 from benchmark.model.rescale import Rescale, apply_rescale
+from helpers.tiny_models import BERT_TINY, tiny_modernbert
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,7 +39,14 @@ def modernbert(tmp_path_factory) -> Path:
 def test_head_stats_by_hand():
     from transformers import BertConfig, BertForMaskedLM
 
-    config = BertConfig(vocab_size=8, hidden_size=4, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8, tie_word_embeddings=False)
+    config = BertConfig(
+        vocab_size=8,
+        hidden_size=4,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=8,
+        tie_word_embeddings=False,
+    )
     model = BertForMaskedLM(config)
     decoder = model.cls.predictions.decoder
     with torch.no_grad():
@@ -96,20 +110,41 @@ def test_rescale_keeps_support_and_scales_logits(modernbert):
 
 def _cli(tmp_path, *args):
     env = {**os.environ, "BENCHMARK_MODEL_DIR": str(BERT_TINY.parent), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "benchmark.model.head_diagnostics", *args, "--format", "csv", "--results-dir", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmark.model.head_diagnostics",
+        *args,
+        "--format",
+        "csv",
+        "--results-dir",
+        str(tmp_path),
+    ]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_cli_three_methods_on_bert_tiny(tmp_path):
     """--rescale 0.25 with each method: which one made each row, and what it cost."""
-    proc = _cli(tmp_path, "--backbones", "bert-tiny", "--rescale", "0.25", "--method", "head-norm", "tied", "untie", "--sample", "4")
+    proc = _cli(
+        tmp_path,
+        "--backbones",
+        "bert-tiny",
+        "--rescale",
+        "0.25",
+        "--method",
+        "head-norm",
+        "tied",
+        "untie",
+        "--sample",
+        "4",
+    )
     assert proc.returncode == 0, proc.stderr
     rows = {r["method"]: r for r in csv.DictReader(io.StringIO(proc.stdout))}
     assert [r["rescale"] for r in rows.values()] == ["x0.25@head-norm", "x0.25@tied", "x0.25@untie+params"]
     emb = load_file(BERT_TINY / "model.safetensors")["bert.embeddings.word_embeddings.weight"].double()
     norm = math.sqrt(float((emb**2).sum()))  # bert-tiny's head is tied to these embeddings
     params = 4_416_698
-    for method, row in rows.items():
+    for _method, row in rows.items():
         assert row["backbone"] == "bert-tiny" and float(row["factor"]) == 0.25 and row["vocab_size"] == "30522"
         assert float(row["frobenius_before"]) == pytest.approx(norm, rel=9e-10)  # θ_n, n = 3.9M float64 terms
         assert float(row["row_rms_before"]) == float(row["frobenius_before"]) / math.sqrt(30522)
@@ -136,7 +171,15 @@ def test_cli_three_methods_on_bert_tiny(tmp_path):
 def test_cli_uncached_hub_id_is_one_line(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "OMP_NUM_THREADS": "1"}
     env.pop("BENCHMARK_MODEL_DIR", None)
-    cmd = [sys.executable, "-m", "benchmark.model.head_diagnostics", "--backbones", "ettin-17m", "--results-dir", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmark.model.head_diagnostics",
+        "--backbones",
+        "ettin-17m",
+        "--results-dir",
+        str(tmp_path),
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == (
@@ -147,7 +190,18 @@ def test_cli_uncached_hub_id_is_one_line(tmp_path):
 
 
 def test_cli_table_and_match(tmp_path, modernbert, capsys):
-    args = ["--backbones", str(modernbert), "--match-norm", "5", "--match-stat", "frobenius", "--method", "tied", "--sample", "2"]
+    args = [
+        "--backbones",
+        str(modernbert),
+        "--match-norm",
+        "5",
+        "--match-stat",
+        "frobenius",
+        "--method",
+        "tied",
+        "--sample",
+        "2",
+    ]
     assert main([*args, "--results-dir", str(tmp_path)]) == 0
     header, row = capsys.readouterr().out.splitlines()
     assert header.split() == list(COLUMNS)
@@ -162,8 +216,16 @@ def test_cli_table_and_match(tmp_path, modernbert, capsys):
         (["--rescale", "nan"], "error: rescale factor must be a positive finite number, got nan"),
         (["--rescale", "-1"], "error: rescale factor must be a positive finite number, got -1.0"),
         (["--match-norm", "0"], "error: rescale match target must be a positive finite number, got 0.0"),
-        (["--rescale", "2", "--method", "tied", "untied"], "error: unknown rescale method 'untied' (did you mean 'untie'?); valid: head-norm, once, projection, tied, untie. Set method in [splade.rescale] or pass one of these"),
-        (["--match-norm", "3", "--match-stat", "rms"], "error: unknown rescale match statistic 'rms' (did you mean 'row-rms'?); valid: frobenius, logit-std, row-rms. Set match_stat in [splade.rescale] or pass one of these"),
+        (
+            ["--rescale", "2", "--method", "tied", "untied"],
+            "error: unknown rescale method 'untied' (did you mean 'untie'?); valid: head-norm, once, projection, "
+            "tied, untie. Set method in [splade.rescale] or pass one of these",
+        ),
+        (
+            ["--match-norm", "3", "--match-stat", "rms"],
+            "error: unknown rescale match statistic 'rms' (did you mean 'row-rms'?); valid: frobenius, logit-std, "
+            "row-rms. Set match_stat in [splade.rescale] or pass one of these",
+        ),
         (["--sample", "0"], "error: --sample must be between 1 and 256 (the shipped abstracts), got 0"),
     ],
 )

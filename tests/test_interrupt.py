@@ -14,8 +14,9 @@ import pytest
 pytestmark = pytest.mark.slow  # a pipeline subprocess (JVM) interrupted and resumed
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ('name = "term"\ndescription = "BM25 on SciFact"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
-         '[bm25]\n')
+SUITE = (
+    'name = "term"\ndescription = "BM25 on SciFact"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
+)
 
 
 def _children(pid: int) -> list[int]:
@@ -56,13 +57,30 @@ def _alive(pid: int) -> bool:
 def test_interrupt_during_indexing_leaves_no_child_and_resumes(tmp_path, signum):
     suite = tmp_path / "term.toml"
     suite.write_text(SUITE)
-    cmd = [sys.executable, "-m", "benchmark.run", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"),
-           "--results-dir", str(tmp_path / "results"), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmark.run",
+        "--suite",
+        str(suite),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # A shell starts background jobs with SIGINT ignored, and Python keeps an inherited SIG_IGN: give the
     # run the default disposition a terminal gives it, however pytest itself was started.
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     indexer, deadline = [], time.monotonic() + 240
     while not indexer and time.monotonic() < deadline and proc.poll() is None:
         indexer = [p for p in _children(proc.pid) if "io.anserini.index.IndexCollection" in _cmdline(p)]
@@ -113,17 +131,25 @@ def test_sigterm_while_the_telemetry_plot_is_drawn_is_raised_after_it(tmp_path):
     surfaced as an IndexError traceback, or was swallowed by a weakref callback and lost): the plot is
     drawn whole and the SIGTERM raised right after, as Interrupted, which the run reports in one line."""
     png = tmp_path / "telemetry.png"
-    proc = subprocess.run([sys.executable, "-c", PLOT_UNDER_SIGTERM, str(png)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", PLOT_UNDER_SIGTERM, str(png)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 143, proc.stdout + proc.stderr
     assert proc.stdout.strip() == "raised SIGTERM after the plot: True", proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not list(tmp_path.glob(".tmp-*"))
 
 
-JVM_FIRST = ('name = "jvm"\ndescription = "BM25 (the JVM starts in the process), then SPLADE encoding"\n'
-             'datasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\nmax_docs = 1500\nmax_queries = 10\n[bm25]\n'
-             '[splade]\nbackbones = ["bert-tiny"]\n[encode]\nmax_doc_length = 256\nmax_query_length = 32\n')
+JVM_FIRST = (
+    'name = "jvm"\ndescription = "BM25 (the JVM starts in the process), then SPLADE encoding"\n'
+    'datasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\nmax_docs = 1500\nmax_queries = 10\n[bm25]\n'
+    '[splade]\nbackbones = ["bert-tiny"]\n[encode]\nmax_doc_length = 256\nmax_query_length = 32\n'
+)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -137,11 +163,28 @@ def test_interrupt_after_the_jvm_started_in_the_process_is_pythons(tmp_path, sig
     suite.write_text(JVM_FIRST)
     work = tmp_path / "cwd"  # where a JVM would write its hs_err_pid*.log
     work.mkdir()
-    cmd = [sys.executable, "-m", "benchmark.run", "--suite", str(suite), "--runs-dir", str(tmp_path / "runs"),
-           "--results-dir", str(tmp_path / "results"), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmark.run",
+        "--suite",
+        str(suite),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     seen: list[str] = []
     assert proc.stdout is not None
     for line in proc.stdout:  # the BM25 condition runs first: its search starts the JVM in the process

@@ -4,7 +4,6 @@ final metrics are identical to an uninterrupted run. The full set: python tests/
 from __future__ import annotations
 
 import pytest
-
 from kill_harness import CI_POINTS, check_chain
 
 pytestmark = pytest.mark.slow  # kills and reruns a training pipeline

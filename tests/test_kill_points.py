@@ -11,12 +11,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PASSES = "from benchmark.common import kill_points\nfor name in ['a', 'b', 'a', 'b', 'a']:\n    print(name, flush=True)\n    kill_points.point(name)\n"
+PASSES = (
+    "from benchmark.common import kill_points\nfor name in ['a', 'b', 'a', 'b', 'a']:\n    print(name, "
+    "flush=True)\n    kill_points.point(name)\n"
+)
 
 
 def _run(env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", PASSES], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    return subprocess.run(
+        [sys.executable, "-c", PASSES],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+    )
 
 
 def test_the_nth_pass_of_any_listed_point_kills():
@@ -42,7 +50,9 @@ def test_kill_once_lets_the_retry_pass(tmp_path):
 def small_disk(tmp_path):
     mount = tmp_path / "disk"
     mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mount)], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {proc.stderr.strip()}")
     try:
@@ -69,8 +79,18 @@ def _filled_before(monkeypatch, kind, leave: int) -> None:
 def _disk_full_line(capsys, runs: Path, suite: Path, tmp_path: Path, *extra: str) -> str:
     from benchmark.run import main
 
-    code = main(["--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results"),
-                 "--no-progress", *extra])
+    code = main(
+        [
+            "--suite",
+            str(suite),
+            "--runs-dir",
+            str(runs),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--no-progress",
+            *extra,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert "Traceback" not in err, err
@@ -80,9 +100,11 @@ def _disk_full_line(capsys, runs: Path, suite: Path, tmp_path: Path, *extra: str
 
 
 SIZE = r"[\d.]+ (bytes|KiB|MiB)"
-NO_SPACE = (r"error: no space left on the device of .*/disk/runs/{kind}: stage {kind}-\w+ had written {size} when it filled "
-            r"\({size} free\); it needs {need}, or pass --runs-dir on a larger disk, "
-            r"and rerun the same command \(nothing of this stage was marked complete\)")
+NO_SPACE = (
+    r"error: no space left on the device of .*/disk/runs/{kind}: stage {kind}-\w+ had written {size} when it filled "
+    r"\({size} free\); it needs {need}, or pass --runs-dir on a larger disk, "
+    r"and rerun the same command \(nothing of this stage was marked complete\)"
+)
 
 
 def test_disk_full_while_encoding_is_one_line(small_disk, tmp_path, capsys, monkeypatch):
@@ -91,13 +113,17 @@ def test_disk_full_while_encoding_is_one_line(small_disk, tmp_path, capsys, monk
     from benchmark.stages import Encode
 
     suite = tmp_path / "e.toml"
-    suite.write_text('name = "e"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
-                     'max_docs = 40\nmax_queries = 5\n[splade]\nbackbones = ["bert-tiny"]\n'
-                     '[encode]\nmax_doc_length = 32\nmax_query_length = 16\nshard_size = 8\n')
+    suite.write_text(
+        'name = "e"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+        'max_docs = 40\nmax_queries = 5\n[splade]\nbackbones = ["bert-tiny"]\n'
+        "[encode]\nmax_doc_length = 32\nmax_query_length = 16\nshard_size = 8\n"
+    )
     _filled_before(monkeypatch, Encode, leave=640 * 1024)  # two shards fit (each with 240 KiB of stats), not all
     runs = small_disk / "runs"
     line = _disk_full_line(capsys, runs, suite, tmp_path)
-    assert re.fullmatch(NO_SPACE.format(kind="encode", size=SIZE, need=rf"about {SIZE} in all: free {SIZE} more there"), line), line
+    assert re.fullmatch(
+        NO_SPACE.format(kind="encode", size=SIZE, need=rf"about {SIZE} in all: free {SIZE} more there"), line
+    ), line
     assert not list((runs / "encode").glob("encode-*")), "a stage was published on a full disk"
 
 
@@ -109,13 +135,17 @@ def test_disk_full_while_indexing_is_one_line_not_an_unreadable_index(small_disk
     from benchmark.stages import Index
 
     suite = tmp_path / "b.toml"
-    suite.write_text('name = "b"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
-                     'max_docs = 600\nmax_queries = 5\n[bm25]\n')
+    suite.write_text(
+        'name = "b"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+        "max_docs = 600\nmax_queries = 5\n[bm25]\n"
+    )
     _filled_before(monkeypatch, Index, leave=16 * 1024)
     runs = small_disk / "runs"
     line = _disk_full_line(capsys, runs, suite, tmp_path)
     assert "--force" not in line and "readable" not in line, line
-    assert re.fullmatch(NO_SPACE.format(kind="index", size=SIZE, need=rf"about {SIZE} in all: free {SIZE} more there"), line), line
+    assert re.fullmatch(
+        NO_SPACE.format(kind="index", size=SIZE, need=rf"about {SIZE} in all: free {SIZE} more there"), line
+    ), line
     assert not list((runs / "index").glob("index-*")), "a stage was published on a full disk"
 
 
@@ -139,18 +169,32 @@ def test_a_kill_while_writing_the_tables_leaves_the_earlier_folder_whole(tmp_pat
 
     folder = beir_folder(tmp_path / "mini")
     suite = tmp_path / "s.toml"
-    argv = ["--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
-            "--no-progress"]
+    argv = [
+        "--suite",
+        str(suite),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     suite.write_text(f'name = "s"\ndescription = "first"\ndatasets = ["{folder}"]\nmeasures = ["nDCG@10"]\n[bm25]\n')
-    first = subprocess.run([sys.executable, "-m", "benchmark.run", *argv], capture_output=True, text=True, timeout=300,
-                           env=env, cwd=ROOT)
+    first = subprocess.run(
+        [sys.executable, "-m", "benchmark.run", *argv], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
+    )
     assert first.returncode == 0, first.stderr
     published = tmp_path / "results" / "s"
     before = {p.relative_to(published): p.read_bytes() for p in published.rglob("*") if p.is_file()}
     suite.write_text(suite.read_text().replace('"first"', '"second"'))  # new tables, same stages
-    killed = subprocess.run([sys.executable, "-c", KILLED_WHILE_PUBLISHING, *argv], capture_output=True, text=True,
-                            timeout=300, env=env, cwd=ROOT)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_WHILE_PUBLISHING, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     after = {p.relative_to(published): p.read_bytes() for p in published.rglob("*") if p.is_file()}
     assert after == before

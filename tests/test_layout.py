@@ -13,8 +13,22 @@ PACKAGE = Path(__file__).resolve().parents[1] / "benchmark"
 
 #: The units of the package from the bottom up, in the pipeline's order (suite → data → backbone (+ rescale)
 #: → train → encode → index → search → evaluate → report): each may import only the units listed before it.
-LAYERS = ["common/", "formats/", "data/", "model/", "splade/", "training/", "retrieval/", "evaluation/", "stages/",
-          "suites/", "pipeline/", "report/", "perf/", "run.py"]
+LAYERS = [
+    "common/",
+    "formats/",
+    "data/",
+    "model/",
+    "splade/",
+    "training/",
+    "retrieval/",
+    "evaluation/",
+    "stages/",
+    "suites/",
+    "pipeline/",
+    "report/",
+    "perf/",
+    "run.py",
+]
 #: What may stand loose at the top beside the folders.
 TOP_FILES = {"__init__.py", "__main__.py", "run.py"}
 
@@ -59,7 +73,7 @@ def import_graph(package: Path = PACKAGE) -> dict[str, dict[str, list[str]]]:
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
-                    base = ".".join(package_parts[:len(package_parts) - node.level + 1] + ([base] if base else []))
+                    base = ".".join(package_parts[: len(package_parts) - node.level + 1] + ([base] if base else []))
                 names = [base] + [f"{base}.{a.name}" for a in node.names]
             for name in names:
                 target = _resolve(name, package) if name.startswith("benchmark.") else None
@@ -128,15 +142,17 @@ def test_the_check_sees_a_circle(tmp_path: Path) -> None:
 def arrows_back_up(graph: dict[str, dict[str, list[str]]], layers: list[str]) -> list[str]:
     """``a -> b (file:line, …)`` for every import of a unit by one below it in ``layers``."""
     floor = {unit: n for n, unit in enumerate(layers)}
-    return [f"{a} -> {b} ({', '.join(graph[a][b])})" for a in sorted(graph) for b in sorted(graph[a])
-            if floor[b] > floor[a]]
+    return [
+        f"{a} -> {b} ({', '.join(graph[a][b])})" for a in sorted(graph) for b in sorted(graph[a]) if floor[b] > floor[a]
+    ]
 
 
 def test_every_unit_has_a_layer() -> None:
     units = {p.name + "/" for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     units |= {p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
-    assert units == set(LAYERS), \
+    assert units == set(LAYERS), (
         f"units without a layer: {sorted(units - set(LAYERS))}; layers without a unit: {sorted(set(LAYERS) - units)}"
+    )
     loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in TOP_FILES)
     assert not loose, f"loose modules at the top of benchmark/ (move each into the folder of its layer): {loose}"
 
@@ -165,8 +181,10 @@ def _stage_kind_modules(package: Path) -> set[str]:
     out = set()
     for path in sorted((package / "stages").glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        if any(isinstance(n, ast.ClassDef) and any(getattr(b, "id", None) == "StageKind" for b in n.bases)
-               for n in tree.body):
+        if any(
+            isinstance(n, ast.ClassDef) and any(getattr(b, "id", None) == "StageKind" for b in n.bases)
+            for n in tree.body
+        ):
             out.add(_module(path, package))
     return out
 
@@ -193,8 +211,10 @@ def sibling_stage_imports(package: Path = PACKAGE) -> list[str]:
 
 def test_no_stage_kind_imports_another() -> None:
     found = sibling_stage_imports()
-    assert not found, ("a stage kind imports another (read the parent's files through benchmark.formats, by the "
-                       "file name its format module holds):\n" + "\n".join(found))
+    assert not found, (
+        "a stage kind imports another (read the parent's files through benchmark.formats, by the "
+        "file name its format module holds):\n" + "\n".join(found)
+    )
 
 
 def test_the_check_sees_a_sibling_stage_import(tmp_path: Path) -> None:
@@ -204,12 +224,15 @@ def test_the_check_sees_a_sibling_stage_import(tmp_path: Path) -> None:
     (pkg / "__init__.py").write_text("")
     (pkg / "stages" / "__init__.py").write_text("from benchmark.stages.search import Search\n")
     (pkg / "stages" / "store.py").write_text("class StageKind: ...\n")
-    (pkg / "stages" / "search.py").write_text("from benchmark.stages.store import StageKind\n"
-                                              "class Search(StageKind): ...\n")
+    (pkg / "stages" / "search.py").write_text(
+        "from benchmark.stages.store import StageKind\nclass Search(StageKind): ...\n"
+    )
     (pkg / "stages" / "evaluate.py").write_text(
         "from benchmark.stages.store import StageKind\nclass Evaluate(StageKind):\n"
-        "    def run(self):\n        from benchmark.stages.search import Search\n        from benchmark import stages\n")
+        "    def run(self):\n        from benchmark.stages.search import Search\n        from benchmark import stages\n"
+    )
     assert _stage_kind_modules(pkg) == {"benchmark.stages.search", "benchmark.stages.evaluate"}
     assert sibling_stage_imports(pkg) == [
         "benchmark.stages.evaluate -> benchmark.stages.search (benchmark/stages/evaluate.py:4)",
-        "benchmark.stages.evaluate -> benchmark.stages (benchmark/stages/evaluate.py:5)"]
+        "benchmark.stages.evaluate -> benchmark.stages (benchmark/stages/evaluate.py:5)",
+    ]

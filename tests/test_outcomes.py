@@ -17,32 +17,51 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers.tiny_models import tiny_bert, tiny_modernbert
-from helpers.triples import scifact_triples
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from benchmark.splade.impacts import quantise
-from benchmark.training.detector import (CHANCE, DENSE, DEV_DROP, NON_FINITE, SUPPORT, DevDrop, OutcomeDetector,
-                                         outcome, published_drop)
+from benchmark.training.detector import (
+    CHANCE,
+    DENSE,
+    DEV_DROP,
+    NON_FINITE,
+    SUPPORT,
+    DevDrop,
+    OutcomeDetector,
+    outcome,
+    published_drop,
+)
 from benchmark.training.dev import reciprocal_ranks
 from benchmark.training.loop import train_splade
 from benchmark.training.losses import indexed_threshold, mean_pairwise_cosine
 from benchmark.training.outcomes import COLLAPSED, DEGRADED, OK
 from benchmark.training.recipe import load_recipe
+from helpers.tiny_models import tiny_bert, tiny_modernbert
+from helpers.triples import scifact_triples
 
 # ---------------------------------------------------------------- the rules, on synthetic rows
 
 
 def _row(step: int, lam: float = 1.0, **values: float) -> dict:
     """A healthy, armed telemetry row (λ final = 1.0) unless ``values`` say otherwise."""
-    row = {"step": step, "loss": 1.0, "ranking_loss": 1.0, "nnz_q": 40.0, "nnz_d": 100.0, "low_support_q": 0.0,
-           "query_cosine": 0.2, "lambda_q": lam, "lambda_d": lam}
+    row = {
+        "step": step,
+        "loss": 1.0,
+        "ranking_loss": 1.0,
+        "nnz_q": 40.0,
+        "nnz_d": 100.0,
+        "low_support_q": 0.0,
+        "query_cosine": 0.2,
+        "lambda_q": lam,
+        "lambda_d": lam,
+    }
     return {**row, **values}
 
 
 def _detector(loss: str = "infonce", patience: int = 3) -> OutcomeDetector:
-    return OutcomeDetector(loss=loss, vocab_size=1000, candidates=64, dense_fraction=0.5, patience=patience,
-                           lambda_q=1.0, lambda_d=1.0)
+    return OutcomeDetector(
+        loss=loss, vocab_size=1000, candidates=64, dense_fraction=0.5, patience=patience, lambda_q=1.0, lambda_d=1.0
+    )
 
 
 def test_density_trigger_is_armed_only_after_the_warm_up() -> None:
@@ -57,8 +76,10 @@ def test_density_trigger_is_armed_only_after_the_warm_up() -> None:
     assert det.check_row(_row(15, nnz_q=900.0)) == []
     assert det.check_row(_row(16, nnz_d=700.0)) == [DENSE]
     assert (det.reason, det.step, det.armed_step) == (DENSE, 16, 11)
-    assert det.detail == ("700.0 indexed terms per vector (query 40.0, document 700.0) > 0.5 of the 1000 vocabulary "
-                          "for 3 logging steps (step 16)")
+    assert det.detail == (
+        "700.0 indexed terms per vector (query 40.0, document 700.0) > 0.5 of the 1000 vocabulary "
+        "for 3 logging steps (step 16)"
+    )
     assert det.check_row(_row(17, loss=math.nan)) == [NON_FINITE]  # recorded, but the first reason stays
     assert (det.reason, det.fired) == (DENSE, {DENSE: 16, NON_FINITE: 17})
 
@@ -191,8 +212,12 @@ def test_outcome_is_judged_on_the_published_checkpoint() -> None:
     best (checkpoint = "best") makes it ok; publishing the last makes it degraded at step 20. A best that
     is still below step 0 degrades at the best's step, and the detail says which checkpoint it was."""
     start = [1.0, 1.0, 0.5, 1.0]
-    rows = [{"step": 0, "dev_rr": start}, {"step": 10, "dev_rr": [1.0, 1.0, 1.0, 1.0]},
-            {"step": 20, "dev_rr": [0.0, 0.5, 0.0, 0.5]}, {"step": 5, "nnz_d": 10.0}]  # a row without dev values
+    rows = [
+        {"step": 0, "dev_rr": start},
+        {"step": 10, "dev_rr": [1.0, 1.0, 1.0, 1.0]},
+        {"step": 20, "dev_rr": [0.0, 0.5, 0.0, 0.5]},
+        {"step": 5, "nnz_d": 10.0},
+    ]  # a row without dev values
     detector = _detector()
     best = published_drop(rows, 10)
     assert (best.initial, best.final) == (0.875, 1.0) and not best.degraded
@@ -202,8 +227,11 @@ def test_outcome_is_judged_on_the_published_checkpoint() -> None:
     assert (last.drop, last.se) == (0.625, 0.125)
     result, reason, step, detail = outcome(detector, last, 20, 20)
     assert (result, reason, step) == (DEGRADED, DEV_DROP, 20) and "to 0.2500 at the end:" in detail
-    worse = [{"step": 0, "dev_rr": [1.0, 1.0, 1.0, 1.0]}, {"step": 10, "dev_rr": [0.5, 0.5, 0.5, 0.0]},
-             {"step": 20, "dev_rr": [0.0, 0.0, 0.0, 0.0]}]
+    worse = [
+        {"step": 0, "dev_rr": [1.0, 1.0, 1.0, 1.0]},
+        {"step": 10, "dev_rr": [0.5, 0.5, 0.5, 0.0]},
+        {"step": 20, "dev_rr": [0.0, 0.0, 0.0, 0.0]},
+    ]
     result, reason, step, detail = outcome(detector, published_drop(worse, 10), 10, 20)
     assert (result, reason, step) == (DEGRADED, DEV_DROP, 10)
     assert "to 0.3750 at step 10 (the published best checkpoint; training ended at step 20)" in detail
@@ -225,8 +253,9 @@ def test_terms_are_counted_as_the_index_sees_them() -> None:
     below = [np.nextafter(t, np.float32(0))]
     for _ in range(50):
         below.append(np.nextafter(below[-1], np.float32(0)))
-    weights = np.concatenate([np.array(near + below, dtype=np.float32),
-                              np.random.default_rng(0).uniform(0, 0.02, 10_000).astype(np.float32)])
+    weights = np.concatenate(
+        [np.array(near + below, dtype=np.float32), np.random.default_rng(0).uniform(0, 0.02, 10_000).astype(np.float32)]
+    )
     assert np.array_equal(weights >= t, quantise(weights) >= 1)
     assert quantise(np.array([0.005], dtype=np.float32))[0] == 0  # 0.005 is 0.0049999… in float32
 
@@ -282,8 +311,19 @@ def _head_variant(src: Path, dst: Path, weight_scale: float, bias: float) -> Pat
 
 # 6 steps of batch 4; λ's warm-up is int(6/3) = 2 steps, so λ is final from step 3: rows 3..6 are
 # armed and a trigger with patience 2 fires at step 4 at the earliest
-FORCED = {"batch_size": 4, "query_max_length": 16, "doc_max_length": 16, "chunk_size": 4, "learning_rate": 1e-3,
-          "max_steps": 6, "logging_steps": 1, "save_steps": 100, "trigger_patience": 2, "dev_queries": 4, "dev_steps": 1}
+FORCED = {
+    "batch_size": 4,
+    "query_max_length": 16,
+    "doc_max_length": 16,
+    "chunk_size": 4,
+    "learning_rate": 1e-3,
+    "max_steps": 6,
+    "logging_steps": 1,
+    "save_steps": 100,
+    "trigger_patience": 2,
+    "dev_queries": 4,
+    "dev_steps": 1,
+}
 
 
 @pytest.mark.parametrize(
@@ -297,8 +337,16 @@ FORCED = {"batch_size": 4, "query_max_length": 16, "doc_max_length": 16, "chunk_
     ],
 )
 @pytest.mark.slow  # it trains
-def test_forced_collapse_is_a_result(tmp_path: Path, triples: list[dict], weight_scale: float, bias: float, stop: bool,
-                                     reason: str, fired: dict, steps: int) -> None:
+def test_forced_collapse_is_a_result(
+    tmp_path: Path,
+    triples: list[dict],
+    weight_scale: float,
+    bias: float,
+    stop: bool,
+    reason: str,
+    fired: dict,
+    steps: int,
+) -> None:
     folder = _head_variant(tiny_bert(tmp_path), tmp_path / "head", weight_scale, bias)
     overrides = {**FORCED, "stop_on_collapse": stop}
     record = train_splade(folder, triples, load_recipe("smoke"), tmp_path / "run", progress=False, overrides=overrides)
@@ -328,7 +376,12 @@ def test_dense_at_init_does_not_trip_during_the_warm_up(tmp_path: Path, triples:
     assert [int(r["step"]) for r in warm] == [1, 2, 3]  # int(6 · 0.5) = 3 warm-up steps
     assert all(float(r["nnz_d"]) > 0.5 * 50368 for r in rows)  # dense on every row, the warm-up's included
     assert all(r["event"] == "" for r in warm)
-    assert (record["triggers_armed_step"], record["outcome"], record["outcome_reason"], record["outcome_step"]) == (4, COLLAPSED, DENSE, 5)
+    assert (record["triggers_armed_step"], record["outcome"], record["outcome_reason"], record["outcome_step"]) == (
+        4,
+        COLLAPSED,
+        DENSE,
+        5,
+    )
     assert record["steps"] == 6 and not record["stopped_early"]  # a triggered run trains to its end
 
 
@@ -348,7 +401,13 @@ def scifact_train() -> list[dict[str, str]]:
     for qrel in ds.qrels_iter():
         if qrel.relevance > 0:
             pos, neg = store.get(qrel.doc_id), store.get(rng.choice(doc_ids))
-            out.append({"query": queries[qrel.query_id], "positive": f"{pos.title} {pos.text}", "negative": f"{neg.title} {neg.text}"})
+            out.append(
+                {
+                    "query": queries[qrel.query_id],
+                    "positive": f"{pos.title} {pos.text}",
+                    "negative": f"{neg.title} {neg.text}",
+                }
+            )
     assert len(out) == 919
     return out
 
@@ -371,11 +430,26 @@ def test_rescaled_head_x16_is_flagged_and_x1_stays_ok(tmp_path: Path, scifact_tr
     from benchmark.model.rescale import Rescale
     from benchmark.stages.backbone import prepare_backbone
 
-    prepare_backbone("bert-tiny", Rescale("factor", factor=factor, method="head-norm") if factor != 1 else Rescale(), tmp_path / "model")
-    record = train_splade(tmp_path / "model", scifact_train, load_recipe("smoke"), tmp_path / "run", progress=False,
-                          overrides={"stop_on_collapse": True})
+    prepare_backbone(
+        "bert-tiny",
+        Rescale("factor", factor=factor, method="head-norm") if factor != 1 else Rescale(),
+        tmp_path / "model",
+    )
+    record = train_splade(
+        tmp_path / "model",
+        scifact_train,
+        load_recipe("smoke"),
+        tmp_path / "run",
+        progress=False,
+        overrides={"stop_on_collapse": True},
+    )
     rows = _csv(tmp_path / "run" / "telemetry.csv")[1:]
-    assert (record["examples"], record["dev_queries"], record["max_steps"], record["triggers_armed_step"]) == (843, 64, 26, 10)
+    assert (record["examples"], record["dev_queries"], record["max_steps"], record["triggers_armed_step"]) == (
+        843,
+        64,
+        26,
+        10,
+    )
     if factor == 16:
         assert (record["outcome"], record["outcome_reason"], record["stopped_early"]) == (COLLAPSED, SUPPORT, True)
         # the firing step may move by a logging step or two with another CPU's float summation
@@ -409,21 +483,45 @@ def test_inverted_labels_degrade_the_held_out_ranking(tmp_path: Path) -> None:
         if qrel.relevance > 0 and qrel.query_id not in seen:
             seen.add(qrel.query_id)
             pos, neg = store.get(qrel.doc_id), store.get(rng.choice(doc_ids))
-            examples.append({"query": queries[qrel.query_id], "positive": f"{pos.title} {pos.text}",
-                             "negative": f"{neg.title} {neg.text}"})
+            examples.append(
+                {
+                    "query": queries[qrel.query_id],
+                    "positive": f"{pos.title} {pos.text}",
+                    "negative": f"{neg.title} {neg.text}",
+                }
+            )
         if len(examples) == 16 + 64:
             break
     inverted = examples[:16] + [{**e, "positive": e["negative"], "negative": e["positive"]} for e in examples[16:]]
-    overrides = {"batch_size": 8, "query_max_length": 16, "doc_max_length": 32, "max_steps": 8, "logging_steps": 2,
-                 "dev_steps": 4, "dev_queries": 16, "save_steps": 100, "trigger_patience": 100, "lambda_q": 0.0,
-                 "lambda_d": 0.0}
+    overrides = {
+        "batch_size": 8,
+        "query_max_length": 16,
+        "doc_max_length": 32,
+        "max_steps": 8,
+        "logging_steps": 2,
+        "dev_steps": 4,
+        "dev_queries": 16,
+        "save_steps": 100,
+        "trigger_patience": 100,
+        "lambda_q": 0.0,
+        "lambda_d": 0.0,
+    }
     from helpers.tiny_models import BERT_TINY
 
-    record = train_splade(BERT_TINY, inverted, load_recipe("smoke"), tmp_path / "run", progress=False, overrides=overrides)
-    assert (record["outcome"], record["outcome_reason"], record["outcome_step"], record["triggers"]) == (DEGRADED, DEV_DROP, 8, {})
+    record = train_splade(
+        BERT_TINY, inverted, load_recipe("smoke"), tmp_path / "run", progress=False, overrides=overrides
+    )
+    assert (record["outcome"], record["outcome_reason"], record["outcome_step"], record["triggers"]) == (
+        DEGRADED,
+        DEV_DROP,
+        8,
+        {},
+    )
     drop = record["dev_mrr_initial"] - record["dev_mrr_final"]
     assert drop > record["dev_mrr_drop_se"] > 0
-    assert record["outcome_detail"].startswith(f"held-out dev MRR@10 fell from {record['dev_mrr_initial']:.4f} at step 0")
+    assert record["outcome_detail"].startswith(
+        f"held-out dev MRR@10 fell from {record['dev_mrr_initial']:.4f} at step 0"
+    )
     rows = _csv(tmp_path / "run" / "telemetry.csv")
     assert [r["event"] for r in rows][-1] == DEV_DROP and float(rows[-1]["dev_mrr"]) == record["dev_mrr_final"]
     # the per-query values the report pairs across runs: the published (last) checkpoint's, by query key

@@ -7,16 +7,32 @@ import json
 
 import pytest
 
-from helpers.pipeline import run_cli
-
 from benchmark.training.outcomes import TRAINING_OUTCOMES
+from helpers.pipeline import run_cli
 
 
 @pytest.mark.slow  # trains every backbone family
 def test_paper_mini_slice_runs_every_stage_on_modernbert(tmp_path):
     runs, results = tmp_path / "runs", tmp_path / "results"
-    assert run_cli("--suite", "paper-mini", "--backbones", "tiny-modernbert,bert-tiny", "--datasets", "beir/nfcorpus/test",
-                   "--max-docs", "150", "--max-queries", "5", "--runs-dir", str(runs), "--results-dir", str(results)) == 0
+    assert (
+        run_cli(
+            "--suite",
+            "paper-mini",
+            "--backbones",
+            "tiny-modernbert,bert-tiny",
+            "--datasets",
+            "beir/nfcorpus/test",
+            "--max-docs",
+            "150",
+            "--max-queries",
+            "5",
+            "--runs-dir",
+            str(runs),
+            "--results-dir",
+            str(results),
+        )
+        == 0
+    )
     folder = results / "paper-mini@datasets=nfcorpus,backbones=tiny-modernbert,bert-tiny,max-docs=150,max-queries=5"
     data = json.loads((folder / "results.json").read_text())
     rows = {(c["backbone"], c["variant"]) for c in data["conditions"] if c["system"] == "splade"}
@@ -27,17 +43,27 @@ def test_paper_mini_slice_runs_every_stage_on_modernbert(tmp_path):
     trained = [c for c in data["conditions"] if c["system"] == "splade"]
     assert all(c["outcome"] in TRAINING_OUTCOMES for c in trained)
     assert all(c["metrics"] or c["stopped_early"] for c in trained)  # scored unless stopped at a collapse
-    backbones = [json.loads((p / "config.json").read_text())["record"] for p in (runs / "backbone").iterdir()
-                 if not p.name.startswith(".")]
-    once = next(r for r in backbones if r["backbone"] == "tiny-modernbert" and r["method"] == "once" and r["factor"] != 1.0)
+    backbones = [
+        json.loads((p / "config.json").read_text())["record"]
+        for p in (runs / "backbone").iterdir()
+        if not p.name.startswith(".")
+    ]
+    once = next(
+        r for r in backbones if r["backbone"] == "tiny-modernbert" and r["method"] == "once" and r["factor"] != 1.0
+    )
     assert (once["model_type"], once["factor"]) == ("modernbert", 1 / 16)
     assert once["params_before"] == once["params_after"] and once["tied_after"]
     assert once["embedding_norm_after"] == once["embedding_norm_before"] / 16  # the shared matrix, exactly (2^-4)
-    copy = next(r for r in backbones if r["backbone"] == "bert-tiny" and r["factor"] != 1.0 and r["method"] != "projection")
+    copy = next(
+        r for r in backbones if r["backbone"] == "bert-tiny" and r["factor"] != 1.0 and r["method"] != "projection"
+    )
     assert copy["method"] == "untie" and copy["params_after"] > copy["params_before"] and not copy["tied_after"]
     # the projection's α travels into the trained checkpoints of the two projection arms, and only into theirs
-    scales = [json.loads((p / "model" / "config.json").read_text()).get("mlm_projection_scale")
-              for p in (runs / "train").iterdir() if not p.name.startswith(".")]
+    scales = [
+        json.loads((p / "model" / "config.json").read_text()).get("mlm_projection_scale")
+        for p in (runs / "train").iterdir()
+        if not p.name.startswith(".")
+    ]
     assert sorted(scales, key=str) == [0.0625, 0.0625, None, None, None, None]
     table = (folder / "table.md").read_text()
     assert "SPLADE tiny-modernbert rescaled [once ×0.0625 = 1/16, shared matrix" in table and "max-docs=150" in table
@@ -58,7 +84,9 @@ def test_synthetic_backbone_builds_in_an_empty_cache(tmp_path, monkeypatch):
 
     monkeypatch.setenv("BENCHMARK_CACHE_DIR", str(tmp_path / "cache"))
     folder = ensure("tiny-ettin")
-    assert folder.is_relative_to(tmp_path) and json.loads((folder / "SYNTHETIC.json").read_text())["key"] == "tiny-ettin"
+    assert (
+        folder.is_relative_to(tmp_path) and json.loads((folder / "SYNTHETIC.json").read_text())["key"] == "tiny-ettin"
+    )
     model, tokenizer = AutoModelForMaskedLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
     batch = tokenizer(list(CALIBRATION_TEXTS), padding=True, return_tensors="pt")
     with torch.no_grad():

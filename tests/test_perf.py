@@ -59,7 +59,9 @@ def test_matmul_shapes_smoke(tmp_path, monkeypatch):
 
     monkeypatch.setattr(matmul_shapes, "VOCAB", 2048)
     out = tmp_path / "matmul.json"
-    assert main(["matmul-shapes", "--dtypes", "float32,int8", "--rounds", "1", "--threads", "1", "--out", str(out)]) == 0
+    assert (
+        main(["matmul-shapes", "--dtypes", "float32,int8", "--rounds", "1", "--threads", "1", "--out", str(out)]) == 0
+    )
     result = json.loads(out.read_text())
     for shape in ("whole_vocabulary_new_output_gflops", "whole_vocabulary_gflops", "screen_blocks_gflops"):
         assert set(result[shape]) == {"float32", "int8"} and all(v > 0 for v in result[shape].values())
@@ -68,8 +70,26 @@ def test_matmul_shapes_smoke(tmp_path, monkeypatch):
 def test_skip_bounds_smoke(tmp_path):
     """Every bound is >= the exact maximum logit, so it can only leave more terms alive than the floor."""
     out = tmp_path / "skip.json"
-    assert main(["skip-bounds", "--docs", "2", "--max-length", "32", "--groups", "16", "--block-sizes", "4096",
-                 "--ranks", "8", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "skip-bounds",
+                "--docs",
+                "2",
+                "--max-length",
+                "32",
+                "--groups",
+                "16",
+                "--block-sizes",
+                "4096",
+                "--ranks",
+                "8",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = json.loads(out.read_text())
     alive = result["alive_fraction"]
     assert set(alive) == {"exact (floor)", "ball", "box", "box/16 tokens", "vocab-blocks/4096 terms", "pca/rank 8"}
@@ -86,7 +106,10 @@ def test_rescale_study_smoke(tmp_path):
     assert main(["rescale-study", "norms", "--sample", "2", "--models", "1", "--out", str(tmp_path)]) == 0
     match = (tmp_path / "match.md").read_text().splitlines()
     assert [r.split(" | ")[0] for r in match if r.startswith("| bert") or r.startswith("| BERT")] == [
-        "| bert-tiny (pretrained)", "| bert-tiny, head gain x0.5", "| BERT V30522 H32"]
+        "| bert-tiny (pretrained)",
+        "| bert-tiny, head gain x0.5",
+        "| BERT V30522 H32",
+    ]
     assert next(r for r in match if r.startswith("| bert-tiny (pretrained)")).endswith("| 1 | 1 | 1 |")
     norms = [r for r in (tmp_path / "norms.md").read_text().splitlines() if r.startswith("| bert-tiny |")]
     assert len(norms) == 2 * len(METHODS)
@@ -94,19 +117,55 @@ def test_rescale_study_smoke(tmp_path):
 
 def test_gpu_profile_dry_run_smoke(tmp_path):
     out = tmp_path / "gpu_profile.json"
-    assert main(["gpu-profile", "--dry-run", "--docs", "8", "--out", str(out),
-                 "--only", "encode_modernbert_sdpa_bf16,encode_modernbert_sdpa_float32"]) == 0
+    assert (
+        main(
+            [
+                "gpu-profile",
+                "--dry-run",
+                "--docs",
+                "8",
+                "--out",
+                str(out),
+                "--only",
+                "encode_modernbert_sdpa_bf16,encode_modernbert_sdpa_float32",
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
-    assert not data["errors"] and set(data["measurements"]) == {"encode_modernbert_sdpa_bf16", "encode_modernbert_sdpa_float32"}
+    assert not data["errors"] and set(data["measurements"]) == {
+        "encode_modernbert_sdpa_bf16",
+        "encode_modernbert_sdpa_float32",
+    }
     assert all(m["docs_per_s"] > 0 for m in data["measurements"].values())
     assert data["measurements"]["encode_modernbert_sdpa_bf16"]["path"] == "bfloat16"
 
 
 @pytest.mark.slow  # it trains (one step per document length)
 def test_budget_probe_smoke(capsys):
-    assert main(["budget-probe", "--backbones", "ettin-17m", "--steps", "1", "--batch", "2", "--lengths", "16",
-                 "--doc-lengths", "16"]) == 0
+    assert (
+        main(
+            [
+                "budget-probe",
+                "--backbones",
+                "ettin-17m",
+                "--steps",
+                "1",
+                "--batch",
+                "2",
+                "--lengths",
+                "16",
+                "--doc-lengths",
+                "16",
+            ]
+        )
+        == 0
+    )
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[0]["gpu"] == "cpu" and lines[1]["backbone"] == "ettin-17m"
-    assert {k for k in lines[1] if k.startswith(("enc_", "train_"))} == {"enc_float32_16", "enc_bfloat16_16", "train_s_q32_d16"}
+    assert {k for k in lines[1] if k.startswith(("enc_", "train_"))} == {
+        "enc_float32_16",
+        "enc_bfloat16_16",
+        "train_s_q32_d16",
+    }
     assert lines[1]["train_s_q32_d16"] > 0

@@ -14,16 +14,15 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers.tiny_models import BERT_TINY, tiny_modernbert
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.model.heads import mlm_head
-from benchmark.model.heads import PROJECTION_SCALE, attach_projection_scale
+from benchmark.model.heads import PROJECTION_SCALE, attach_projection_scale, mlm_head
 from benchmark.model.loader import load_backbone
 from benchmark.model.rescale import METHODS, Rescale, apply_rescale, count_parameters, measure
 from benchmark.retrieval.impact_vectors import load_model
 from benchmark.splade.encoder import encode, reference_encode
 from benchmark.stages.backbone import prepare_backbone
+from helpers.tiny_models import BERT_TINY, tiny_modernbert
 
 TEXTS = ["the quick brown fox jumps over the lazy dog", "capital of france", "sparse retrieval with an mlm head"]
 U32 = 2.0**-24  # unit roundoff of float32
@@ -31,7 +30,10 @@ U32 = 2.0**-24  # unit roundoff of float32
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, str]:
-    return {"bert-tiny": str(BERT_TINY), "modernbert": str(tiny_modernbert(tmp_path_factory.mktemp("m"), vocab_size=4096))}
+    return {
+        "bert-tiny": str(BERT_TINY),
+        "modernbert": str(tiny_modernbert(tmp_path_factory.mktemp("m"), vocab_size=4096)),
+    }
 
 
 def logits_and_input(model, tokenizer, texts=TEXTS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -51,7 +53,9 @@ def logits_and_input(model, tokenizer, texts=TEXTS) -> tuple[torch.Tensor, torch
 def test_once_is_the_papers_method_and_the_default_projection_an_extension():
     assert METHODS["once"].paper and [m for m in METHODS if METHODS[m].paper] == ["once"]
     assert all(METHODS[m].origin == "this harness's extension" for m in METHODS if m != "once")
-    assert Rescale().method == "once" and not METHODS["once"].adds_parameters and not METHODS["projection"].adds_parameters
+    assert (
+        Rescale().method == "once" and not METHODS["once"].adds_parameters and not METHODS["projection"].adds_parameters
+    )
     assert "k = 16" in Rescale("factor", factor=1 / 16).description
     assert "the paper's method" in Rescale("factor", factor=1 / 16).description
     assert "this harness's extension" in Rescale("factor", factor=1 / 16, method="projection").description
@@ -78,7 +82,8 @@ def test_projection_keeps_parameters_and_embeddings_and_scales_logits(models, fa
     changed = {n for n, p in model.named_parameters() if not torch.equal(p, state[n])}
     assert changed == {n for n, p in model.named_parameters() if p is mlm_head(model).bias}  # only the bias (once)
     assert record["projection_scale_after"] == alpha and record["projection_norm_after"] == pytest.approx(
-        alpha * record["projection_norm_before"], rel=1e-15)
+        alpha * record["projection_norm_before"], rel=1e-15
+    )
     assert record["head_norm_after"] == record["head_norm_before"]  # W itself is not divided
 
     if k == 16:  # α = 2^-4: every rounding commutes with a power of two, so the logits are α × exactly
@@ -98,7 +103,9 @@ def test_projection_keeps_parameters_and_embeddings_and_scales_logits(models, fa
 
 
 def test_projection_survives_save_and_every_loader(models, tmp_path):
-    record = prepare_backbone(models["modernbert"], Rescale("factor", factor=1 / 16, method="projection"), tmp_path / "model")
+    record = prepare_backbone(
+        models["modernbert"], Rescale("factor", factor=1 / 16, method="projection"), tmp_path / "model"
+    )
     assert record["method"] == "projection" and record["origin"] == "this harness's extension"
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config[PROJECTION_SCALE] == 1 / 16
@@ -147,7 +154,9 @@ def test_a_model_that_lost_its_scale_is_refused(models, tmp_path):
 def test_match_statistics_see_the_projection_scale(models):
     model, tokenizer = load_backbone(models["bert-tiny"])
     frob = measure("frobenius", model)
-    record = apply_rescale(model, Rescale("match", match=frob / 8, match_stat="frobenius", method="projection"), tokenizer)
+    record = apply_rescale(
+        model, Rescale("match", match=frob / 8, match_stat="frobenius", method="projection"), tokenizer
+    )
     assert record["factor"] == pytest.approx(1 / 8, rel=1e-15)
     assert record["stat_after"] == pytest.approx(frob / 8, rel=1e-15)
 
@@ -157,10 +166,17 @@ def test_record_tag_names_method_factor_and_matched_statistic(models):
 
     model, tokenizer = load_backbone(models["bert-tiny"])
     assert record_tag(apply_rescale(model, Rescale(), tokenizer)) == ""
-    assert record_tag(apply_rescale(model, Rescale("factor", factor=1 / 16, method="projection"), tokenizer)) == "projection ×0.0625 = 1/16, extension"
+    assert (
+        record_tag(apply_rescale(model, Rescale("factor", factor=1 / 16, method="projection"), tokenizer))
+        == "projection ×0.0625 = 1/16, extension"
+    )
     model, tokenizer = load_backbone(models["bert-tiny"])
-    assert record_tag(apply_rescale(model, Rescale("factor", factor=4, method="head-norm"))) == "head-norm ×4, extension"
+    assert (
+        record_tag(apply_rescale(model, Rescale("factor", factor=4, method="head-norm"))) == "head-norm ×4, extension"
+    )
     model, tokenizer = load_backbone(models["bert-tiny"])
     frob = measure("frobenius", model)
-    record = apply_rescale(model, Rescale("match", match=frob / 8, match_stat="frobenius", method="projection"), tokenizer)
+    record = apply_rescale(
+        model, Rescale("match", match=frob / 8, match_stat="frobenius", method="projection"), tokenizer
+    )
     assert record_tag(record) == f"projection, frobenius {frob:.4g} → {frob / 8:.4g} (×0.125), extension"

@@ -11,17 +11,29 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers.pipeline import SUBSET, run_cli
 
 from benchmark.pipeline.plan import Options, build_plan
 from benchmark.report.check import applies, model_names
 from benchmark.report.labels import row_id, system_label
 from benchmark.suites import load_suite
+from helpers.pipeline import SUBSET, run_cli
 
 PP, V3 = "naver/splade-cocondenser-ensembledistil", "naver/splade-v3"
-BEIR13 = ["beir/trec-covid", "beir/nfcorpus/test", "beir/nq", "beir/hotpotqa/test", "beir/fiqa/test", "beir/arguana",
-          "beir/webis-touche2020/v2", "beir/dbpedia-entity/test", "beir/scidocs", "beir/climate-fever",
-          "beir/scifact/test", "beir/quora/test", "beir/fever/test"]
+BEIR13 = [
+    "beir/trec-covid",
+    "beir/nfcorpus/test",
+    "beir/nq",
+    "beir/hotpotqa/test",
+    "beir/fiqa/test",
+    "beir/arguana",
+    "beir/webis-touche2020/v2",
+    "beir/dbpedia-entity/test",
+    "beir/scidocs",
+    "beir/climate-fever",
+    "beir/scifact/test",
+    "beir/quora/test",
+    "beir/fever/test",
+]
 EXPORT = "splade-bert-tiny-baseline-seed42"  # the exporter's name for a trained bert-tiny baseline, seed 42
 
 
@@ -36,16 +48,22 @@ def test_the_published_suite_names_the_source_of_every_reference():
         for dataset in BEIR13:
             for measure in ("nDCG@10", "R@100", "R@1000"):
                 assert (model, dataset, measure) in refs, (model, dataset, measure)
-        for dataset, measure in (("msmarco-passage/dev/small", "RR@10"), ("msmarco-passage/dev/small", "R@1000"),
-                                 ("msmarco-passage/trec-dl-2019/judged", "nDCG@10"),
-                                 ("msmarco-passage/trec-dl-2020/judged", "R(rel=2)@1000")):
+        for dataset, measure in (
+            ("msmarco-passage/dev/small", "RR@10"),
+            ("msmarco-passage/dev/small", "R@1000"),
+            ("msmarco-passage/trec-dl-2019/judged", "nDCG@10"),
+            ("msmarco-passage/trec-dl-2020/judged", "R(rel=2)@1000"),
+        ):
             assert (model, dataset, measure) in refs, (model, dataset, measure)
     # spot checks against the sources named in the entries
     assert refs[(PP, "beir/scifact/test", "nDCG@10")].value == 0.7036
     assert "castorini.github.io/pyserini/2cr/beir.html" in refs[(PP, "beir/scifact/test", "nDCG@10")].source
     assert refs[(PP, "msmarco-passage/dev/small", "RR@10")].value == 0.3828
     assert refs[(V3, "msmarco-passage/dev/small", "RR@10")].value == 0.3999
-    assert "castorini.github.io/pyserini/2cr/msmarco-v1-passage.html" in refs[(V3, "msmarco-passage/dev/small", "RR@10")].source
+    assert (
+        "castorini.github.io/pyserini/2cr/msmarco-v1-passage.html"
+        in refs[(V3, "msmarco-passage/dev/small", "RR@10")].source
+    )
     assert refs[(V3, "beir/scifact/test", "nDCG@10")].value == 0.7140
     assert "beir-v1.0.0-scifact.splade-v3.onnx.yaml" in refs[(V3, "beir/scifact/test", "nDCG@10")].source
     assert all((e.tolerance, e.okish) == (0.01, 0.02) for e in refs.values())  # the band the suite explains
@@ -67,7 +85,9 @@ def test_a_published_model_is_evaluated_as_an_untrained_baseline_is(bert_tiny):
     from benchmark.suites.adhoc import load_adhoc
 
     suite = load_adhoc(["beir/scifact/test"], ["bert-tiny"], published=[str(bert_tiny)])
-    plan = build_plan(suite, Options(datasets=["beir/scifact/test"], backbones=["bert-tiny"], published=[str(bert_tiny)]))
+    plan = build_plan(
+        suite, Options(datasets=["beir/scifact/test"], backbones=["bert-tiny"], published=[str(bert_tiny)])
+    )
     splade, published = [c for c in plan.conditions if c.system != "bm25"]
     assert (splade.system, splade.trained, published.system) == ("splade", False, "published")
     assert splade.evaluate.id == published.evaluate.id
@@ -81,12 +101,18 @@ def test_check_names_a_local_model_by_its_folder(tmp_path):
     assert model_names(str(folder)) == {str(folder), EXPORT}
     assert model_names(V3) == {V3}  # a hub id is not a folder: its owner stays
     suite = load_suite("published")
-    plan = build_plan(suite, Options(datasets=["beir/scifact/test"], published=[str(folder)], max_docs=600,
-                                     max_queries=30))
+    plan = build_plan(
+        suite, Options(datasets=["beir/scifact/test"], published=[str(folder)], max_docs=600, max_queries=30)
+    )
     checked = [e for e in suite.expected if applies(e, plan)]
-    assert {(e.system, e.backbone, e.measure) for e in checked} == {("published", EXPORT, "nDCG@10"),
-                                                                    ("published", EXPORT, "R@100"), ("bm25", "", "nDCG@10")}
-    full = build_plan(suite, Options(datasets=["beir/scifact/test"], published=[V3]))  # SPLADE++ ED not run: not checked
+    assert {(e.system, e.backbone, e.measure) for e in checked} == {
+        ("published", EXPORT, "nDCG@10"),
+        ("published", EXPORT, "R@100"),
+        ("bm25", "", "nDCG@10"),
+    }
+    full = build_plan(
+        suite, Options(datasets=["beir/scifact/test"], published=[V3])
+    )  # SPLADE++ ED not run: not checked
     assert {e.backbone for e in suite.expected if applies(e, full) and e.system == "published"} == {V3}
 
 
@@ -97,22 +123,44 @@ def export_bert_tiny(bert_tiny: Path, root: Path) -> Path:
     from benchmark.report.results import ConditionResult, SuiteResults
 
     runs = root / "runs"
-    train, search, encode, queries = "train-0123456789ab", "search-0123456789ab", "encode-0123456789ab", "queries-0123456789ab"
+    train, search, encode, queries = (
+        "train-0123456789ab",
+        "search-0123456789ab",
+        "encode-0123456789ab",
+        "queries-0123456789ab",
+    )
     shutil.copytree(bert_tiny, runs / "train" / train / "model")
     from benchmark.stages.store import COMPLETE, output_files
 
     folder = runs / "train" / train  # its config.json as the store writes it: every file with its size and sha256
-    (folder / "config.json").write_text(json.dumps({"id": train, "kind": "train", "status": COMPLETE,
-                                                    "outputs": output_files(folder), "record": {}}))
-    for kind, stage, body in (("search", search, {"parents": {"docs": encode, "queries": queries}}),
-                              ("encode", encode, {"config": {"max_length": 512}, "parents": {}}),
-                              ("queries", queries, {"config": {"max_length": 256}, "parents": {}})):
+    (folder / "config.json").write_text(
+        json.dumps({"id": train, "kind": "train", "status": COMPLETE, "outputs": output_files(folder), "record": {}})
+    )
+    for kind, stage, body in (
+        ("search", search, {"parents": {"docs": encode, "queries": queries}}),
+        ("encode", encode, {"config": {"max_length": 512}, "parents": {}}),
+        ("queries", queries, {"config": {"max_length": 256}, "parents": {}}),
+    ):
         (runs / kind / stage).mkdir(parents=True)
         (runs / kind / stage / "config.json").write_text(json.dumps(body))
-    c = ConditionResult(key="evaluate-1", dataset="beir/scifact/test", system="splade", backbone="bert-tiny",
-                        variant="baseline", factor="1", trained=True, seed=42, metrics={"nDCG@10": 0.5}, queries=300,
-                        train_id=train, search_id=search, evaluate_id="evaluate-1")
-    folder = publish(SuiteResults(suite="hand", measures=["nDCG@10"], conditions=[c], seeds=[42]), root / "results" / "hand")
+    c = ConditionResult(
+        key="evaluate-1",
+        dataset="beir/scifact/test",
+        system="splade",
+        backbone="bert-tiny",
+        variant="baseline",
+        factor="1",
+        trained=True,
+        seed=42,
+        metrics={"nDCG@10": 0.5},
+        queries=300,
+        train_id=train,
+        search_id=search,
+        evaluate_id="evaluate-1",
+    )
+    folder = publish(
+        SuiteResults(suite="hand", measures=["nDCG@10"], conditions=[c], seeds=[42]), root / "results" / "hand"
+    )
     [path] = model_export.export_suite(folder, runs, root / "exports", say=lambda line: None)
     assert path.name == EXPORT and (path / "modules.json").is_file()
     return path
@@ -122,8 +170,23 @@ def export_bert_tiny(bert_tiny: Path, root: Path) -> Path:
 def test_the_exported_bert_tiny_is_checked_as_a_published_model(bert_tiny, tmp_path, capsys):
     export = export_bert_tiny(bert_tiny, tmp_path / "export")
     results = tmp_path / "results"
-    assert run_cli("--suite", "published", "--published", str(export), "--datasets", "beir/scifact/test", *SUBSET,
-                   "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(results), "--check") == 0
+    assert (
+        run_cli(
+            "--suite",
+            "published",
+            "--published",
+            str(export),
+            "--datasets",
+            "beir/scifact/test",
+            *SUBSET,
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--results-dir",
+            str(results),
+            "--check",
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("[")]
     assert [line.split()[0] for line in lines if "published " in line] == ["[OK]", "[OK]"]
@@ -144,15 +207,40 @@ def test_no_machine_path_in_an_adhoc_run_with_local_models(bert_tiny, tmp_path):
     shutil.copytree(bert_tiny, backbone)
     export = export_bert_tiny(bert_tiny, place / "export")
     results = tmp_path / "results"
-    assert run_cli("--datasets", "beir/scifact/test", "--backbones", str(backbone), "--published", str(export),
-                   "--max-docs", "300", "--max-queries", "10", "--runs-dir", str(tmp_path / "runs"),
-                   "--results-dir", str(results)) == 0
+    assert (
+        run_cli(
+            "--datasets",
+            "beir/scifact/test",
+            "--backbones",
+            str(backbone),
+            "--published",
+            str(export),
+            "--max-docs",
+            "300",
+            "--max-queries",
+            "10",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--results-dir",
+            str(results),
+        )
+        == 0
+    )
     (folder,) = results.iterdir()
-    assert folder.name.startswith("adhoc@datasets=scifact,backbones=my-bert,published=splade-bert-tin")  # long: cut, digest
+    assert folder.name.startswith(
+        "adhoc@datasets=scifact,backbones=my-bert,published=splade-bert-tin"
+    )  # long: cut, digest
     assert "published=splade-bert-tiny-baseline-seed42," in (folder / "table.md").read_text()
     files = [p for p in folder.rglob("*")]
-    assert {p.name for p in files} >= {"table.md", "table.csv", "table.tex", "results.json", "metrics.csv",
-                                       "index.html", "perquery.csv.gz"}
+    assert {p.name for p in files} >= {
+        "table.md",
+        "table.csv",
+        "table.tex",
+        "results.json",
+        "metrics.csv",
+        "index.html",
+        "perquery.csv.gz",
+    }
     for path in files:
         assert "machine-specific" not in str(path.relative_to(results)), path
         if path.is_file():

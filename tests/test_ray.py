@@ -24,11 +24,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import torch
-from helpers import outcomes_csv
-
 import ray_cluster
+import torch
 from test_ddp import COMPARED, _max_relative_difference, _rows
+
+from helpers import outcomes_csv
 
 pytestmark = pytest.mark.slow  # a local Ray cluster
 
@@ -51,9 +51,22 @@ def cluster_run(untrained_splade, tmp_path_factory) -> dict:
     (init / "config.json").write_text(json.dumps(config))
     (work / "kills").mkdir()
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)]), "OMP_NUM_THREADS": "1"}
-    suite = [sys.executable, "-m", "benchmark.run", "--suite", str(untrained_splade["suite"]), "--runs-dir",
-             str(work / "runs"), "--results-dir", str(work / "results"), "--no-progress", "--executor", "ray",
-             "--ray-address", ADDRESS]
+    suite = [
+        sys.executable,
+        "-m",
+        "benchmark.run",
+        "--suite",
+        str(untrained_splade["suite"]),
+        "--runs-dir",
+        str(work / "runs"),
+        "--results-dir",
+        str(work / "results"),
+        "--no-progress",
+        "--executor",
+        "ray",
+        "--ray-address",
+        ADDRESS,
+    ]
     checks = str(TESTS / "ray_checks.py")
     # the same suite with one measure more: its evaluate stages run again, and fail
     more = work / "mini.toml"
@@ -61,16 +74,38 @@ def cluster_run(untrained_splade, tmp_path_factory) -> dict:
     failing = [*suite[:4], str(more), *suite[5:]]
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
     spec = {
-        "nodes": [1, 1], "temp": temp, "out": str(work / "report.json"),
+        "nodes": [1, 1],
+        "temp": temp,
+        "out": str(work / "report.json"),
         "commands": [
-            {"name": "contain", "argv": [sys.executable, checks, "contain", str(work / "toy-runs"), ADDRESS],
-             "env": env, "timeout": 300},
-            {"name": "suite", "argv": suite, "timeout": 600,
-             "env": {**env, "BENCHMARK_KILL_AT": "encode:encoded,shards:collected,search:written",
-                     "BENCHMARK_KILL_ONCE": str(work / "kills")}},
-            {"name": "failing", "argv": failing, "timeout": 300, "env": {**env, "BENCHMARK_FAIL_AT": "evaluate:written"}},
-            {"name": "train", "argv": [sys.executable, checks, "train", str(init), str(work / "two"), ADDRESS],
-             "env": env, "timeout": 600},
+            {
+                "name": "contain",
+                "argv": [sys.executable, checks, "contain", str(work / "toy-runs"), ADDRESS],
+                "env": env,
+                "timeout": 300,
+            },
+            {
+                "name": "suite",
+                "argv": suite,
+                "timeout": 600,
+                "env": {
+                    **env,
+                    "BENCHMARK_KILL_AT": "encode:encoded,shards:collected,search:written",
+                    "BENCHMARK_KILL_ONCE": str(work / "kills"),
+                },
+            },
+            {
+                "name": "failing",
+                "argv": failing,
+                "timeout": 300,
+                "env": {**env, "BENCHMARK_FAIL_AT": "evaluate:written"},
+            },
+            {
+                "name": "train",
+                "argv": [sys.executable, checks, "train", str(init), str(work / "two"), ADDRESS],
+                "env": env,
+                "timeout": 600,
+            },
         ],
     }
     try:
@@ -85,7 +120,9 @@ def cluster_run(untrained_splade, tmp_path_factory) -> dict:
 
 def _ok(report: dict, name: str) -> dict:
     command = report["by_name"][name]
-    assert command["rc"] == 0, f"{name} exited {command['rc']}:\n{command['stdout'][-3000:]}\n{command['stderr'][-3000:]}"
+    assert command["rc"] == 0, (
+        f"{name} exited {command['rc']}:\n{command['stdout'][-3000:]}\n{command['stderr'][-3000:]}"
+    )
     return command
 
 
@@ -118,7 +155,7 @@ def test_killed_workers_are_retried_and_the_metrics_equal_the_local_executors(cl
 
 def test_a_failed_stage_stops_only_its_dependants(cluster_run):
     out = _ok(cluster_run, "contain")["stdout"]
-    outcome = json.loads(next(line for line in out.splitlines() if line.startswith("OUTCOME "))[len("OUTCOME "):])
+    outcome = json.loads(next(line for line in out.splitlines() if line.startswith("OUTCOME "))[len("OUTCOME ") :])
     assert outcome["failed"] == {"b": "leaf 2 cannot be computed"}
     assert outcome["blocked"] == {"blocked": "b", "below": "b"}
     assert outcome["done"] == {"a": {"value": 1}, "c": {"value": 3}, "fine": {"value": 4}}
@@ -131,8 +168,11 @@ def test_a_failed_run_never_replaces_a_complete_results_folder(cluster_run, untr
     command = cluster_run["by_name"]["failing"]
     assert command["rc"] == 1, command["stderr"][-3000:]
     results = cluster_run["work"] / "results"
-    assert re.search(rf"the complete tables in {re.escape(str(results / 'mini'))} are kept; this run's, of the finished "
-                     rf"conditions, are in {re.escape(str(results / '.mini.incomplete'))}", command["stderr"]), command["stderr"]
+    assert re.search(
+        rf"the complete tables in {re.escape(str(results / 'mini'))} are kept; this run's, of the finished "
+        rf"conditions, are in {re.escape(str(results / '.mini.incomplete'))}",
+        command["stderr"],
+    ), command["stderr"]
     assert "injected failure at evaluate:written" in command["stderr"]
     assert outcomes_csv(results / "mini" / "metrics.csv") == outcomes_csv(untrained_splade["results"] / "metrics.csv")
     assert "nDCG@5" not in (results / "mini" / "table.md").read_text()
@@ -157,19 +197,32 @@ def test_two_ray_train_workers_match_one_process(cluster_run):
     rtol = 4 * 4096 * 2.0**-24
     for r1, r2 in zip(rows_one, rows_two):
         for column in COMPARED:
-            assert abs(r2[column] - r1[column]) <= rtol * abs(r1[column]) + 1e-7, (r1["step"], column, r1[column], r2[column])
+            assert abs(r2[column] - r1[column]) <= rtol * abs(r1[column]) + 1e-7, (
+                r1["step"],
+                column,
+                r1[column],
+                r2[column],
+            )
     grads_one, grads_two = (torch.load(f / "grads.pt") for f in (one, two))
     assert len(grads_one) == len(grads_two) == 2
     assert max(_max_relative_difference(g2, g1) for g1, g2 in zip(grads_one, grads_two)) < rtol
 
 
 def test_the_local_executor_does_not_import_ray(untrained_splade, tmp_path):
-    code = ("import sys; from benchmark.run import main; "
-            f"rc = main(['--suite', {str(untrained_splade['suite'])!r}, '--runs-dir', {str(untrained_splade['runs'])!r}, "
-            f"'--results-dir', {str(tmp_path)!r}, '--no-progress']); "
-            "assert rc == 0, rc; assert 'ray' not in sys.modules, 'ray was imported'; "
-            "assert not any(m.startswith('benchmark.pipeline.ray_executor') for m in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys; from benchmark.run import main; "
+        f"rc = main(['--suite', {str(untrained_splade['suite'])!r}, '--runs-dir', {str(untrained_splade['runs'])!r}, "
+        f"'--results-dir', {str(tmp_path)!r}, '--no-progress']); "
+        "assert rc == 0, rc; assert 'ray' not in sys.modules, 'ray was imported'; "
+        "assert not any(m.startswith('benchmark.pipeline.ray_executor') for m in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert outcomes_csv(tmp_path / "mini" / "metrics.csv") == outcomes_csv(untrained_splade["results"] / "metrics.csv")

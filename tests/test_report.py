@@ -26,12 +26,14 @@ from benchmark.stages.store import Stage, StageKind, Store
 
 def _kind(name: str) -> type[StageKind]:
     """A stage kind that takes any config and any parents (the report reads only records and ids)."""
-    return type(name.title(), (StageKind,), {"name": name, "VERSION": 1,
-                                             "optional_parents": ("init", "index", "source", "run")})
+    return type(
+        name.title(), (StageKind,), {"name": name, "VERSION": 1, "optional_parents": ("init", "index", "source", "run")}
+    )
 
 
 def S(kind: str, config: dict, parents: dict | None = None) -> Stage:  # noqa: N802  (reads like Stage)
     return Stage(_kind(kind), config, parents or {})
+
 
 # --------------------------------------------------------------------------- significance
 
@@ -111,8 +113,11 @@ def test_holm_over_every_arm_and_dataset(tmp_path):
     conds = [run(f"{v}-{d}", d, vals[d], variant=v, perquery=pq) for v, vals in values.items() for d in (D1, D2)]
     folder = publish(suite(conds, pq), tmp_path / "hand")
     cells = cells_csv(folder)
-    ps = {(v, d): paired_ttest(pq[f"{v}-{d}"][MEASURE], pq[f"baseline-{d}"][MEASURE]).p_value
-          for v in ("a", "b") for d in (D1, D2)}
+    ps = {
+        (v, d): paired_ttest(pq[f"{v}-{d}"][MEASURE], pq[f"baseline-{d}"][MEASURE]).p_value
+        for v in ("a", "b")
+        for d in (D1, D2)
+    }
     adjusted = dict(zip(ps, holm(list(ps.values()))))
     for (v, d), p in ps.items():
         cell = cells[(f"SPLADE bb {v}", d)]
@@ -121,8 +126,10 @@ def test_holm_over_every_arm_and_dataset(tmp_path):
         assert cell["test"] == "paired t-test over queries"  # one seed
     # the row-wise correction of before (×2 per row) would give a smaller adjusted p for the smallest
     assert min(adjusted.values()) == pytest.approx(4 * min(ps.values()))
-    assert "Holm-corrected over the table's 4 test(s) (2 arm(s) against their baseline on 2 dataset(s))" in \
-        (folder / "table.md").read_text()
+    assert (
+        "Holm-corrected over the table's 4 test(s) (2 arm(s) against their baseline on 2 dataset(s))"
+        in (folder / "table.md").read_text()
+    )
 
 
 def test_judged_against_baseline_and_reference(tmp_path):
@@ -142,12 +149,42 @@ def test_judged_against_baseline_and_reference(tmp_path):
     pq: dict = {t: {DEV_MEASURE: v} for t, v in dev.items()}
     # reference: 100 document / 16 query non-zeros of 40,000 → ρ 0.0025 / 0.0004 → √ρ 0.05 / 0.02 → at |V| 50,000:
     # thresholds 2,500 document and 1,000 query terms
-    conds = [run("bert", D1, [0.5, 0.5], backbone="bert-x", train_id="t-bert", vocab_size=40_000, doc_nnz=100.0,
-                 query_nnz=16.0, perquery=pq),
-             run("mb-base", D1, [0.4, 0.4], backbone="mb", train_id="t-mb-base", vocab_size=50_000, doc_nnz=2600.0,
-                 query_nnz=900.0, perquery=pq),
-             run("mb-resc", D1, [0.6, 0.6], backbone="mb", variant="rescaled", train_id="t-mb-resc", vocab_size=50_000,
-                 doc_nnz=2400.0, query_nnz=999.0, perquery=pq)]
+    conds = [
+        run(
+            "bert",
+            D1,
+            [0.5, 0.5],
+            backbone="bert-x",
+            train_id="t-bert",
+            vocab_size=40_000,
+            doc_nnz=100.0,
+            query_nnz=16.0,
+            perquery=pq,
+        ),
+        run(
+            "mb-base",
+            D1,
+            [0.4, 0.4],
+            backbone="mb",
+            train_id="t-mb-base",
+            vocab_size=50_000,
+            doc_nnz=2600.0,
+            query_nnz=900.0,
+            perquery=pq,
+        ),
+        run(
+            "mb-resc",
+            D1,
+            [0.6, 0.6],
+            backbone="mb",
+            variant="rescaled",
+            train_id="t-mb-resc",
+            vocab_size=50_000,
+            doc_nnz=2400.0,
+            query_nnz=999.0,
+            perquery=pq,
+        ),
+    ]
     assert dense_threshold(100.0, 40_000, 50_000) == pytest.approx(2500.0, rel=1e-12)
     assert dense_threshold(16.0, 40_000, 50_000) == pytest.approx(1000.0, rel=1e-12)
     folder = publish(suite(conds, pq), tmp_path / "hand")
@@ -156,21 +193,30 @@ def test_judged_against_baseline_and_reference(tmp_path):
     base_vs_ref = rows[("SPLADE mb baseline", "degraded", "reference")]
     expected = ttest_rel([0.5, 0.25, 0.0], [1.0, 1.0, 0.5])  # q1..q3: the queries both recorded
     assert float(base_vs_ref["p_value"]) == pytest.approx(float(expected.pvalue), rel=1e-5)  # 6 digits in the csv
-    assert (base_vs_ref["verdict"], base_vs_ref["queries"]) == ("True", "3")  # t = -7 on 2 df: p = 0.020 < 0.05, and worse
+    assert (base_vs_ref["verdict"], base_vs_ref["queries"]) == (
+        "True",
+        "3",
+    )  # t = -7 on 2 df: p = 0.020 < 0.05, and worse
     resc_vs_base = rows[("SPLADE mb rescaled", "degraded", "baseline")]
     assert resc_vs_base["verdict"] == "False"  # better than its baseline
     resc_vs_ref = rows[("SPLADE mb rescaled", "degraded", "reference")]
-    assert float(resc_vs_ref["p_value"]) == pytest.approx(float(ttest_rel([1.0, 0.5, 0.5], [1.0, 1.0, 0.5]).pvalue), rel=1e-5)
+    assert float(resc_vs_ref["p_value"]) == pytest.approx(
+        float(ttest_rel([1.0, 0.5, 0.5], [1.0, 1.0, 0.5]).pvalue), rel=1e-5
+    )
     assert resc_vs_ref["verdict"] == "False"  # p = 0.42: not significantly worse
     assert rows[("SPLADE mb baseline", "dense", "reference")]["verdict"] == "True"  # 2,600 > 2,500 documents
     assert rows[("SPLADE mb rescaled", "dense", "reference")]["verdict"] == "False"  # 2,400 and 999: below both
-    assert float(rows[("SPLADE mb baseline", "dense", "reference")]["statistic"]) == pytest.approx(2600 / 2500, rel=1e-5)
+    assert float(rows[("SPLADE mb baseline", "dense", "reference")]["statistic"]) == pytest.approx(
+        2600 / 2500, rel=1e-5
+    )
     assert not any(r["row"] == "SPLADE bert-x baseline" for r in rows.values())  # the reference is not judged
     lines = table_lines(folder)
     assert "| SPLADE mb baseline [degraded vs reference, dense vs reference] | 0.4000 |" in lines
     assert "| SPLADE mb rescaled | **0.6000** (+0.2000)† |" in lines  # a constant shift over 2 queries: p = 0
     md = (folder / "table.md").read_text()
-    assert "SPLADE mb baseline, seed 1: degraded vs reference (SPLADE bert-x baseline): dev MRR@10 0.2500 vs 0.8333" in md
+    assert (
+        "SPLADE mb baseline, seed 1: degraded vs reference (SPLADE bert-x baseline): dev MRR@10 0.2500 vs 0.8333" in md
+    )
     assert "document 2600.0 vs threshold 2500.0 (reference 100.0 of 40000)" in md
 
 
@@ -180,13 +226,29 @@ D1, D2 = "beir/alpha/test", "beir/beta/test"
 MEASURE = "nDCG@10"
 
 
-def run(key: str, dataset: str, values: list[float] | None, system: str = "splade", backbone: str = "bb",
-        variant: str = "baseline", seed: int | None = 1, perquery: dict | None = None, **extra) -> ConditionResult:
+def run(
+    key: str,
+    dataset: str,
+    values: list[float] | None,
+    system: str = "splade",
+    backbone: str = "bb",
+    variant: str = "baseline",
+    seed: int | None = 1,
+    perquery: dict | None = None,
+    **extra,
+) -> ConditionResult:
     """A condition scored ``values`` per query (their mean is the aggregate); None: not scored."""
-    c = ConditionResult(key=key, dataset=dataset, system=system, backbone=backbone if system == "splade" else "",
-                        variant=variant if system == "splade" else "", trained=system == "splade",
-                        seed=seed if system == "splade" else None, command=f"python -m benchmark.run --suite hand  # {key}",
-                        **extra)
+    c = ConditionResult(
+        key=key,
+        dataset=dataset,
+        system=system,
+        backbone=backbone if system == "splade" else "",
+        variant=variant if system == "splade" else "",
+        trained=system == "splade",
+        seed=seed if system == "splade" else None,
+        command=f"python -m benchmark.run --suite hand  # {key}",
+        **extra,
+    )
     if values is not None:
         c.metrics = {MEASURE: sum(values) / len(values)}
         c.queries = len(values)
@@ -197,8 +259,15 @@ def run(key: str, dataset: str, values: list[float] | None, system: str = "splad
 
 def suite(conditions: list[ConditionResult], perquery: dict, **extra) -> SuiteResults:
     columns = list(dict.fromkeys(c.dataset for c in conditions))
-    return SuiteResults(suite="hand", measures=[MEASURE], conditions=conditions, columns=columns,
-                        table={"measure": MEASURE, **extra.pop("table", {})}, perquery=perquery, **extra)
+    return SuiteResults(
+        suite="hand",
+        measures=[MEASURE],
+        conditions=conditions,
+        columns=columns,
+        table={"measure": MEASURE, **extra.pop("table", {})},
+        perquery=perquery,
+        **extra,
+    )
 
 
 def table_lines(folder: Path) -> list[str]:
@@ -225,13 +294,17 @@ def paper_results() -> SuiteResults:
     conds = []
     for d in (D1, D2):
         short = d.split("/")[1]
-        conds += [run(f"bm25-{short}", d, PERQUERY["bm25"][d], system="bm25", perquery=pq),
-                  run(f"bb-base-{short}", d, PERQUERY["bb-base"][d], perquery=pq),
-                  run(f"bb-resc-{short}", d, PERQUERY["bb-resc"][d], variant="rescaled", perquery=pq),
-                  run(f"bb2-base-{short}", d, None, backbone="bb2", **stopped),
-                  run(f"bb2-resc-{short}", d, PERQUERY["bb2-resc"][d], backbone="bb2", variant="rescaled", perquery=pq)]
-    conds += [run("bb3-base-alpha", D1, PERQUERY["bb3-base"][D1], backbone="bb3", perquery=pq),
-              run("bb3-base-beta", D2, None, backbone="bb3", outcome="collapsed", outcome_step=200, stopped_early=True)]
+        conds += [
+            run(f"bm25-{short}", d, PERQUERY["bm25"][d], system="bm25", perquery=pq),
+            run(f"bb-base-{short}", d, PERQUERY["bb-base"][d], perquery=pq),
+            run(f"bb-resc-{short}", d, PERQUERY["bb-resc"][d], variant="rescaled", perquery=pq),
+            run(f"bb2-base-{short}", d, None, backbone="bb2", **stopped),
+            run(f"bb2-resc-{short}", d, PERQUERY["bb2-resc"][d], backbone="bb2", variant="rescaled", perquery=pq),
+        ]
+    conds += [
+        run("bb3-base-alpha", D1, PERQUERY["bb3-base"][D1], backbone="bb3", perquery=pq),
+        run("bb3-base-beta", D2, None, backbone="bb3", outcome="collapsed", outcome_step=200, stopped_early=True),
+    ]
     return suite(conds, pq, table={"averages": [{"name": "avg", "datasets": [D1, D2]}]})
 
 
@@ -251,7 +324,7 @@ def test_table_delta_bold_dagger_collapsed(tmp_path):
         "| SPLADE bb3 baseline [collapsed] | 0.6000‡ | collapsed (step 200) | 0.6000* |",  # the average leaves it out
     ]
     md = (folder / "table.md").read_text()
-    assert "a run stopped at its collapse has no score and its cells read \"collapsed\" with the step, never 0" in md
+    assert 'a run stopped at its collapse has no score and its cells read "collapsed" with the step, never 0' in md
     assert "Averages include every score shown, collapsed or degraded runs included; *: an average" in md
     assert "Holm-corrected over the table's 2 test(s) (1 arm(s) against their baseline on 2 dataset(s))" in md
     assert "SPLADE bb2 baseline, seed 1: collapsed at step 300 (non_finite), stopped there: no score." in md
@@ -271,21 +344,33 @@ def test_table_delta_bold_dagger_collapsed(tmp_path):
     assert (d1["significant_bm25"], d2["significant_bm25"]) == ("False", "False")
     shifted = cells[("SPLADE bb2 rescaled", D1)]
     assert (float(shifted["p_bm25"]), shifted["significant_bm25"], shifted["p_value"]) == (0.0, "True", "")
-    assert ("‡: significant at α = 0.05 against BM25 by a two-sided paired t-test over queries (unit: a query), "
-            "Holm-corrected over the row's 2 dataset(s)") in md
-    assert ("†: significant at α = 0.05 against that baseline by a two-sided paired t-test over queries (unit: a "
-            "query), Holm-corrected") in md
+    assert (
+        "‡: significant at α = 0.05 against BM25 by a two-sided paired t-test over queries (unit: a query), "
+        "Holm-corrected over the row's 2 dataset(s)"
+    ) in md
+    assert (
+        "†: significant at α = 0.05 against that baseline by a two-sided paired t-test over queries (unit: a "
+        "query), Holm-corrected"
+    ) in md
     page = (folder / "index.html").read_text()
-    assert ("p-values, raw and Holm-adjusted (α = 0.05). † against the baseline: a two-sided paired t-test over "
-            "queries (unit: a query), Holm-corrected over the table&#x27;s 2 test(s)") in page
+    assert (
+        "p-values, raw and Holm-adjusted (α = 0.05). † against the baseline: a two-sided paired t-test over "
+        "queries (unit: a query), Holm-corrected over the table&#x27;s 2 test(s)"
+    ) in page
     collapsed = cells[("SPLADE bb2 baseline", D1)]
     assert (collapsed["status"], collapsed["value"], collapsed["collapse_steps"]) == ("collapsed", "", "step 300")
     avg = cells[("SPLADE bb3 baseline", "avg")]
     assert (avg["value"], avg["partial"], avg["best"]) == ("0.600000", "True", "False")
 
     tex = (folder / "table.tex").read_text()
-    assert r"SPLADE bb rescaled & 0.6150\,{\scriptsize(+0.1150)}$^\dagger$ & \textbf{0.4000}\,{\scriptsize(+0.2000)}" in tex
-    assert r"SPLADE bb2 baseline \textit{(collapsed)} & \textit{collapsed} (step 300) & \textit{collapsed} (step 300) & \textit{collapsed} \\" in tex
+    assert (
+        r"SPLADE bb rescaled & 0.6150\,{\scriptsize(+0.1150)}$^\dagger$ & \textbf{0.4000}\,{\scriptsize(+0.2000)}"
+        in tex
+    )
+    assert (
+        r"SPLADE bb2 baseline \textit{(collapsed)} & \textit{collapsed} (step 300) & \textit{collapsed} (step 300) & "
+        r"\textit{collapsed} \\" in tex
+    )
     assert r"\begin{tabular}{lrrr}" in tex and r"\bottomrule" in tex
 
 
@@ -296,17 +381,31 @@ def test_seeds_mean_sd_outcome_counts_and_seed_level_test(tmp_path):
     pq: dict = {}
     scored_collapse = {"outcome": "collapsed", "outcome_reason": "dense", "outcome_step": 250}
     conds = [
-        run("b1", D1, [0.2, 0.4, 0.6], seed=1, perquery=pq), run("b2", D1, [0.4, 0.4, 0.4], seed=2, perquery=pq),
+        run("b1", D1, [0.2, 0.4, 0.6], seed=1, perquery=pq),
+        run("b2", D1, [0.4, 0.4, 0.4], seed=2, perquery=pq),
         run("b3", D1, [0.3, 0.4, 0.5], seed=3, perquery=pq),  # seed average per query: 0.3, 0.4, 0.5
         run("r1", D1, [0.4, 0.6, 0.8], variant="rescaled", seed=1, perquery=pq),
-        run("r2", D1, [0.5, 0.7, 0.9], variant="rescaled", seed=2, perquery=pq, outcome="degraded",
-            outcome_reason="dev_rr_dropped", outcome_step=400),
-        run("r3", D1, [0.6, 0.5, 0.7], variant="rescaled", seed=3, perquery=pq, **scored_collapse),  # trained to its end
+        run(
+            "r2",
+            D1,
+            [0.5, 0.7, 0.9],
+            variant="rescaled",
+            seed=2,
+            perquery=pq,
+            outcome="degraded",
+            outcome_reason="dev_rr_dropped",
+            outcome_step=400,
+        ),
+        run(
+            "r3", D1, [0.6, 0.5, 0.7], variant="rescaled", seed=3, perquery=pq, **scored_collapse
+        ),  # trained to its end
         run("s1", D1, [0.1, 0.2, 0.3], variant="x4", seed=1, perquery=pq),
         run("s2", D1, [0.3, 0.2, 0.2], variant="x4", seed=2, perquery=pq),
         run("s3", D1, None, variant="x4", seed=3, outcome="collapsed", outcome_step=120, stopped_early=True),
-        *[run(f"z{s}", D1, None, variant="x16", seed=s, outcome="collapsed", outcome_step=100 * s, stopped_early=True)
-          for s in (1, 2, 3)],
+        *[
+            run(f"z{s}", D1, None, variant="x16", seed=s, outcome="collapsed", outcome_step=100 * s, stopped_early=True)
+            for s in (1, 2, 3)
+        ],
     ]
     folder = publish(suite(conds, pq, seeds=[1, 2, 3]), tmp_path / "hand")
     assert table_lines(folder)[2:] == [
@@ -320,7 +419,9 @@ def test_seeds_mean_sd_outcome_counts_and_seed_level_test(tmp_path):
     cells = cells_csv(folder)
     rescaled = cells[("SPLADE bb rescaled", D1)]
     # seed diffs 0.2, 0.3, 0.2: mean 0.7/3, sd 1/sqrt(300), t = 7 on 2 df
-    assert float(rescaled["p_value"]) == pytest.approx(2 * (1 - t_cdf_df2(7.0)), rel=1e-5)  # 6 significant digits in the csv
+    assert float(rescaled["p_value"]) == pytest.approx(
+        2 * (1 - t_cdf_df2(7.0)), rel=1e-5
+    )  # 6 significant digits in the csv
     assert (rescaled["seeds"], rescaled["of"], rescaled["outcomes"]) == ("3", "3", "1/3 collapsed, 1/3 degraded")
     assert rescaled["test"] == "paired t-test over seeds"
     # the per-query test on seed averages (0.5, 0.6, 0.8 against 0.3, 0.4, 0.5: diffs 0.2, 0.2, 0.3) happens to
@@ -339,8 +440,10 @@ def test_seeds_mean_sd_outcome_counts_and_seed_level_test(tmp_path):
     assert "SPLADE bb rescaled, seed 2: degraded at step 400 (dev_rr_dropped)." in md
     assert "±: sample standard deviation over seeds." in md and "Seeds: 1, 2, 3." in md
     # the dagger names its own test, unit and family: over seeds here, never "over queries"
-    assert ("†: significant at α = 0.05 against that baseline by a two-sided paired t-test over seeds (unit: a "
-            "seed's score, paired by seed; the seed-to-seed variance counts), Holm-corrected over the table's 2 test(s)") in md
+    assert (
+        "†: significant at α = 0.05 against that baseline by a two-sided paired t-test over seeds (unit: a "
+        "seed's score, paired by seed; the seed-to-seed variance counts), Holm-corrected over the table's 2 test(s)"
+    ) in md
     page = (folder / "index.html").read_text()
     assert "† against the baseline: a two-sided paired t-test over seeds (unit: a seed&#x27;s score" in page
     assert "over queries" not in page.split("p-values, raw and Holm-adjusted")[1].split("</caption>")[0]
@@ -354,12 +457,20 @@ def test_seeds_mean_sd_outcome_counts_and_seed_level_test(tmp_path):
 def test_sweep_table_shows_flops_and_nonzeros_and_plot(tmp_path):
     """The scale sweep: FLOPS and non-zeros beside each arm's score; score and FLOPS vs. factor on a log2 axis."""
     pq: dict = {}
-    arms = [("baseline", "1", [0.25, 0.75], 2.0, 30.0, 80.0), ("x0.25", "0.25", [0.275, 0.825], 6.5, 137.0, 304.0),
-            ("x1", "1", [0.25, 0.75], 2.0, 30.0, 80.0), ("x4", "4", [0.15, 0.45], 0.5, 4.0, 20.0)]
+    arms = [
+        ("baseline", "1", [0.25, 0.75], 2.0, 30.0, 80.0),
+        ("x0.25", "0.25", [0.275, 0.825], 6.5, 137.0, 304.0),
+        ("x1", "1", [0.25, 0.75], 2.0, 30.0, 80.0),
+        ("x4", "4", [0.15, 0.45], 0.5, 4.0, 20.0),
+    ]
     conds = [run("bm25", D1, [0.5, 0.5], system="bm25", perquery=pq)]
-    conds += [run(v, D1, vals, variant=v, factor=f, FLOPS=fl, query_nnz=q, doc_nnz=d, perquery=pq)
-              for v, f, vals, fl, q, d in arms]
-    conds.append(run("x16", D1, None, variant="x16", factor="16", outcome="collapsed", outcome_step=50, stopped_early=True))
+    conds += [
+        run(v, D1, vals, variant=v, factor=f, FLOPS=fl, query_nnz=q, doc_nnz=d, perquery=pq)
+        for v, f, vals, fl, q, d in arms
+    ]
+    conds.append(
+        run("x16", D1, None, variant="x16", factor="16", outcome="collapsed", outcome_step=50, stopped_early=True)
+    )
     folder = publish(suite(conds, pq), tmp_path / "sweep")
     assert table_lines(folder) == [
         "| nDCG@10 | alpha | FLOPS | q nnz | d nnz |",
@@ -381,15 +492,20 @@ def test_sweep_table_shows_flops_and_nonzeros_and_plot(tmp_path):
 def test_tables_say_which_subset(tmp_path):
     pq: dict = {}
     conds = [run("bm25", D1, [0.5, 0.5], system="bm25", perquery=pq)]
-    folder = publish(suite(conds, pq, subset="max-docs=600,max-queries=30", max_docs=600, max_queries=30),
-                     tmp_path / "hand@max-docs=600,max-queries=30")
+    folder = publish(
+        suite(conds, pq, subset="max-docs=600,max-queries=30", max_docs=600, max_queries=30),
+        tmp_path / "hand@max-docs=600,max-queries=30",
+    )
     md = (folder / "table.md").read_text()
     assert md.startswith("# hand @ max-docs=600,max-queries=30\n")
     assert "## hand @ max-docs=600,max-queries=30: nDCG@10" in md
     assert "Subset: max-docs=600,max-queries=30 (a narrowed run, not the suite's full datasets)." in md
     assert "hand @ max-docs=600,max-queries=30" in (folder / "index.html").read_text()
     declared = publish(suite(conds, pq, max_docs=2000), tmp_path / "declared")
-    assert "Data: 2000 documents per corpus (judged documents kept), as the suite declares." in (declared / "table.md").read_text()
+    assert (
+        "Data: 2000 documents per corpus (judged documents kept), as the suite declares."
+        in (declared / "table.md").read_text()
+    )
 
 
 # --------------------------------------------------------------------------- results folders
@@ -403,7 +519,15 @@ def test_rebuild_from_results_alone_one_line_per_broken_folder(tmp_path, capsys)
     results = tmp_path / "results"
     folder = publish(paper_results(), results / "hand")
     first = _files(folder)
-    assert {"results.json", "perquery.csv.gz", "metrics.csv", "table.md", "table.csv", "table.tex", "index.html"} <= set(first)
+    assert {
+        "results.json",
+        "perquery.csv.gz",
+        "metrics.csv",
+        "table.md",
+        "table.csv",
+        "table.tex",
+        "index.html",
+    } <= set(first)
     for name in ("metrics.csv", "table.md", "table.csv", "table.tex", "index.html"):
         (folder / name).unlink()
     (results / "broken").mkdir()
@@ -444,25 +568,56 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
     png = b"\x89PNG\r\n\x1a\n" + b"telemetry"
     conditions = []
     records = {  # variant → train record: the current format (trained to its end), and the earlier one (stopped)
-        "x4": {"outcome": "collapsed", "outcome_reason": "dense", "outcome_step": 800, "stopped_early": False,
-               "outcome_detail": f"dense at {runs}/train", "seed": 7, "vocab_size": 30522, "checkpoint_step": 800,
-               "dev_query_keys": ["k1", "k2"], "dev_rr_published": [1.0, 0.5]},  # train VERSION 3
+        "x4": {
+            "outcome": "collapsed",
+            "outcome_reason": "dense",
+            "outcome_step": 800,
+            "stopped_early": False,
+            "outcome_detail": f"dense at {runs}/train",
+            "seed": 7,
+            "vocab_size": 30522,
+            "checkpoint_step": 800,
+            "dev_query_keys": ["k1", "k2"],
+            "dev_rr_published": [1.0, 0.5],
+        },  # train VERSION 3
         "x16": {"status": "collapsed", "collapse_reason": "zero", "collapse_step": 20, "seed": 7},
     }
     for variant, record in records.items():
         backbone = S("backbone", {"v": variant})
-        _stage(store, backbone, {"factor": float(variant[1:]), "head_norm_before": 10.0, "head_norm_after": 10.0 * float(variant[1:]),
-                                 "source": local})
+        _stage(
+            store,
+            backbone,
+            {
+                "factor": float(variant[1:]),
+                "head_norm_before": 10.0,
+                "head_norm_after": 10.0 * float(variant[1:]),
+                "source": local,
+            },
+        )
         train = S("train", {"v": variant}, {"init": backbone})
         _stage(store, train, record, {"telemetry.png": png})
         search = S("search", {"v": variant}, {"index": S("index", {"v": variant}, {"source": train})})
         _stage(store, search, {"FLOPS": 1.5, "doc_nnz": 90.0, "query_nnz": 20.0})
         evaluate = S("evaluate", {"v": variant}, {"run": search})
-        _stage(store, evaluate, {"metrics": {MEASURE: 0.25}, "queries": 2},
-               {"perquery.tsv": f"measure\tquery_id\tvalue\n{MEASURE}\tq1\t0.0\n{MEASURE}\tq2\t0.5\n"})
-        conditions.append(Condition(local, "splade", "bb", variant, variant[1:], trained=True, evaluate=evaluate,
-                                    train=train, command=f"python -m benchmark.run --suite {tmp_path}/s.toml "
-                                                         f"--datasets {local} --runs-dir {runs}"))
+        _stage(
+            store,
+            evaluate,
+            {"metrics": {MEASURE: 0.25}, "queries": 2},
+            {"perquery.tsv": f"measure\tquery_id\tvalue\n{MEASURE}\tq1\t0.0\n{MEASURE}\tq2\t0.5\n"},
+        )
+        conditions.append(
+            Condition(
+                local,
+                "splade",
+                "bb",
+                variant,
+                variant[1:],
+                trained=True,
+                evaluate=evaluate,
+                train=train,
+                command=f"python -m benchmark.run --suite {tmp_path}/s.toml --datasets {local} --runs-dir {runs}",
+            )
+        )
 
     class Plan:  # a PlanView: what collect reads of a plan
         suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": MEASURE}, "expected": None})()
@@ -472,20 +627,35 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
     Plan.conditions = conditions
     results = collect(Plan(), store)
     x4, x16 = results.conditions
-    assert (x4.outcome, x4.stopped_early, x4.outcome_step, x4.metrics, x4.seed) == ("collapsed", False, 800, {MEASURE: 0.25}, 7)
-    assert (x16.outcome, x16.stopped_early, x16.outcome_step, x16.metrics) == ("collapsed", True, 20, {})  # earlier format
+    assert (x4.outcome, x4.stopped_early, x4.outcome_step, x4.metrics, x4.seed) == (
+        "collapsed",
+        False,
+        800,
+        {MEASURE: 0.25},
+        7,
+    )
+    assert (x16.outcome, x16.stopped_early, x16.outcome_step, x16.metrics) == (
+        "collapsed",
+        True,
+        20,
+        {},
+    )  # earlier format
     assert (x4.FLOPS, x4.doc_nnz, x4.query_nnz, x4.scale, x4.head_norm_after) == (1.5, 90.0, 20.0, 4.0, 40.0)
     assert x4.dataset == "local:myset" and results.perquery[x4.key] == {MEASURE: {"q1": 0.0, "q2": 0.5}}
     # the published checkpoint's dev values, once per training run under its stage id (refreshed below as well)
-    assert results.perquery[x4.train_id] == {"dev RR@10": {"k1": 1.0, "k2": 0.5}} and x16.train_id not in results.perquery
+    assert (
+        results.perquery[x4.train_id] == {"dev RR@10": {"k1": 1.0, "k2": 0.5}} and x16.train_id not in results.perquery
+    )
     assert (x4.vocab_size, x4.checkpoint_step, x16.vocab_size) == (30522, 800, None)
     assert x4.command == "python -m benchmark.run --suite s.toml --datasets $DATA/myset --runs-dir runs"
 
     results_dir = tmp_path / "results"
     folder = publish(results, results_dir / "hand")
     assert (folder / x4.telemetry).read_bytes() == png
-    assert table_lines(folder)[2:] == ["| SPLADE bb x4 [collapsed] | 0.2500 | 1.500 | 20.0 | 90.0 |",
-                                       "| SPLADE bb x16 [collapsed] | collapsed (step 20) |  |  |  |"]
+    assert table_lines(folder)[2:] == [
+        "| SPLADE bb x4 [collapsed] | 0.2500 | 1.500 | 20.0 | 90.0 |",
+        "| SPLADE bb x16 [collapsed] | collapsed (step 20) |  |  |  |",
+    ]
     first = _files(folder)
     for name, content in first.items():  # no machine path in any file, compressed ones included
         text = gzip.decompress(content) if name.endswith(".gz") else content
@@ -512,7 +682,9 @@ def test_report_on_the_pipeline_fixture(untrained_splade, tmp_path):
     results = untrained_splade["results"]
     before = (results / "table.md").read_text()
     assert "## mini: nDCG@10" in before
-    assert "600 documents per corpus (judged documents kept) and 30 queries per dataset, as the suite declares" in before
+    assert (
+        "600 documents per corpus (judged documents kept) and 30 queries per dataset, as the suite declares" in before
+    )
     assert "| BM25 | **0.7805** |" in before
     assert "| SPLADE bert-tiny baseline (untrained) | 0.7314 |" in before
     copy = tmp_path / "clone" / "results"
@@ -525,7 +697,9 @@ def test_report_on_the_pipeline_fixture(untrained_splade, tmp_path):
     for name, content in files.items():
         text = gzip.decompress(content) if name.endswith(".gz") else content
         assert str(untrained_splade["runs"].parent).encode() not in text, name
-    assert report_main(["--results-dir", str(copy), "--refresh", "mini", "--runs-dir", str(untrained_splade["runs"])]) == 0
+    assert (
+        report_main(["--results-dir", str(copy), "--refresh", "mini", "--runs-dir", str(untrained_splade["runs"])]) == 0
+    )
     assert _files(copy / "mini") == files
 
 
@@ -555,19 +729,49 @@ def test_exports_tagged_runs_mteb_json_and_titled_telemetry(tmp_path):
     _stage(store, backbone, {"factor": 4.0, "head_norm_before": 10.0, "head_norm_after": 40.0})
     train = S("train", {"v": "x4"}, {"init": backbone})
     rows = "step,loss,nnz_d,dev_mrr\n0,,,0.5\n10,2.5,120.0,\n20,1.5,80.0,0.6\n"
-    _stage(store, train, {"outcome": "degraded", "outcome_reason": "dev_mrr_drop", "outcome_step": 20, "seed": 44,
-                          "triggers_armed_step": 10}, {"telemetry.png": b"\x89PNG\r\n\x1a\nold", "telemetry.csv": rows})
+    _stage(
+        store,
+        train,
+        {
+            "outcome": "degraded",
+            "outcome_reason": "dev_mrr_drop",
+            "outcome_step": 20,
+            "seed": 44,
+            "triggers_armed_step": 10,
+        },
+        {"telemetry.png": b"\x89PNG\r\n\x1a\nold", "telemetry.csv": rows},
+    )
     search = S("search", {"v": "x4"}, {"index": S("index", {"v": "x4"}, {"source": train})})
-    _stage(store, search, {"FLOPS": 1.5, "doc_nnz": 90.0, "query_nnz": 20.0},
-           {"run.trec": "q1 Q0 d1 1 9.500000 benchmark\nq1 Q0 d2 2 8.000000 benchmark\nq2 Q0 d3 1 7.250000 benchmark\n"})
+    _stage(
+        store,
+        search,
+        {"FLOPS": 1.5, "doc_nnz": 90.0, "query_nnz": 20.0},
+        {"run.trec": "q1 Q0 d1 1 9.500000 benchmark\nq1 Q0 d2 2 8.000000 benchmark\nq2 Q0 d3 1 7.250000 benchmark\n"},
+    )
     evaluate = S("evaluate", {"v": "x4"}, {"run": search})
     _stage(store, evaluate, {"metrics": {"nDCG@10": 0.25, "RR@10": 0.5, "R(rel=2)@1000": 0.75}, "queries": 2})
-    cond = Condition("beir/scifact/test", "splade", "bb", "x4", factor="4", method="head-norm", trained=True, evaluate=evaluate,
-                     train=train, search=search, command="python -m benchmark.run --suite hand")
+    cond = Condition(
+        "beir/scifact/test",
+        "splade",
+        "bb",
+        "x4",
+        factor="4",
+        method="head-norm",
+        trained=True,
+        evaluate=evaluate,
+        train=train,
+        search=search,
+        command="python -m benchmark.run --suite hand",
+    )
 
     class Plan:
         suite = type("S", (), {"name": "hand", "description": "", "table": {"measure": "nDCG@10"}, "expected": None})()
-        measures, dataset_measures, columns, groups = ["nDCG@10", "RR@10", "R(rel=2)@1000"], {}, ["beir/scifact/test"], {}
+        measures, dataset_measures, columns, groups = (
+            ["nDCG@10", "RR@10", "R(rel=2)@1000"],
+            {},
+            ["beir/scifact/test"],
+            {},
+        )
         max_docs, max_queries, seeds, subset, training, conditions = None, None, [44], None, "", [cond]
 
     results = collect(Plan(), store)
@@ -576,22 +780,35 @@ def test_exports_tagged_runs_mteb_json_and_titled_telemetry(tmp_path):
     assert c.run_file == f"trec/{c.key}.trec.gz"
     assert gzip.decompress((folder / c.run_file).read_bytes()).decode() == (
         "q1 Q0 d1 1 9.500000 splade.bb.x4.head-norm-4.seed44\nq1 Q0 d2 2 8.000000 splade.bb.x4.head-norm-4.seed44\n"
-        "q2 Q0 d3 1 7.250000 splade.bb.x4.head-norm-4.seed44\n")
+        "q2 Q0 d3 1 7.250000 splade.bb.x4.head-norm-4.seed44\n"
+    )
     mteb = json.loads((folder / "mteb" / "splade.bb.x4.head-norm-4.seed44" / "SciFact.json").read_text())
     [scores] = mteb["scores"]["test"]
-    assert (mteb["task_name"], scores["ndcg_at_10"], scores["mrr_at_10"], scores["main_score"]) == ("SciFact", 0.25, 0.5, 0.25)
-    assert "recall_at_1000" not in scores and scores["ir_measures"]["R(rel=2)@1000"] == 0.75  # graded recall: no MTEB name
+    assert (mteb["task_name"], scores["ndcg_at_10"], scores["mrr_at_10"], scores["main_score"]) == (
+        "SciFact",
+        0.25,
+        0.5,
+        0.25,
+    )
+    assert (
+        "recall_at_1000" not in scores and scores["ir_measures"]["R(rel=2)@1000"] == 0.75
+    )  # graded recall: no MTEB name
     assert (mteb_key("R@100"), mteb_key("P@5"), mteb_key("AP")) == ("recall_at_100", "precision_at_5", None)
     assert task_and_split("beir/cqadupstack/android") == ("CQADupstackRetrieval", "test")
     assert task_and_split("beir/nfcorpus/dev") == ("NFCorpus", "dev")
     assert telemetry_title(c) == "SPLADE bb x4 · head-norm ×4 · seed 44 · degraded at step 20 (dev_mrr_drop)"
     png = (folder / c.telemetry).read_bytes()
-    assert png != b"\x89PNG\r\n\x1a\nold" and Image.open(folder / c.telemetry).size == (1600, 560)  # redrawn: 20×7 in at 80 dpi
+    assert png != b"\x89PNG\r\n\x1a\nold" and Image.open(folder / c.telemetry).size == (
+        1600,
+        560,
+    )  # redrawn: 20×7 in at 80 dpi
     html = (folder / "index.html").read_text()
     assert f'href="{c.run_file}"' in html and 'href="mteb/splade.bb.x4.head-norm-4.seed44/SciFact.json"' in html
     # each TREC export listed by its system, dataset and seed, not by its file's hash alone
-    assert ('<th scope="row" class="label">SPLADE bb x4</th><td>scifact</td><td>44</td>'
-            f'<td><code>splade.bb.x4.head-norm-4.seed44</code></td><td><a href="{c.run_file}">') in html
+    assert (
+        '<th scope="row" class="label">SPLADE bb x4</th><td>scifact</td><td>44</td>'
+        f'<td><code>splade.bb.x4.head-norm-4.seed44</code></td><td><a href="{c.run_file}">'
+    ) in html
 
     # a rebuild keeps a plot drawn from the same rows, labels and code; an edited row is drawn again
     from benchmark.training.telemetry import png_key
@@ -609,15 +826,21 @@ def test_every_splade_row_names_its_encode_precision(tmp_path):
     """float32 is the exact path and bf16 is not: the tables say which one each SPLADE row used, and the
     precision survives results.json."""
     pq: dict = {}
-    conds = [run("bm25", D1, [0.5], system="bm25", perquery=pq),
-             run("f32", D1, [0.4], perquery=pq, precision="float32"),
-             run("bf16", D1, [0.3], variant="rescaled", perquery=pq, precision="bfloat16")]
+    conds = [
+        run("bm25", D1, [0.5], system="bm25", perquery=pq),
+        run("f32", D1, [0.4], perquery=pq, precision="float32"),
+        run("bf16", D1, [0.3], variant="rescaled", perquery=pq, precision="bfloat16"),
+    ]
     md = (publish(suite(conds, pq), tmp_path / "mixed") / "table.md").read_text()
-    assert ("Encoded in float32 (the exact path: canonical impacts, the same on every encode path): SPLADE bb baseline; "
-            "bfloat16: SPLADE bb rescaled.") in md
+    assert (
+        "Encoded in float32 (the exact path: canonical impacts, the same on every encode path): SPLADE bb baseline; "
+        "bfloat16: SPLADE bb rescaled."
+    ) in md
     uniform = publish(suite(conds[:2], pq), tmp_path / "uniform")
-    assert "Encoded in float32 (the exact path: canonical impacts, the same on every encode path): every SPLADE row." \
+    assert (
+        "Encoded in float32 (the exact path: canonical impacts, the same on every encode path): every SPLADE row."
         in (uniform / "table.md").read_text()
+    )
     assert [c.precision for c in read_results(uniform).conditions] == ["", "float32"]
 
 
@@ -625,14 +848,18 @@ def test_runs_past_float32_are_named_on_the_page_and_in_results_json(tmp_path):
     """A run whose summed impacts passed 2**24 is named under the table, with what was made exact and what
     stays float32's; results.json keeps both counts per condition; a run without such queries is not named."""
     pq: dict = {}
-    conds = [run("b", D1, [0.2, 0.4], perquery=pq),
-             run("r", D1, [0.3, 0.5], variant="rescaled", perquery=pq, past_float32=3, rescored_exactly=3),
-             run("s", D1, [0.3, 0.5], variant="dense", perquery=pq, past_float32=1)]
+    conds = [
+        run("b", D1, [0.2, 0.4], perquery=pq),
+        run("r", D1, [0.3, 0.5], variant="rescaled", perquery=pq, past_float32=3, rescored_exactly=3),
+        run("s", D1, [0.3, 0.5], variant="dense", perquery=pq, past_float32=1),
+    ]
     folder = publish(suite(conds, pq), tmp_path / "hand")
     md = (folder / "table.md").read_text()
-    assert ("Past 2^24: SPLADE bb rescaled, seed 1 on alpha: 3 queries summed impacts beyond 16,777,216, where Lucene's "
-            "float32 scores round; 3 rescored to their exact integer dot products. Which documents made the top k "
-            "was decided in float32.") in md
+    assert (
+        "Past 2^24: SPLADE bb rescaled, seed 1 on alpha: 3 queries summed impacts beyond 16,777,216, where Lucene's "
+        "float32 scores round; 3 rescored to their exact integer dot products. Which documents made the top k "
+        "was decided in float32."
+    ) in md
     assert "Past 2^24: SPLADE bb dense, seed 1 on alpha: 1 query summed impacts" in md and "not rescored" in md
     assert "Past 2^24: SPLADE bb baseline" not in md
     assert "Past 2^24: SPLADE bb rescaled" in (folder / "index.html").read_text()
@@ -646,11 +873,14 @@ def test_a_recovered_collapse_is_an_event_under_the_table_not_a_mark(tmp_path):
     ok (scored, unmarked), and the event is named under the table."""
     pq: dict = {}
     detail = "recovered: degenerate_support fired at step 24 (…) and no longer holds at the published step 26"
-    conds = [run("b", D1, [0.2, 0.4], perquery=pq),
-             run("r", D1, [0.3, 0.5], variant="x16", perquery=pq, outcome_detail=detail)]
+    conds = [
+        run("b", D1, [0.2, 0.4], perquery=pq),
+        run("r", D1, [0.3, 0.5], variant="x16", perquery=pq, outcome_detail=detail),
+    ]
     folder = publish(suite(conds, pq), tmp_path / "hand")
     assert [line for line in table_lines(folder) if line.startswith("| SPLADE bb x16")][0].startswith(
-        "| SPLADE bb x16 | **0.4000** (+0.1000)")  # no [collapsed] mark after the label
+        "| SPLADE bb x16 | **0.4000** (+0.1000)"
+    )  # no [collapsed] mark after the label
     assert f"SPLADE bb x16, seed 1: ok, {detail}." in (folder / "table.md").read_text()
 
 
@@ -670,11 +900,13 @@ def test_a_short_key_under_each_table_and_the_notes_one_click_away(tmp_path):
     assert first.legend == [
         "(+Δ): vs the same backbone's baseline",
         "†: significant vs that baseline (paired t-test over queries, Holm, α = 0.05)",
-        "‡: significant vs BM25 (over queries, Holm, α = 0.05)", "bold: best in the column",
+        "‡: significant vs BM25 (over queries, Holm, α = 0.05)",
+        "bold: best in the column",
         "[collapsed] / [degraded]: the training run's outcome; [… vs baseline] / [… vs reference]: judged against "
         "another run",
         "collapsed (step N): stopped at its collapse, no score (never 0)",
-        "*: an average that leaves out columns without a score"]
+        "*: an average that leaves out columns without a score",
+    ]
     assert len(" ".join(first.legend).split()) < 80 < len(" ".join(first.notes).split())  # short; the notes are not
     md = (folder / "table.md").read_text()
     key, folded = md.split("<details><summary>Notes (")[0], md.split("<details><summary>Notes (")[1]
@@ -691,7 +923,11 @@ def test_a_short_key_under_each_table_and_the_notes_one_click_away(tmp_path):
     assert notes_block.count("<li>") == len(first.notes) and html.count("<li>") == len(first.notes)
     assert '<details class="notes"><summary>Notes (' in page
     closing = headline(folder)
-    assert closing.startswith("## hand: nDCG@10") and "Key: (+Δ)" in closing and closing.endswith(f"Notes: {folder / 'table.md'}")
+    assert (
+        closing.startswith("## hand: nDCG@10")
+        and "Key: (+Δ)" in closing
+        and closing.endswith(f"Notes: {folder / 'table.md'}")
+    )
     assert "Holm-corrected over the table's" not in closing  # the notes stay in the file
 
 
@@ -705,10 +941,17 @@ def _pdflatex(folder: Path, tmp: Path) -> str:
     work.mkdir()
     for name in ("table.tex", "table-notes.tex"):
         shutil.copy(folder / name, work / name)
-    (work / "doc.tex").write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
-                                  "\\input{table.tex}\n\\clearpage\n\\input{table-notes.tex}\n\\end{document}\n")
-    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=work,
-                          capture_output=True, text=True, timeout=300)
+    (work / "doc.tex").write_text(
+        "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+        "\\input{table.tex}\n\\clearpage\n\\input{table-notes.tex}\n\\end{document}\n"
+    )
+    proc = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     return proc.stdout
 
@@ -720,12 +963,29 @@ def test_latex_short_captions_notes_apart_and_pure_ascii(tmp_path):
     from benchmark.report.table import suite_tables
 
     pq: dict = {}
-    judged = [run("ref", D1, [0.8, 0.7], backbone="bert-x", perquery=pq, query_nnz=10.0, doc_nnz=100.0, vocab_size=100),
-              run("mb", D1, [0.2, 0.3], backbone="mb", perquery=pq, query_nnz=90.0, doc_nnz=99.0, vocab_size=100,
-                  train_id="t-mb", outcome="collapsed", outcome_reason="degenerate_support", outcome_step=24,
-                  outcome_detail="10.9% of queries have <= 2 indexed terms (>= 5%) for 3 logging steps")]
-    results = suite(paper_results().conditions + judged, {**paper_results().perquery, **pq},
-                    table={"averages": [{"name": "avg", "datasets": [D1, D2]}], "reference": "bert-x"})
+    judged = [
+        run("ref", D1, [0.8, 0.7], backbone="bert-x", perquery=pq, query_nnz=10.0, doc_nnz=100.0, vocab_size=100),
+        run(
+            "mb",
+            D1,
+            [0.2, 0.3],
+            backbone="mb",
+            perquery=pq,
+            query_nnz=90.0,
+            doc_nnz=99.0,
+            vocab_size=100,
+            train_id="t-mb",
+            outcome="collapsed",
+            outcome_reason="degenerate_support",
+            outcome_step=24,
+            outcome_detail="10.9% of queries have <= 2 indexed terms (>= 5%) for 3 logging steps",
+        ),
+    ]
+    results = suite(
+        paper_results().conditions + judged,
+        {**paper_results().perquery, **pq},
+        table={"averages": [{"name": "avg", "datasets": [D1, D2]}], "reference": "bert-x"},
+    )
     folder = publish(results, tmp_path / "hand")
     tex, notes = (folder / "table.tex").read_text(), (folder / "table-notes.tex").read_text()
     assert tex.isascii() and notes.isascii()
@@ -735,7 +995,10 @@ def test_latex_short_captions_notes_apart_and_pure_ascii(tmp_path):
     assert r"\textless{}= 2 indexed terms (\textgreater{}= 5\%)" in notes  # OT1 would set < and > as ¡ and ¿
     for note in tables[0].notes:
         assert escape(note).replace("*:", "$^*$:") in notes
-    assert escape("√ρ_ref · |V| … Touché ≥ ×") == r"$\surd$$\rho$\_ref $\cdot$ \textbar{}V\textbar{} \ldots{} Touch\'{e} $\geq$ $\times$"
+    assert (
+        escape("√ρ_ref · |V| … Touché ≥ ×")
+        == r"$\surd$$\rho$\_ref $\cdot$ \textbar{}V\textbar{} \ldots{} Touch\'{e} $\geq$ $\times$"
+    )
     assert escape("⁂").isascii()  # a symbol without a command still compiles: by its name
     _pdflatex(folder, tmp_path)
 
@@ -756,9 +1019,13 @@ def test_committed_latex_compiles(suite_name, tmp_path):
 
 def _stage_log(**rows: tuple[str, float, int]) -> Callable[[Path], None]:
     """An ``extra`` for publish: a stages.csv of (kind, seconds, bytes) per stage id, in the given order."""
+
     def write(staging: Path) -> None:
-        lines = ["stage,id,seconds,bytes,this_run"] + [f"{k},{i},{sec:.2f},{b},computed" for i, (k, sec, b) in rows.items()]
+        lines = ["stage,id,seconds,bytes,this_run"] + [
+            f"{k},{i},{sec:.2f},{b},computed" for i, (k, sec, b) in rows.items()
+        ]
         (staging / "stages.csv").write_text("\n".join(lines) + "\n")
+
     return write
 
 
@@ -767,18 +1034,57 @@ def test_efficiency_beside_effectiveness_from_the_stage_log(tmp_path):
     stages.csv, beside FLOPS and non-zeros; an index recorded with the results wins over the log's order,
     and a search whose index the log cannot tell gets none (never a guess)."""
     pq: dict = {}
-    conds = [run("bm25", D1, [0.5, 0.5], system="bm25", perquery=pq, search_id="search-b"),
-             run("base", D1, [0.4, 0.6], perquery=pq, search_id="search-s1", index_id="index-s1",
-                 FLOPS=2.0, query_nnz=10.0, doc_nnz=50.0),
-             run("x4", D1, [0.5, 0.7], variant="x4", factor="4", perquery=pq, search_id="search-s2",
-                 FLOPS=1.0, query_nnz=5.0, doc_nnz=25.0),
-             run("x16", D1, [0.1, 0.3], variant="x16", factor="16", perquery=pq, search_id="search-s3",
-                 FLOPS=0.5, query_nnz=2.0, doc_nnz=10.0)]
-    log = _stage_log(**{"index-b": ("index", 3.0, 2**20), "search-b": ("search", 0.5, 10),
-                        "index-s1": ("index", 9.0, 2 * 2**20), "index-other": ("index", 1.0, 7),
-                        "search-s1": ("search", 1.0, 10),
-                        "index-s2": ("index", 4.0, 3 * 2**20), "queries-s2": ("queries", 2.0, 99), "search-s2": ("search", 0.25, 10),
-                        "search-s3": ("search", 0.1, 10)})  # s3 searched an index logged before s2: unknown
+    conds = [
+        run("bm25", D1, [0.5, 0.5], system="bm25", perquery=pq, search_id="search-b"),
+        run(
+            "base",
+            D1,
+            [0.4, 0.6],
+            perquery=pq,
+            search_id="search-s1",
+            index_id="index-s1",
+            FLOPS=2.0,
+            query_nnz=10.0,
+            doc_nnz=50.0,
+        ),
+        run(
+            "x4",
+            D1,
+            [0.5, 0.7],
+            variant="x4",
+            factor="4",
+            perquery=pq,
+            search_id="search-s2",
+            FLOPS=1.0,
+            query_nnz=5.0,
+            doc_nnz=25.0,
+        ),
+        run(
+            "x16",
+            D1,
+            [0.1, 0.3],
+            variant="x16",
+            factor="16",
+            perquery=pq,
+            search_id="search-s3",
+            FLOPS=0.5,
+            query_nnz=2.0,
+            doc_nnz=10.0,
+        ),
+    ]
+    log = _stage_log(
+        **{
+            "index-b": ("index", 3.0, 2**20),
+            "search-b": ("search", 0.5, 10),
+            "index-s1": ("index", 9.0, 2 * 2**20),
+            "index-other": ("index", 1.0, 7),
+            "search-s1": ("search", 1.0, 10),
+            "index-s2": ("index", 4.0, 3 * 2**20),
+            "queries-s2": ("queries", 2.0, 99),
+            "search-s2": ("search", 0.25, 10),
+            "search-s3": ("search", 0.1, 10),
+        }
+    )  # s3 searched an index logged before s2: unknown
     folder = publish(suite(conds, pq), tmp_path / "hand", extra=log)
     assert table_lines(folder) == [
         "| nDCG@10 | alpha | FLOPS | q nnz | d nnz | ms/q | index MiB |",
@@ -834,13 +1140,35 @@ def test_expected_scores_are_checked_on_the_page(tmp_path):
     results = paper_results()
     results.expected = [
         {"dataset": D1, "system": "bm25", "measure": MEASURE, "value": 0.45},
-        {"dataset": D1, "system": "splade", "backbone": "bb", "variant": "rescaled", "measure": MEASURE, "value": 0.6,
-         "tolerance": 0.01, "okish": 0.02},  # got 0.6150: OKish
-        {"dataset": D2, "system": "splade", "backbone": "bb", "variant": "baseline", "measure": MEASURE, "value": 0.5,
-         "tolerance": 0.01, "source": "made up"},  # got 0.2000: FAIL
+        {
+            "dataset": D1,
+            "system": "splade",
+            "backbone": "bb",
+            "variant": "rescaled",
+            "measure": MEASURE,
+            "value": 0.6,
+            "tolerance": 0.01,
+            "okish": 0.02,
+        },  # got 0.6150: OKish
+        {
+            "dataset": D2,
+            "system": "splade",
+            "backbone": "bb",
+            "variant": "baseline",
+            "measure": MEASURE,
+            "value": 0.5,
+            "tolerance": 0.01,
+            "source": "made up",
+        },  # got 0.2000: FAIL
         {"dataset": D1, "system": "splade", "backbone": "bb2", "variant": "baseline", "collapsed": True},
         {"dataset": D1, "system": "bm25", "measure": MEASURE, "value": 0.1, "max_docs": 600},  # another subset
-        {"dataset": D1, "system": "published", "backbone": "naver/splade-v3", "measure": MEASURE, "value": 0.7},  # not run
+        {
+            "dataset": D1,
+            "system": "published",
+            "backbone": "naver/splade-v3",
+            "measure": MEASURE,
+            "value": 0.7,
+        },  # not run
     ]
     folder = publish(results, tmp_path / "hand")
     checks, skipped, source = check_results(read_results(folder))
@@ -848,7 +1176,8 @@ def test_expected_scores_are_checked_on_the_page(tmp_path):
         ("OK", "expected 0.4500 (±0), got 0.4500", "0.4500"),
         ("OKish", "expected 0.6000 (±0.01, okish ±0.02), got 0.6150", "0.6150"),
         ("FAIL", "expected 0.5000 (±0.01, okish ±0.02), got 0.2000 [made up]", "0.2000"),
-        ("OK", "collapsed, as expected", "collapsed")]
+        ("OK", "collapsed, as expected", "collapsed"),
+    ]
     assert (skipped, source) == (2, "the suite's, recorded with these results")
     assert checks[1].commands == ("python -m benchmark.run --suite hand  # bb-resc-alpha",)
     page = (folder / "index.html").read_text()
@@ -866,11 +1195,18 @@ def test_sweep_plot_tells_the_readings_apart_and_its_legends_cover_no_line(tmp_p
     from benchmark.report.table import suite_tables
 
     pq: dict = {}
-    arms = [("baseline", "1", "", [0.25, 0.75]), ("x0.25", "0.25", "untie", [0.275, 0.825]),
-            ("x4", "4", "untie", [0.15, 0.45]), ("x0.25-projection", "0.25", "projection", [0.3, 0.8]),
-            ("x4-projection", "4", "projection", [0.1, 0.5]), ("x0.25-flops", "0.25", "head-norm", [0.2, 0.7])]
-    conds = [run(v, D1, vals, variant=v, factor=f, method=m, FLOPS=1.0 / float(f), query_nnz=10.0, doc_nnz=40.0,
-                 perquery=pq) for v, f, m, vals in arms]
+    arms = [
+        ("baseline", "1", "", [0.25, 0.75]),
+        ("x0.25", "0.25", "untie", [0.275, 0.825]),
+        ("x4", "4", "untie", [0.15, 0.45]),
+        ("x0.25-projection", "0.25", "projection", [0.3, 0.8]),
+        ("x4-projection", "4", "projection", [0.1, 0.5]),
+        ("x0.25-flops", "0.25", "head-norm", [0.2, 0.7]),
+    ]
+    conds = [
+        run(v, D1, vals, variant=v, factor=f, method=m, FLOPS=1.0 / float(f), query_nnz=10.0, doc_nnz=40.0, perquery=pq)
+        for v, f, m, vals in arms
+    ]
     results = suite(conds, pq)
     fig = sweep_figure(suite_tables(results)[0], results)
     fig.canvas.draw()
@@ -878,9 +1214,12 @@ def test_sweep_plot_tells_the_readings_apart_and_its_legends_cover_no_line(tmp_p
     score, low = fig.axes
     handles, labels = score.get_legend_handles_labels()
     markers = {label: (h.lines[0] if hasattr(h, "lines") else h).get_marker() for h, label in zip(handles, labels)}
-    assert markers == {"bb x<f> [untie]": "o", "bb x<f>-projection [projection]: constant multiplier (projection, "
-                       "extension)": "s", "bb x<f>-flops [head-norm]: FLOPS-matched λ": "D",
-                       "bb: baseline (unscaled)": "None"}
+    assert markers == {
+        "bb x<f> [untie]": "o",
+        "bb x<f>-projection [projection]: constant multiplier (projection, extension)": "s",
+        "bb x<f>-flops [head-norm]: FLOPS-matched λ": "D",
+        "bb: baseline (unscaled)": "None",
+    }
     for ax in fig.axes:
         box, legend = ax.get_window_extent(renderer), ax.get_legend().get_window_extent(renderer)
         assert legend.x0 >= box.x1, "the legend overlaps the plot"
@@ -897,5 +1236,7 @@ def test_averages_plot_has_bm25_and_outcome_marks(tmp_path):
     folder = publish(results, tmp_path / "hand")
     assert (folder / "averages.png").is_file()
     alt = re.search(r'alt="(averages.png: legend [^"]*)"', (folder / "index.html").read_text()).group(1)
-    assert alt == ("averages.png: legend baseline; rescaled; BM25; collapsed (stopped, no score); collapsed in training "
-                   "(scored: trained to its end); * leaves out columns without a score")
+    assert alt == (
+        "averages.png: legend baseline; rescaled; BM25; collapsed (stopped, no score); collapsed in training "
+        "(scored: trained to its end); * leaves out columns without a score"
+    )

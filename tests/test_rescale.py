@@ -74,7 +74,8 @@ def test_bad_mode_method_statistic_are_one_line():
     with pytest.raises(BenchmarkError) as err:
         Rescale("factor", factor=2.0, method="headnorm")
     assert str(err.value) == (
-        "unknown rescale method 'headnorm' (did you mean 'head-norm'?); valid: head-norm, once, projection, tied, untie. "
+        "unknown rescale method 'headnorm' (did you mean 'head-norm'?); valid: head-norm, once, projection, tied, "
+        "untie. "
         "Set method in [splade.rescale] or pass one of these"
     )
     with pytest.raises(BenchmarkError) as err:
@@ -107,7 +108,10 @@ def test_labels_name_the_method():
     assert Rescale.from_options(factor=0.25, method="untie").label == "x0.25@untie+params"
     assert Rescale.from_options(match="12.5") == Rescale("match", match=12.5)
     assert Rescale.from_options(match="12.5", match_stat="frobenius").label == "match:12.5/frobenius@once"
-    assert Rescale.from_options(match="bert-base-uncased", method="head-norm").label == "match:bert-base-uncased/logit-std@head-norm"
+    assert (
+        Rescale.from_options(match="bert-base-uncased", method="head-norm").label
+        == "match:bert-base-uncased/logit-std@head-norm"
+    )
     assert Rescale("factor", factor=3).factor == 3.0 and isinstance(Rescale("factor", factor=3).factor, float)
     assert "adds vocab × hidden parameters" in Rescale("factor", factor=0.5, method="untie").description
     assert "no parameter added" in Rescale("factor", factor=0.5).description
@@ -118,15 +122,17 @@ def test_one_rule_from_factor_and_match_to_a_spec():
     mode factor, a match target mode match, neither the default (the suite's), both a one-line error."""
     suite = ("factor", 1 / 16, "bert-base-uncased")
     assert Rescale.from_options(default=suite) == Rescale("factor", factor=0.0625)  # the match of mode factor dropped
-    assert Rescale.from_options(default=("match", 0.0625, "bert-base-uncased"), match_stat="frobenius") == \
-        Rescale("match", match="bert-base-uncased", match_stat="frobenius")
+    assert Rescale.from_options(default=("match", 0.0625, "bert-base-uncased"), match_stat="frobenius") == Rescale(
+        "match", match="bert-base-uncased", match_stat="frobenius"
+    )
     assert Rescale.from_options(0.25, default=suite, method="tied") == Rescale("factor", factor=0.25, method="tied")
     assert Rescale.from_options(match="3", default=suite) == Rescale("match", match=3.0)
     assert Rescale.from_options() == Rescale()
     with pytest.raises(BenchmarkError) as err:
         Rescale.from_options(0.5, "3", default=suite)
-    assert str(err.value) == ("give either a rescale factor (0.5) or a match target (3), not both; drop "
-                              "--rescale-factor or --match-norm")
+    assert str(err.value) == (
+        "give either a rescale factor (0.5) or a match target (3), not both; drop --rescale-factor or --match-norm"
+    )
 
 
 def test_one_tag_for_a_rescale_as_planned_and_as_recorded():
@@ -136,14 +142,23 @@ def test_one_tag_for_a_rescale_as_planned_and_as_recorded():
     assert rescale_tag("projection", "0.25") == "projection ×0.25 = 1/4, extension"
     assert rescale_tag("head-norm", "4") == "head-norm ×4, extension"
     assert rescale_tag("untie", "0.0625") == "untie ×0.0625 = 1/16, untied copy +vocab × hidden parameters, extension"
-    assert rescale_tag("untie", 0.0625, params_added=2_000) == "untie ×0.0625 = 1/16, untied copy +2,000 parameters, extension"
-    assert rescale_tag("once", 0.0625, params_added=0, embedding_scale_median=0.5, encoder_drift=0.25) == \
-        "once ×0.0625 = 1/16, shared matrix (input ×0.5, output 25 %)"
-    assert rescale_tag("once", 0.0625, params_added=0, embedding_scale_median=0.5) == \
-        "once ×0.0625 = 1/16, shared matrix (input ×0.5)"
+    assert (
+        rescale_tag("untie", 0.0625, params_added=2_000)
+        == "untie ×0.0625 = 1/16, untied copy +2,000 parameters, extension"
+    )
+    assert (
+        rescale_tag("once", 0.0625, params_added=0, embedding_scale_median=0.5, encoder_drift=0.25)
+        == "once ×0.0625 = 1/16, shared matrix (input ×0.5, output 25 %)"
+    )
+    assert (
+        rescale_tag("once", 0.0625, params_added=0, embedding_scale_median=0.5)
+        == "once ×0.0625 = 1/16, shared matrix (input ×0.5)"
+    )
     assert rescale_tag("head-norm", "match:bert-base-uncased") == "head-norm match:bert-base-uncased, extension"
-    assert rescale_tag("once", 17.5, "match", match_stat="logit-std", stat_before=0.1523, stat_after=2.665) == \
-        "once, logit-std 0.1523 → 2.665 (×17.5), extension"  # a matched factor is this harness's extension
+    assert (
+        rescale_tag("once", 17.5, "match", match_stat="logit-std", stat_before=0.1523, stat_after=2.665)
+        == "once, logit-std 0.1523 → 2.665 (×17.5), extension"
+    )  # a matched factor is this harness's extension
     assert rescale_tag("", "0.5") == rescale_tag("once", 1.0) == rescale_tag("once", 0.5, "none") == ""
 
 
@@ -160,10 +175,16 @@ def test_identity_and_canonical_form(tmp_path):
     assert Rescale("match", match=str(tmp_path / "a")).is_identity_for(str(tmp_path / "b"))
     assert not Rescale("match", match=str(tmp_path / "a")).is_identity_for("bert-tiny")
     # Every identity spec has one canonical form, so equal models get one stage.
-    for spec in (Rescale(), Rescale("factor", factor=1.0, method="tied", scale_bias=False), Rescale("match", match="bert-tiny", match_stat="frobenius")):
+    for spec in (
+        Rescale(),
+        Rescale("factor", factor=1.0, method="tied", scale_bias=False),
+        Rescale("match", match="bert-tiny", match_stat="frobenius"),
+    ):
         assert spec.canonical_for("bert-tiny") == Rescale()
     assert Rescale("factor", factor=0.5, match_stat="frobenius").canonical_for("x") == Rescale("factor", factor=0.5)
-    assert Rescale("match", match="google-bert/bert-base-uncased").canonical_for("ettin-17m") == Rescale("match", match="bert-base-uncased")
+    assert Rescale("match", match="google-bert/bert-base-uncased").canonical_for("ettin-17m") == Rescale(
+        "match", match="bert-base-uncased"
+    )
 
 
 # --- head-norm: exact α × logits, nothing added, nothing untied ---------------------------------
@@ -324,13 +345,18 @@ def test_tied_bert_changes_the_input_sum(models):
     model, tokenizer = load_backbone(str(models["bert"]))
     enc = tokenizer(TEXTS, padding=True, return_tensors="pt")
     emb = model.bert.embeddings
-    positions, types = emb.position_embeddings.weight.detach().clone(), emb.token_type_embeddings.weight.detach().clone()
+    positions, types = (
+        emb.position_embeddings.weight.detach().clone(),
+        emb.token_type_embeddings.weight.detach().clone(),
+    )
     with torch.inference_mode():
         before = emb(input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"])
         apply_rescale(model, Rescale("factor", factor=0.25, method="tied"))
         after = emb(input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"])
     # word + position + type: only the first term scales, so LayerNorm cannot divide α out.
-    assert torch.equal(emb.position_embeddings.weight, positions) and torch.equal(emb.token_type_embeddings.weight, types)
+    assert torch.equal(emb.position_embeddings.weight, positions) and torch.equal(
+        emb.token_type_embeddings.weight, types
+    )
     assert float(torch.linalg.norm(after - before) / torch.linalg.norm(before)) > 0.1
 
 

@@ -24,20 +24,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_cli_resources_parse_per_kind_and_field():
     assert parse_cli("encode=gpu:1,index=cpu:2+mem:8,train=gpu:1+cpu:4+workers:4") == {
-        "encode": {"gpus": 1.0}, "index": {"cpus": 2.0, "memory_gb": 8.0},
-        "train": {"gpus": 1.0, "cpus": 4.0, "workers": 4}}
+        "encode": {"gpus": 1.0},
+        "index": {"cpus": 2.0, "memory_gb": 8.0},
+        "train": {"gpus": 1.0, "cpus": 4.0, "workers": 4},
+    }
 
 
-@pytest.mark.parametrize("value, message", [
-    ("encode", "has no KIND="),
-    ("encdoe=gpu:1", "did you mean 'encode'"),
-    ("encode=tpu:1", "unknown resource"),
-    ("index=cpu:two", "is not a number"),
-    ("index=cpu:-1", "must be a number ≥ 0"),
-    ("index=workers:2", "workers applies to train only"),
-    ("train=workers:0", "must be a whole number ≥ 1"),
-    ("encode=gpu:1.5", "above 1 it must be a whole number"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("encode", "has no KIND="),
+        ("encdoe=gpu:1", "did you mean 'encode'"),
+        ("encode=tpu:1", "unknown resource"),
+        ("index=cpu:two", "is not a number"),
+        ("index=cpu:-1", "must be a number ≥ 0"),
+        ("index=workers:2", "workers applies to train only"),
+        ("train=workers:0", "must be a whole number ≥ 1"),
+        ("encode=gpu:1.5", "above 1 it must be a whole number"),
+    ],
+)
 def test_bad_cli_resources_are_one_line_errors(value, message):
     with pytest.raises(BenchmarkError, match=message) as info:
         parse_cli(value)
@@ -46,12 +51,17 @@ def test_bad_cli_resources_are_one_line_errors(value, message):
 
 def test_defaults_then_suite_then_command_line(tmp_path):
     suite = tmp_path / "s.toml"
-    suite.write_text('name = "s"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
-                     '[resources.index]\ncpus = 4\nmemory_gb = 16\n[resources.encode]\ncpus = 2\n')
+    suite.write_text(
+        'name = "s"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
+        "[resources.index]\ncpus = 4\nmemory_gb = 16\n[resources.encode]\ncpus = 2\n"
+    )
     from benchmark.suites import suite_resources
 
-    got = resolve([k for _, k in KINDS.items()], suite_resources(load_suite(str(suite)).resources),
-                  parse_cli("encode=gpu:0,index=mem:32"))
+    got = resolve(
+        [k for _, k in KINDS.items()],
+        suite_resources(load_suite(str(suite)).resources),
+        parse_cli("encode=gpu:0,index=mem:32"),
+    )
     assert got["index"] == Resources(cpus=4.0, memory_gb=32.0)
     assert got["encode"] == Resources(cpus=2.0, gpus=0.0)
     assert got["train"] == got["queries"] == Resources(cpus=1.0, gpus=1.0)  # the GPU kinds' default
@@ -61,8 +71,10 @@ def test_defaults_then_suite_then_command_line(tmp_path):
 
 def test_a_suite_with_an_unknown_resources_kind_is_rejected_on_load(tmp_path):
     suite = tmp_path / "s.toml"
-    suite.write_text('name = "s"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
-                     '[resources.indx]\ncpus = 4\n')
+    suite.write_text(
+        'name = "s"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
+        "[resources.indx]\ncpus = 4\n"
+    )
     with pytest.raises(BenchmarkError, match="did you mean 'index'"):
         load_suite(str(suite))
 
@@ -108,11 +120,20 @@ def test_encode_figures_are_the_readmes_two_totals():
 
 
 def test_dry_run_with_the_ray_executor_prints_the_estimate_without_ray():
-    code = ("import sys; from benchmark.run import main; "
-            "rc = main(['--suite', 'paper', '--dry-run', '--executor', 'ray', '--gpus', '8', '--resources', 'index=cpu:8']); "
-            "assert rc == 0; assert 'ray' not in sys.modules")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys; from benchmark.run import main; "
+        "rc = main(['--suite', 'paper', '--dry-run', '--executor', 'ray', '--gpus', '8', '--resources', "
+        "'index=cpu:8']); "
+        "assert rc == 0; assert 'ray' not in sys.modules"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "estimate on 8 GPU(s)" in proc.stdout and "critical path: mining (CPU) → train ettin-1b" in proc.stdout
     assert "index 8 CPU" in proc.stdout and "encode 1 GPU + 1 CPU" in proc.stdout

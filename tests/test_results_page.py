@@ -23,8 +23,10 @@ from benchmark.report.results import ConditionResult, SuiteResults
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed; .ci/run installs it "
-                                                         "(apt-get update && apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="Debian's chromium is not installed; .ci/run installs it (apt-get update && apt-get install -y chromium)",
+)
 WINDOW = (1280, 1800)
 # A launch takes about a second here; two minutes bounds a browser that hangs on a loaded 2-core machine.
 BROWSER_TIMEOUT_S = 120
@@ -34,11 +36,26 @@ def browse(page: Path, screenshot: Path) -> str:
     """The DOM Chromium rendered for ``page``, after writing its screenshot."""
     with tempfile.TemporaryDirectory() as profile:
         proc = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--dump-dom", f"--screenshot={screenshot}",
-             f"--window-size={WINDOW[0]},{WINDOW[1]}", page.resolve().as_uri()],
-            capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                "--dump-dom",
+                f"--screenshot={screenshot}",
+                f"--window-size={WINDOW[0]},{WINDOW[1]}",
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=BROWSER_TIMEOUT_S,
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "<table" in proc.stdout
     return proc.stdout
@@ -49,7 +66,9 @@ def browse(page: Path, screenshot: Path) -> str:
 #: Measures the page inside an iframe of the given width (the page itself has no script): the media it
 #: matched, the page's own width, and per results table its header cells' right edges, its scroll box and
 #: its label column before and after scrolling the table to its right end.
-PROBE = """<!doctype html><html><body style="margin:0"><iframe id="f" src="%(src)s" style="width:%(width)dpx;height:1200px;border:0"></iframe>
+PROBE = (
+    """<!doctype html><html><body style="margin:0">"""
+    """<iframe id="f" src="%(src)s" style="width:%(width)dpx;height:1200px;border:0"></iframe>
 <pre id="probe"></pre><script>
 var frame = document.getElementById('f');
 var measure = function () {
@@ -58,9 +77,11 @@ var measure = function () {
   out.background = w.getComputedStyle(d.body).backgroundColor;
   out.pageWidth = d.documentElement.scrollWidth;
   d.querySelectorAll('table.results').forEach(function (t) {
-    var wrap = t.parentElement, label = t.querySelector('tbody th.label'), cells = t.querySelectorAll('tbody tr:first-child td');
+    var wrap = t.parentElement, label = t.querySelector('tbody th.label'),
+      cells = t.querySelectorAll('tbody tr:first-child td');
     var last = cells[cells.length - 1], info = {title: t.getAttribute('data-table'),
-      heads: Array.prototype.map.call(t.querySelectorAll('thead th'), function (th) { return [th.textContent, th.getBoundingClientRect().right]; }),
+      heads: Array.prototype.map.call(t.querySelectorAll('thead th'),
+        function (th) { return [th.textContent, th.getBoundingClientRect().right]; }),
       overflow: w.getComputedStyle(wrap).overflowX, sticky: w.getComputedStyle(label).position,
       wrapLeft: wrap.getBoundingClientRect().left, wrapRight: wrap.getBoundingClientRect().right};
     wrap.scrollLeft = wrap.scrollWidth;
@@ -75,6 +96,7 @@ var measure = function () {
 if (frame.contentDocument && frame.contentDocument.readyState === 'complete' && frame.contentDocument.body
     && frame.contentDocument.body.children.length) { measure(); } else { frame.onload = measure; }
 </script></body></html>"""
+)
 
 
 def layout(page: Path, width: int, dark: bool = False) -> dict:
@@ -83,11 +105,27 @@ def layout(page: Path, width: int, dark: bool = False) -> dict:
         probe = Path(tmp) / "probe.html"
         probe.write_text(PROBE % {"src": page.resolve().as_uri(), "width": width}, encoding="utf-8")
         proc = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--allow-file-access-from-files", "--hide-scrollbars",
-             f"--user-data-dir={tmp}/profile", "--dump-dom", f"--window-size={width + 20},1400",
-             *(["--force-dark-mode"] if dark else []), probe.as_uri()],
-            capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--allow-file-access-from-files",
+                "--hide-scrollbars",
+                f"--user-data-dir={tmp}/profile",
+                "--dump-dom",
+                f"--window-size={width + 20},1400",
+                *(["--force-dark-mode"] if dark else []),
+                probe.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=BROWSER_TIMEOUT_S,
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S)
     assert found and found.group(1), "the probe did not run"
@@ -99,10 +137,26 @@ def layout(page: Path, width: int, dark: bool = False) -> dict:
 def screenshot(page: Path, path: Path, width: int, dark: bool = False) -> None:
     with tempfile.TemporaryDirectory() as profile:
         proc = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--hide-scrollbars", f"--user-data-dir={profile}",
-             f"--screenshot={path}", f"--window-size={width},{WINDOW[1]}", *(["--force-dark-mode"] if dark else []),
-             page.resolve().as_uri()], capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                f"--screenshot={path}",
+                f"--window-size={width},{WINDOW[1]}",
+                *(["--force-dark-mode"] if dark else []),
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=BROWSER_TIMEOUT_S,
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -135,8 +189,10 @@ def check_layout(page: Path, tmp: Path) -> list[str]:
         if abs(t["labelLeftScrolled"] - t["wrapLeft"]) > 1:  # 1 px: subpixel layout
             problems.append(f"400 px: {t['title']}: scrolled right, the label column moved to {t['labelLeftScrolled']}")
         if t["lastRightScrolled"] > t["wrapRight"] + 1:
-            problems.append(f"400 px: {t['title']}: scrolled right, the last column ends at {t['lastRightScrolled']} "
-                            f"past the box's {t['wrapRight']}")
+            problems.append(
+                f"400 px: {t['title']}: scrolled right, the last column ends at {t['lastRightScrolled']} "
+                f"past the box's {t['wrapRight']}"
+            )
     dark = layout(page, 1400, dark=True)
     if not dark["dark"] or dark["background"] == "rgb(255, 255, 255)":
         problems.append(f"dark mode: background {dark['background']}, dark {dark['dark']}")
@@ -162,7 +218,7 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 
 
 class Node:
-    def __init__(self, tag: str, attrs: dict[str, str], parent: "Node | None") -> None:
+    def __init__(self, tag: str, attrs: dict[str, str], parent: Node | None) -> None:
         self.tag, self.attrs, self.parent, self.children = tag, attrs, parent, []  # type: ignore[var-annotated]
 
     def text(self) -> str:
@@ -174,18 +230,26 @@ class Node:
             if isinstance(c, Node):
                 yield from c.iter()
 
-    def all(self, tag: str | None = None, cls: str | None = None, attr: str | None = None) -> list["Node"]:
-        return [n for n in self.iter() if n is not self and (tag is None or n.tag == tag)
-                and (cls is None or cls in n.attrs.get("class", "").split()) and (attr is None or attr in n.attrs)]
+    def all(self, tag: str | None = None, cls: str | None = None, attr: str | None = None) -> list[Node]:
+        return [
+            n
+            for n in self.iter()
+            if n is not self
+            and (tag is None or n.tag == tag)
+            and (cls is None or cls in n.attrs.get("class", "").split())
+            and (attr is None or attr in n.attrs)
+        ]
 
-    def field(self, name: str) -> "Node | None":
+    def field(self, name: str) -> Node | None:
         found = [n for n in self.all(attr="data-field") if n.attrs["data-field"] == name]
         assert len(found) <= 1, f"{name} twice in one cell"
         return found[0] if found else None
 
     def text_outside_fields(self) -> str:
-        return "".join(c if isinstance(c, str) else ("" if "data-field" in c.attrs else c.text_outside_fields())
-                       for c in self.children)
+        return "".join(
+            c if isinstance(c, str) else ("" if "data-field" in c.attrs else c.text_outside_fields())
+            for c in self.children
+        )
 
 
 class Tree(HTMLParser):
@@ -214,8 +278,13 @@ class Tree(HTMLParser):
 # --------------------------------------------------------------------------- what metrics.csv says
 
 FLOPS_DIGITS, NNZ_DIGITS, NORM_DIGITS, MS_DIGITS, MIB_DIGITS = 3, 1, 2, 1, 2  # the page's precision for these
-SPARSE_DIGITS = {"FLOPS": FLOPS_DIGITS, "query_nnz": NNZ_DIGITS, "doc_nnz": NNZ_DIGITS, "search_ms": MS_DIGITS,
-                 "index_bytes": MIB_DIGITS}
+SPARSE_DIGITS = {
+    "FLOPS": FLOPS_DIGITS,
+    "query_nnz": NNZ_DIGITS,
+    "doc_nnz": NNZ_DIGITS,
+    "search_ms": MS_DIGITS,
+    "index_bytes": MIB_DIGITS,
+}
 
 
 def shown_as(name: str, value: float) -> float:
@@ -250,8 +319,14 @@ class Oracle:
     def seed_values(self, row: str, datasets: list[str], measure: str) -> list[float]:
         out = []
         for seed in self.seeds(row):
-            parts = [[float(r["value"]) for r in self.runs(row, [d]) if r["seed"] == seed and r["measure"] == measure
-                      and r["value"]] for d in datasets]
+            parts = [
+                [
+                    float(r["value"])
+                    for r in self.runs(row, [d])
+                    if r["seed"] == seed and r["measure"] == measure and r["value"]
+                ]
+                for d in datasets
+            ]
             if all(parts):
                 out.append(statistics.fmean(p[0] for p in parts))
         return out
@@ -285,7 +360,9 @@ class Oracle:
         system, backbone, variant, trained = row.split("|")
         label = f"SPLADE {backbone} {variant}" + ("" if trained == "trained" else " (untrained)")
         mine = [j for j in self.judged if j["row"] == label]
-        for name in dict.fromkeys(f"{j['kind']} vs {j['against']}" for j in mine):  # a run judged on any dataset counts once
+        for name in dict.fromkeys(
+            f"{j['kind']} vs {j['against']}" for j in mine
+        ):  # a run judged on any dataset counts once
             hit = {j["seed"] for j in mine if f"{j['kind']} vs {j['against']}" == name and j["verdict"] == "True"}
             if hit:
                 parts.append(name if n == 1 else f"{len(hit)}/{n} {name}")
@@ -296,8 +373,13 @@ class Oracle:
         return statistics.fmean(shown_as(name, float(r[name])) for r in scored.values()) if scored else None
 
     def stopped_steps(self, row: str, datasets: list[str]) -> list[int]:
-        return sorted({int(r["outcome_step"]) for r in self.runs(row, datasets) if r["stopped_early"] == "True"
-                       and r["outcome_step"]})
+        return sorted(
+            {
+                int(r["outcome_step"])
+                for r in self.runs(row, datasets)
+                if r["stopped_early"] == "True" and r["outcome_step"]
+            }
+        )
 
 
 def close(shown: str, expected: float, digits: int, where: str, problems: list[str]) -> None:
@@ -307,7 +389,7 @@ def close(shown: str, expected: float, digits: int, where: str, problems: list[s
     text = shown.replace("±", "+").replace("−", "-")
     if not re.fullmatch(r"[+-]?\d+" + (rf"\.\d{{{digits}}}" if digits else ""), text):
         problems.append(f"{where}: {shown!r} is not a number with {digits} decimals")
-    elif abs(float(text) - expected) > 0.5 * 10 ** -digits + 1e-9:
+    elif abs(float(text) - expected) > 0.5 * 10**-digits + 1e-9:
         problems.append(f"{where}: shows {shown}, metrics.csv gives {expected:.{digits + 2}f}")
 
 
@@ -350,13 +432,18 @@ def check_page(dom: str, folder: Path) -> tuple[list[str], int]:
         digits = int(table.attrs["data-digits"])
         trs = table.all("tr", attr="data-row")
         if {tr.attrs["data-row"] for tr in trs} != rows_expected:
-            problems.append(f"{table.attrs['data-table']}: rows {sorted(tr.attrs['data-row'] for tr in trs)} != metrics.csv's")
-        kinds = {td.attrs["data-column"]: (td.attrs["data-kind"], td.attrs["data-measure"])
-                 for td in trs[0].all("td", cls="num") if "data-kind" in td.attrs}
+            problems.append(
+                f"{table.attrs['data-table']}: rows {sorted(tr.attrs['data-row'] for tr in trs)} != metrics.csv's"
+            )
+        kinds = {
+            td.attrs["data-column"]: (td.attrs["data-kind"], td.attrs["data-measure"])
+            for td in trs[0].all("td", cls="num")
+            if "data-kind" in td.attrs
+        }
 
         def cell(row: str, column: str) -> tuple[float | None, bool]:
             """(value, partial): a seed mean (a group's per seed over members), or an average over columns."""
-            kind, measure = kinds[column]
+            kind, measure = kinds[column]  # noqa: B023  (called within this iteration)
             if kind != "average":
                 xs = oracle.seed_values(row, oracle.members(column), measure)
                 return (statistics.fmean(xs) if xs else None), False
@@ -380,8 +467,11 @@ def check_page(dom: str, folder: Path) -> tuple[list[str], int]:
                 kind, measure = kinds[column]
                 value, partial = cell(row, column)
                 base_value, base_partial = cell(base, column) if base else (None, False)
-                delta = (value - base_value if value is not None and base_value is not None
-                         and not partial and not base_partial else None)
+                delta = (
+                    value - base_value
+                    if value is not None and base_value is not None and not partial and not base_partial
+                    else None
+                )
                 sd, seeds, steps = None, "", []
                 if kind != "average":
                     xs = oracle.seed_values(row, oracle.members(column), measure)
@@ -394,7 +484,9 @@ def check_page(dom: str, folder: Path) -> tuple[list[str], int]:
                 expect(td.field("delta"), delta, digits, f"{where} Δ")
                 expect_text(td.field("seeds"), seeds, f"{where} seeds")
                 if (td.field("partial") is not None) != partial:
-                    problems.append(f"{where}: partial-average mark is {td.field('partial') is not None}, expected {partial}")
+                    problems.append(
+                        f"{where}: partial-average mark is {td.field('partial') is not None}, expected {partial}"
+                    )
                 if value is None and td.field("status") is None and "—" not in td.text():
                     problems.append(f"{where}: no value and neither 'collapsed' nor '—'")
                 shown_steps = steps and (f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}–{steps[-1]}")
@@ -415,11 +507,17 @@ def check_page(dom: str, folder: Path) -> tuple[list[str], int]:
                 no_stray_digits(td, where)
                 if "data-measure" in td.attrs:
                     match = [r for r in runs if r["measure"] == td.attrs["data-measure"]]
-                    expect(td.field("value"), float(match[0]["value"]) if match and match[0]["value"] else None, digits,
-                           f"{where} {td.attrs['data-measure']}")
+                    expect(
+                        td.field("value"),
+                        float(match[0]["value"]) if match and match[0]["value"] else None,
+                        digits,
+                        f"{where} {td.attrs['data-measure']}",
+                    )
             cells = tr
             expect_text(cells.field("seed"), seed, f"{where} seed")
-            expect_text(cells.field("step"), first["outcome_step"] if first["trained"] == "True" else "", f"{where} step")
+            expect_text(
+                cells.field("step"), first["outcome_step"] if first["trained"] == "True" else "", f"{where} step"
+            )
             for name in SPARSE_DIGITS:
                 value = shown_as(name, float(first[name])) if first.get(name) and first["value"] else None
                 expect(cells.field(name), value, SPARSE_DIGITS[name], f"{where} {name}")
@@ -454,8 +552,11 @@ def external_references(dom: str, folder: Path) -> list[str]:
             url = node.attrs.get(attr)
             if url is None or url.startswith(("#", "data:")):
                 continue
-            if re.match(r"^[a-z][a-z0-9+.-]*:|^//|^/", url, re.I) or not (folder / url).resolve().is_relative_to(folder.resolve()) \
-                    or not (folder / url).is_file():
+            if (
+                re.match(r"^[a-z][a-z0-9+.-]*:|^//|^/", url, re.I)
+                or not (folder / url).resolve().is_relative_to(folder.resolve())
+                or not (folder / url).is_file()
+            ):
                 bad.append(f"{node.tag} {attr}={url}")
     return bad
 
@@ -483,10 +584,19 @@ def rich_results() -> SuiteResults:
     def add(row: tuple[str, str, str], dataset: str, seed, base: float, **extra) -> None:
         system, backbone, variant = row
         key = f"{system}-{backbone}-{variant}-{dataset}-{seed}"
-        c = ConditionResult(key=key, dataset=dataset, system=system, backbone=backbone, variant=variant, search_id="search-" + "".join(ch for ch in key if ch.isalnum()),
-                            trained=system == "splade", seed=seed, factor=variant.lstrip("x") if variant.startswith("x") else "1",
-                            command=f"python -m benchmark.run --suite rich --backbones {backbone} --variants {variant} --seeds {seed}",
-                            **extra)
+        c = ConditionResult(
+            key=key,
+            dataset=dataset,
+            system=system,
+            backbone=backbone,
+            variant=variant,
+            search_id="search-" + "".join(ch for ch in key if ch.isalnum()),
+            trained=system == "splade",
+            seed=seed,
+            factor=variant.lstrip("x") if variant.startswith("x") else "1",
+            command=f"python -m benchmark.run --suite rich --backbones {backbone} --variants {variant} --seeds {seed}",
+            **extra,
+        )
         if not c.stopped_early:
             scores = [round(base + 0.013 * i * (1 + (seed or 0) % 3), 6) for i in range(5)]
             c.metrics = {"nDCG@10": statistics.fmean(scores), "R@100": min(1.0, statistics.fmean(scores) + 0.2)}
@@ -501,18 +611,42 @@ def rich_results() -> SuiteResults:
             sparse = {"FLOPS": 1.2345 + seed, "query_nnz": 20.25 + seed, "doc_nnz": 80.5 + seed}
             norms = {"scale": 1.0, "head_norm_before": 123.456, "head_norm_after": 123.456}
             add(("splade", "bb", "baseline"), d, seed, 0.40 + 0.02 * seed + 0.01 * i, **sparse, **norms)
-            outcome = {2: {"outcome": "degraded", "outcome_reason": "dev_rr", "outcome_step": 500},
-                       3: {"outcome": "collapsed", "outcome_reason": "dense", "outcome_step": 700}}.get(seed, {})
-            add(("splade", "bb", "x0.25"), d, seed, 0.45 + 0.015 * seed + 0.01 * i, **sparse, scale=0.25,
-                head_norm_before=123.456, head_norm_after=30.864, telemetry="telemetry/t.png", train_id=f"train-{seed}",
-                **outcome)
-            stopped = {"outcome": "collapsed", "outcome_reason": "non_finite", "outcome_step": 40 * seed, "stopped_early": True}
+            outcome = {
+                2: {"outcome": "degraded", "outcome_reason": "dev_rr", "outcome_step": 500},
+                3: {"outcome": "collapsed", "outcome_reason": "dense", "outcome_step": 700},
+            }.get(seed, {})
+            add(
+                ("splade", "bb", "x0.25"),
+                d,
+                seed,
+                0.45 + 0.015 * seed + 0.01 * i,
+                **sparse,
+                scale=0.25,
+                head_norm_before=123.456,
+                head_norm_after=30.864,
+                telemetry="telemetry/t.png",
+                train_id=f"train-{seed}",
+                **outcome,
+            )
+            stopped = {
+                "outcome": "collapsed",
+                "outcome_reason": "non_finite",
+                "outcome_step": 40 * seed,
+                "stopped_early": True,
+            }
             add(("splade", "bb", "x16"), d, seed, 0.2, **(stopped if seed != 1 else {}), **sparse)
-    return SuiteResults(suite="rich", description="hand-made: every kind of number the page shows", measures=MEASURES,
-                        conditions=conds, columns=[D1, D2, "cqa"], groups={"cqa": [F1, F2]},
-                        dataset_measures={d: MEASURES for d in datasets},
-                        table={"measure": "nDCG@10", "averages": [{"name": "avg", "datasets": [D1, D2, "cqa"]}]},
-                        seeds=[1, 2, 3], perquery=pq)
+    return SuiteResults(
+        suite="rich",
+        description="hand-made: every kind of number the page shows",
+        measures=MEASURES,
+        conditions=conds,
+        columns=[D1, D2, "cqa"],
+        groups={"cqa": [F1, F2]},
+        dataset_measures={d: MEASURES for d in datasets},
+        table={"measure": "nDCG@10", "averages": [{"name": "avg", "datasets": [D1, D2, "cqa"]}]},
+        seeds=[1, 2, 3],
+        perquery=pq,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -530,12 +664,16 @@ def rich_page(tmp_path_factory):
 def stage_log(results: SuiteResults):
     """A stages.csv for ``results``: each condition's index, then its search (the run's order), with
     seconds and bytes that differ from one to the next (the page's ms/q and index MiB come from them)."""
+
     def write(staging: Path) -> None:
         lines = ["stage,id,seconds,bytes,this_run"]
         for i, c in enumerate(results.conditions):
-            lines += [f"index,index-{c.key},{1 + i % 7:.2f},{(3 + i) * 123457},computed",
-                      f"search,{c.search_id},{0.05 + 0.013 * i:.2f},{1000 + i},cached"]
+            lines += [
+                f"index,index-{c.key},{1 + i % 7:.2f},{(3 + i) * 123457},computed",
+                f"search,{c.search_id},{0.05 + 0.013 * i:.2f},{1000 + i},cached",
+            ]
         (staging / "stages.csv").write_text("\n".join(lines) + "\n")
+
     return write
 
 
@@ -544,7 +682,8 @@ def test_page_numbers_equal_metrics_csv(rich_page):
     screenshot_ok(folder.parent / "rich.png")
     problems, checked = check_page(dom, folder)
     assert problems == []
-    # 3 tables × 4 rows × 4 columns, FLOPS/nnz beside no table (3 data columns), 4 drill-downs × 13 runs, norms, training
+    # 3 tables × 4 rows × 4 columns, FLOPS/nnz beside no table (3 data columns), 4 drill-downs × 13 runs, norms,
+    # training
     assert checked > 300
     assert external_references(dom, folder) == []
     assert "<script" not in (folder / "index.html").read_text()
@@ -555,7 +694,7 @@ def test_a_wrong_number_is_caught(rich_page, tmp_path):
     # one shown value off by one unit in its last digit
     first = re.search(r'data-field="value"[^>]*>(\d\.\d{4})<', dom)
     wrong = f"{float(first.group(1)) + 0.0001:.4f}"
-    corrupted = dom[:first.start(1)] + wrong + dom[first.end(1):]
+    corrupted = dom[: first.start(1)] + wrong + dom[first.end(1) :]
     problems, _ = check_page(corrupted, folder)
     assert len(problems) == 1 and f"shows {wrong}" in problems[0]
     # a number outside any checked field
@@ -575,8 +714,12 @@ def test_a_wrong_number_is_caught(rich_page, tmp_path):
         writer.writerows(rows)
     assert any("metrics.csv gives" in p for p in check_page(dom, copy)[0])
     # an image from elsewhere
-    assert external_references(dom.replace('src="sweep.png"', 'src="https://example.org/x.png"', 1)
-                               .replace('src="telemetry/t.png"', 'src="https://example.org/x.png"', 1), folder)
+    assert external_references(
+        dom.replace('src="sweep.png"', 'src="https://example.org/x.png"', 1).replace(
+            'src="telemetry/t.png"', 'src="https://example.org/x.png"', 1
+        ),
+        folder,
+    )
 
 
 def test_page_layout_dark_mode_and_narrow_screen(rich_page, tmp_path):
@@ -598,19 +741,27 @@ def test_committed_pages(suite, tmp_path):
     assert external_references(dom, folder) == []
     assert check_layout(folder / "index.html", tmp_path) == []
     shown = legends(dom)
-    variants = list(dict.fromkeys(r["variant"] for r in Oracle(folder).rows if r["system"] == "splade" and r["trained"] == "True"))
+    variants = list(
+        dict.fromkeys(r["variant"] for r in Oracle(folder).rows if r["system"] == "splade" and r["trained"] == "True")
+    )
     if "averages.png" in shown:  # one entry per variant (whichever backbone has its first bar), BM25, the marks
         entries = shown["averages.png"].removeprefix("averages.png: legend ").split("; ")
-        assert entries[:len(variants) + 1] == [*variants, "BM25"], entries
-        assert set(entries[len(variants) + 1:]) <= {"collapsed (stopped, no score)", "* leaves out columns without a score",
-                                                    "collapsed in training (scored: trained to its end)",
-                                                    "degraded, or judged against another run (the table's mark)"}
+        assert entries[: len(variants) + 1] == [*variants, "BM25"], entries
+        assert set(entries[len(variants) + 1 :]) <= {
+            "collapsed (stopped, no score)",
+            "* leaves out columns without a score",
+            "collapsed in training (scored: trained to its end)",
+            "degraded, or judged against another run (the table's mark)",
+        }
     if "sweep.png" in shown:  # the main line and each other reading of "rescale" have an entry of their own
         entries = shown["sweep.png"].removeprefix("sweep.png: legend ").split("; ")
         assert any(re.fullmatch(r"bert-tiny x<f>( \[[^]]+\])?", e) for e in entries), entries
         arms = {m.group(1) for v in variants if (m := re.fullmatch(r"x[0-9.]+-(.+)", v))}
         for arm in arms:
-            assert any(re.fullmatch(rf"bert-tiny x<f>-{re.escape(arm)}( \[[^]]+\])?: .+", e) for e in entries), (arm, entries)
+            assert any(re.fullmatch(rf"bert-tiny x<f>-{re.escape(arm)}( \[[^]]+\])?: .+", e) for e in entries), (
+                arm,
+                entries,
+            )
 
 
 def test_a_broken_layout_is_caught(rich_page, tmp_path):
@@ -620,9 +771,12 @@ def test_a_broken_layout_is_caught(rich_page, tmp_path):
     copy = tmp_path / "rich"
     shutil.copytree(folder, copy)
     text = (copy / "index.html").read_text(encoding="utf-8")
-    broken = (text.replace("prefers-color-scheme: dark", "prefers-color-scheme: no-such-scheme")
-              .replace("position: sticky", "position: static").replace(".wrap { overflow-x: auto;", ".wrap {")
-              .replace('<td class="cmd"><details>', '<td class="cmd" style="min-width:1500px"><details>', 1))
+    broken = (
+        text.replace("prefers-color-scheme: dark", "prefers-color-scheme: no-such-scheme")
+        .replace("position: sticky", "position: static")
+        .replace(".wrap { overflow-x: auto;", ".wrap {")
+        .replace('<td class="cmd"><details>', '<td class="cmd" style="min-width:1500px"><details>', 1)
+    )
     assert broken != text
     (copy / "index.html").write_text(broken, encoding="utf-8")
     problems = check_layout(copy / "index.html", tmp_path)

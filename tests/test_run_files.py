@@ -6,9 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 
-from helpers.pipeline import run_cli
-
 from benchmark.report.results import ConditionResult, run_tag
+from helpers.pipeline import run_cli
 
 COMMON = ["--datasets", "cranfield", "--max-queries", "20", "--set", "k=1000"]
 
@@ -64,14 +63,19 @@ def test_a_run_that_matches_no_judged_query_is_refused_before_work(tmp_path, cap
     run = tmp_path / "other.trec"
     run.write_text("q-elsewhere-1 Q0 1 1 2.5 t\nq-elsewhere-2 Q0 2 1 1.5 t\n")
     runs = tmp_path / "runs"
-    assert run_cli(*COMMON, "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results"),
-                   "--run", f"other={run}") == 2
+    assert (
+        run_cli(*COMMON, "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results"), "--run", f"other={run}")
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err  # one line
-    assert err.startswith(f"error: run file {str(run)!r} (other) ranks 2 query id(s), e.g. 'q-elsewhere-1', and none "
-                          "is a judged query of cranfield (the 20 kept by --max-queries), e.g. ")
-    assert err.rstrip().endswith("it would score 0 everywhere; it was made on other queries, or its ids are written "
-                                 "differently")
+    assert err.startswith(
+        f"error: run file {str(run)!r} (other) ranks 2 query id(s), e.g. 'q-elsewhere-1', and none "
+        "is a judged query of cranfield (the 20 kept by --max-queries), e.g. "
+    )
+    assert err.rstrip().endswith(
+        "it would score 0 everywhere; it was made on other queries, or its ids are written differently"
+    )
     assert not runs.exists() or not any(runs.rglob("config.json"))  # before any stage
 
 
@@ -86,8 +90,9 @@ def test_a_run_with_some_judged_queries_is_scored(tmp_path):
     assert len(judged) == 20
     run = tmp_path / "one.trec"
     run.write_text(f"{judged[0]} Q0 1 1 2.5 t\nnot-judged Q0 1 1 2.5 t\n")
-    plan = build_plan(load_adhoc(["cranfield"], None), Options(datasets=["cranfield"], max_queries=20,
-                                                               runs=(("one", str(run)),)))
+    plan = build_plan(
+        load_adhoc(["cranfield"], None), Options(datasets=["cranfield"], max_queries=20, runs=(("one", str(run)),))
+    )
     assert run_query_problems(plan) == []
     run.write_text("not-judged Q0 1 1 2.5 t\n")
     assert len(run_query_problems(plan)) == 1

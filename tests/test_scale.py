@@ -19,8 +19,13 @@ TESTS = Path(__file__).resolve().parent
 
 
 def probe(*args: str, **env: str) -> dict:
-    proc = subprocess.run([sys.executable, str(TESTS / "scale_probe.py"), *map(str, args)], capture_output=True,
-                          text=True, env=dict(os.environ, **env), timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(TESTS / "scale_probe.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **env),
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -115,10 +120,19 @@ def test_a_sources_repeated_ids_are_dropped_after_the_pass_first_kept(tmp_path, 
     docs = [("a", "one"), ("b", " "), ("a", "again"), ("c", "three"), ("b", "x"), ("d", ""), ("a", "y")]
     monkeypatch.setattr(datasets, "_iter_corpus", lambda source: iter(docs))
     record = datasets.materialise_corpus("some/source", tmp_path, keep=frozenset({"c", "z"}), progress=False)
-    assert record == {"source": "some/source", "documents": 4, "empty_documents": 2, "judged_docs_missing": 1,
-                      "repeated_ids_skipped": 3}
+    assert record == {
+        "source": "some/source",
+        "documents": 4,
+        "empty_documents": 2,
+        "judged_docs_missing": 1,
+        "repeated_ids_skipped": 3,
+    }
     assert list(docs_format.read_docs(docs_format.docs_path(tmp_path))) == [
-        docs_format.Doc("a", "one"), docs_format.Doc("b", " "), docs_format.Doc("c", "three"), docs_format.Doc("d", "")]
+        docs_format.Doc("a", "one"),
+        docs_format.Doc("b", " "),
+        docs_format.Doc("c", "three"),
+        docs_format.Doc("d", ""),
+    ]
     assert docs_format.read_docids(docs_format.docids_path(tmp_path)) == ["a", "b", "c", "d"]
 
 
@@ -127,8 +141,9 @@ def test_a_local_folders_first_repeat_is_named_after_the_pass(tmp_path, monkeypa
     from benchmark.data.datasets import read_local_corpus
 
     monkeypatch.setattr(idset, "BUFFER", 2)
-    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "text": "x"}) + "\n"
-                                                   for i in ["a", "b", "c", "d", "c", "b", "e"]))
+    (tmp_path / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "text": "x"}) + "\n" for i in ["a", "b", "c", "d", "c", "b", "e"])
+    )
     with pytest.raises(BenchmarkError, match=r"corpus\.jsonl:5: duplicate document id 'c'; ids must be unique"):
         list(read_local_corpus(tmp_path))
 
@@ -146,7 +161,7 @@ def test_a_cut_takes_the_first_distinct_ids_in_rank_order():
     for seed in (0, 3):
         ranked = sorted({d for d in ids if d not in keep}, key=lambda d: _rank(d, seed))
         for room in (-2, 0, 1, 50, 2500, 5000):
-            assert _first_by_rank(iter(ids), room, seed, keep) == set(ranked[:max(0, room)]), (seed, room)
+            assert _first_by_rank(iter(ids), room, seed, keep) == set(ranked[: max(0, room)]), (seed, room)
 
 
 @pytest.mark.slow
@@ -164,8 +179,9 @@ def test_corpus_memory_stays_flat_in_the_number_of_documents(tmp_path, max_docs)
     for n in (10_000, 100_000):
         folder = write(Recipe(n, 100), tmp_path / f"data-{n}", progress=False)
         (tmp_path / f"out-{n}").mkdir()
-        got = probe("corpus", folder, tmp_path / f"out-{n}", *([max_docs] if max_docs else []),
-                    SCALE_PROBE_IDSET_BUFFER="2048")
+        got = probe(
+            "corpus", folder, tmp_path / f"out-{n}", *([max_docs] if max_docs else []), SCALE_PROBE_IDSET_BUFFER="2048"
+        )
         assert got["result"]["documents"] == (max_docs or n) and got["result"]["judged_docs_missing"] == 0
         grew[n] = got["peak_growth_kb"]
     assert grew[100_000] - grew[10_000] < 4 * 1024, grew
@@ -201,9 +217,14 @@ def test_blocks_give_the_values_of_one_whole_evaluation(tmp_path, monkeypatch, g
     out.mkdir()
     record = measures.evaluate_stage(run, data, data, ["RR@10", "nDCG@10"], out)
     qrels = [ir_measures.Qrel(q, d, int(r)) for q, _, d, r in map(str.split, QRELS.splitlines())]
-    whole = {(str(m.measure), m.query_id): m.value for m in ir_measures.iter_calc(
-        [ir_measures.RR @ 10, ir_measures.nDCG @ 10], qrels,
-        [ir_measures.ScoredDoc(r.split()[0], r.split()[2], float(r.split()[4])) for r in _run_lines(True)])}
+    whole = {
+        (str(m.measure), m.query_id): m.value
+        for m in ir_measures.iter_calc(
+            [ir_measures.RR @ 10, ir_measures.nDCG @ 10],
+            qrels,
+            [ir_measures.ScoredDoc(r.split()[0], r.split()[2], float(r.split()[4])) for r in _run_lines(True)],
+        )
+    }
     per = read_perquery(perquery_path(out))
     assert {(m, q): v for m, values in per.items() for q, v in values.items()} == whole
     assert record["run_queries"] == 9 and record["queries"] == 9
@@ -231,8 +252,12 @@ def _big_run(tmp_path: Path, queries: int, depth: int, documents: int) -> tuple[
     run = tmp_path / "run.trec"
     with open(run, "w") as fh:
         for q in range(queries):
-            fh.write("".join(f"q{q} Q0 d{(q * 31 + r * 17) % documents} {r + 1} {depth - r}.000000 benchmark\n"
-                             for r in range(depth)))
+            fh.write(
+                "".join(
+                    f"q{q} Q0 d{(q * 31 + r * 17) % documents} {r + 1} {depth - r}.000000 benchmark\n"
+                    for r in range(depth)
+                )
+            )
     return run, data
 
 
@@ -278,8 +303,10 @@ def test_batched_search_writes_the_run_of_one_batch(small_index, tmp_path, monke
     from benchmark.stages import Context, search as search_stage
     from benchmark.stages.store import Inputs
 
-    inputs = Inputs({"index": small_index / "index", "queries": small_index / "topics"},
-                    {"index": {"kind": "index", "record": {"type": "bm25"}}, "queries": {"kind": "topics"}})
+    inputs = Inputs(
+        {"index": small_index / "index", "queries": small_index / "topics"},
+        {"index": {"kind": "index", "record": {"type": "bm25"}}, "queries": {"kind": "topics"}},
+    )
     config = search_stage.Search.Config(k=100, k1=0.9, b=0.4)
     runs = []
     for batch in (10**6, 7):  # one batch; then 215 batches, the last of 2 queries
@@ -307,7 +334,9 @@ def test_jvm_heap_is_capped_and_a_bad_value_is_one_line():
     from benchmark.retrieval.lucene import DEFAULT_JVM_HEAP, jvm_heap
 
     assert jvm_heap({}) == DEFAULT_JVM_HEAP and jvm_heap({"BENCHMARK_JVM_HEAP": "512m"}) == "512m"
-    with pytest.raises(BenchmarkError, match=r"BENCHMARK_JVM_HEAP='lots' is not a Java heap size.*e\.g\. BENCHMARK_JVM_HEAP=1g"):
+    with pytest.raises(
+        BenchmarkError, match=r"BENCHMARK_JVM_HEAP='lots' is not a Java heap size.*e\.g\. BENCHMARK_JVM_HEAP=1g"
+    ):
         jvm_heap({"BENCHMARK_JVM_HEAP": "lots"})
 
 
@@ -318,8 +347,9 @@ def test_streamed_export_has_the_bytes_of_the_whole(tmp_path):
     from benchmark.report.results import tagged_run, write_tagged_run
 
     run, _ = _big_run(tmp_path, 30, 1000, 500)  # 30,000 lines: three blocks of 10,000
-    whole = gzip.compress("".join(" ".join([*line.split()[:5], "mine"]) + "\n"
-                                  for line in run.read_text().splitlines()).encode(), mtime=0)
+    whole = gzip.compress(
+        "".join(" ".join([*line.split()[:5], "mine"]) + "\n" for line in run.read_text().splitlines()).encode(), mtime=0
+    )
     with open(tmp_path / "out.gz", "wb") as fh:
         write_tagged_run(run, "mine", fh)
     assert gzip.decompress((tmp_path / "out.gz").read_bytes()) == gzip.decompress(whole)
@@ -345,8 +375,10 @@ def test_synthetic_collection_is_a_strict_beir_folder_drawn_from_its_source(tmp_
         lengths.add(len(text.split()))
     assert all(set(t.split()) <= vocabulary and len(t.split()) in lengths for t in docs.values())
     # each query judges the document it was drawn from: most of its words are that document's (FROM_TARGET = 0.7)
-    shared = [sum(w in set(docs[q.doc_id].split()) for w in queries[q.query_id].split()) / len(queries[q.query_id].split())
-              for q in qrels]
+    shared = [
+        sum(w in set(docs[q.doc_id].split()) for w in queries[q.query_id].split()) / len(queries[q.query_id].split())
+        for q in qrels
+    ]
     assert sum(shared) / len(shared) > 0.6
     again = write(Recipe(400, 60), tmp_path / "again", progress=False)
     assert (again / "corpus.jsonl").read_bytes() == (folder / "corpus.jsonl").read_bytes()
@@ -369,7 +401,7 @@ def test_scale_backbone_has_a_trained_models_density_per_document():
 
     model, tokenizer = load_model(ensure("scale-bert"))
     assert model.config.vocab_size == 30522 and SYNTHETIC["scale-bert"].doc_nnz == 200
-    (ids, weights), = encode(model, tokenizer, [" ".join(CALIBRATION_TEXTS)], max_length=SCALE_DOC_TOKENS)
+    ((ids, weights),) = encode(model, tokenizer, [" ".join(CALIBRATION_TEXTS)], max_length=SCALE_DOC_TOKENS)
     assert 195 <= len(ids) <= 205
 
 
@@ -383,7 +415,9 @@ def test_exponent_and_projection_follow_the_measurements():
     assert exponent([(10, 1.0), (100, 100.0)]) == pytest.approx(2.0)
     assert affine([(1000, 12.0), (2000, 22.0), (4000, 42.0)]) == pytest.approx((2.0, 0.01))
     rows = [Measurement(n, 100, "index", "bm25", n / 1000, n / 1000, 100.0, 0.0, 50 * n) for n in (1000, 10_000)]
-    rows += [Measurement(n, 100, "search", "bm25", 5.0 + n / 1000, 5.0 + n / 1000, 300.0, 0.0, 7000) for n in (1000, 10_000)]
+    rows += [
+        Measurement(n, 100, "search", "bm25", 5.0 + n / 1000, 5.0 + n / 1000, 300.0, 0.0, 7000) for n in (1000, 10_000)
+    ]
     assert summarise(rows)[0]["time_exponent"] == pytest.approx(1.0)
     index, search = project(rows, 100_000, 1000)
     assert index["core_hours"] == pytest.approx(100 / 3600) and index["peak_gb"] == pytest.approx(100 / 1024)
@@ -393,8 +427,10 @@ def test_exponent_and_projection_follow_the_measurements():
     assert search["disk_gb"] == pytest.approx(70 * 1000 / 1e9)
     # memory grows by what the stage added, not by whole peaks whose starts differ (torch planned or not):
     # 10 MB above a 300 MB start, then 100 MB above a 50 MB start, is ×10 a decade: 50 + 1,000 MB at 100,000
-    grown = [Measurement(1000, 100, "corpus", "", 1.0, 1.0, 310.0, 0.0, 100, start_mb=300.0),
-             Measurement(10_000, 100, "corpus", "", 1.0, 1.0, 150.0, 0.0, 100, start_mb=50.0)]
+    grown = [
+        Measurement(1000, 100, "corpus", "", 1.0, 1.0, 310.0, 0.0, 100, start_mb=300.0),
+        Measurement(10_000, 100, "corpus", "", 1.0, 1.0, 150.0, 0.0, 100, start_mb=50.0),
+    ]
     assert project(grown, 100_000, 100)[0]["peak_gb"] == pytest.approx(1050 / 1024)
     # 90 MB added over 9,000 more documents: 10,485.76 bytes a document
     assert summarise(grown)[0]["added_per_doc"] == pytest.approx(90 * 2**20 / 9000)
@@ -407,13 +443,18 @@ def test_beir13_is_projected_corpus_by_corpus(tmp_path):
     from benchmark.perf.scale import BEIR13, Measurement, write_outputs
 
     # 5 s per 100 queries fixed, plus 1 ms per document per 100 queries
-    rows = [Measurement(n, 100, "search", "bm25", 5.0 + n / 1000, 5.0 + n / 1000, 300.0, 0.0, 7000, start_mb=50.0)
-            for n in (1000, 10_000)]
+    rows = [
+        Measurement(n, 100, "search", "bm25", 5.0 + n / 1000, 5.0 + n / 1000, 300.0, 0.0, 7000, start_mb=50.0)
+        for n in (1000, 10_000)
+    ]
     write_outputs(rows, tmp_path, "this machine", [])
     line = next(x for x in (tmp_path / "scale.md").read_text().splitlines() if x.startswith("| BEIR-13"))
     expected = sum((5.0 + d / 1000) * q / 100 for d, q in BEIR13) / 3600
     assert sum(q for _, q in BEIR13) == 33_234
-    assert line.split(" | ")[3] == f"{expected:.1f}" and f"{expected:.1f}" != f"{(5.0 + 24_561_473 / 1000) * 332.34 / 3600:.1f}"
+    assert (
+        line.split(" | ")[3] == f"{expected:.1f}"
+        and f"{expected:.1f}" != f"{(5.0 + 24_561_473 / 1000) * 332.34 / 3600:.1f}"
+    )
 
 
 @pytest.mark.slow
@@ -422,9 +463,20 @@ def test_rehearsal_runs_every_stage_in_its_own_process(tmp_path):
 
     rows = rehearse(300, 40, tmp_path / "work", "beir/scifact", threads=1, doc_tokens=32, log=lambda _: None)
     stages = {(m.stage, m.system) for m in rows}
-    assert stages == {("corpus", ""), ("topics", ""), ("index", "bm25"), ("search", "bm25"), ("evaluate", "bm25"),
-                      ("backbone", "splade"), ("encode", "splade"), ("queries", "splade"), ("index", "splade"),
-                      ("search", "splade"), ("evaluate", "splade"), ("report", "")}
+    assert stages == {
+        ("corpus", ""),
+        ("topics", ""),
+        ("index", "bm25"),
+        ("search", "bm25"),
+        ("evaluate", "bm25"),
+        ("backbone", "splade"),
+        ("encode", "splade"),
+        ("queries", "splade"),
+        ("index", "splade"),
+        ("search", "splade"),
+        ("evaluate", "splade"),
+        ("report", ""),
+    }
     assert all(m.cpu_s > 0 and m.wall_s > 0 and m.peak_mb > 0 and m.documents == 300 for m in rows)
     index = [m for m in rows if m.stage == "index"]
     assert all(m.child_peak_mb > 0 for m in index)  # the indexer JVM is a child, measured apart
@@ -433,7 +485,9 @@ def test_rehearsal_runs_every_stage_in_its_own_process(tmp_path):
     gone = next((tmp_path / "work" / "measured").glob("300-search-*.json"))
     gone.unlink()
     again = rehearse(300, 40, tmp_path / "work", "beir/scifact", threads=1, doc_tokens=32, log=lambda _: None)
-    assert gone.is_file() and [m.cpu_s for m in again if m.stage != "search"] == [m.cpu_s for m in rows if m.stage != "search"]
+    assert gone.is_file() and [m.cpu_s for m in again if m.stage != "search"] == [
+        m.cpu_s for m in rows if m.stage != "search"
+    ]
     before = {(m.stage, m.system): m.cpu_s for m in rows}
     remeasured = [m for m in again if m.cpu_s != before[(m.stage, m.system)]]
     assert len(remeasured) == 1 and remeasured[0].stage == "search" and remeasured[0].cpu_s > 0.2
@@ -445,7 +499,9 @@ def test_rehearsal_runs_every_stage_in_its_own_process(tmp_path):
     gone.write_text(json.dumps(record))
     os.utime(gone, (1_700_000_000, 1_700_000_000))  # 2023-11-14 22:13:20 UTC
     dated = rehearse(300, 40, tmp_path / "work", "beir/scifact", threads=1, doc_tokens=32, log=lambda _: None)
-    assert [m.measured_at for m in dated if m.stage == "search" and m.cpu_s == remeasured[0].cpu_s] == ["2023-11-14 22:13"]
+    assert [m.measured_at for m in dated if m.stage == "search" and m.cpu_s == remeasured[0].cpu_s] == [
+        "2023-11-14 22:13"
+    ]
     write_outputs(dated, tmp_path / "dated", "this machine", [])
     # the span's end is now the latest of the others: the re-measured search may have run in a later minute
     latest = max(m.measured_at for m in again if m is not remeasured[0])

@@ -12,13 +12,12 @@ import pytest
 import torch
 from torch import nn
 
-from benchmark.common.errors import BenchmarkError
 import benchmark.splade.forward as splade_forward
+from benchmark.common.errors import BenchmarkError
 from benchmark.splade.encoder import encode, reference_encode
 from benchmark.splade.forward import tokenize
 from benchmark.splade.impacts import QUANT_SCALE, quantise, quantise_vector
 from helpers.tiny_models import tiny_bert, tiny_modernbert
-
 
 
 def _load(path):
@@ -89,12 +88,19 @@ def _random_mlm(kind: str, tokenizer):
 
     torch.manual_seed(0)
     if kind == "roberta":
-        config = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
-                                            num_attention_heads=2, intermediate_size=64, pad_token_id=0,
-                                            max_position_embeddings=80)
+        config = transformers.RobertaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            pad_token_id=0,
+            max_position_embeddings=80,
+        )
         return transformers.RobertaForMaskedLM(config).eval()
-    config = transformers.DistilBertConfig(vocab_size=len(tokenizer), dim=32, n_layers=1, n_heads=2, hidden_dim=64,
-                                           max_position_embeddings=80)
+    config = transformers.DistilBertConfig(
+        vocab_size=len(tokenizer), dim=32, n_layers=1, n_heads=2, hidden_dim=64, max_position_embeddings=80
+    )
     return transformers.DistilBertForMaskedLM(config).eval()
 
 

@@ -16,7 +16,7 @@ def test_docstrings_and_comments_do_not_count(tmp_path, monkeypatch):
     b = tmp_path / "mod_b.py"
     b.write_text('"""Other doc."""\nX = 1\n\n\ndef f():\n    return X\n')
     c = tmp_path / "mod_c.py"
-    c.write_text('X = 2\n\ndef f():\n    return X\n')
+    c.write_text("X = 2\n\ndef f():\n    return X\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert module_digest("mod_a") == module_digest("mod_b") != module_digest("mod_c")
 
@@ -28,9 +28,15 @@ def test_every_kind_declares_its_sources():
 
 # What a stage module may import without locking it: the machinery around a stage's output (claims,
 # atomic writes, fault points, errors, input fingerprints for ids, typed config parsing, disk space), not its values.
-INFRASTRUCTURE = {"benchmark.stages.store", "benchmark.common.atomic", "benchmark.common.kill_points",
-                  "benchmark.common.errors", "benchmark.common.fingerprint", "benchmark.common.config",
-                  "benchmark.common.disk"}
+INFRASTRUCTURE = {
+    "benchmark.stages.store",
+    "benchmark.common.atomic",
+    "benchmark.common.kill_points",
+    "benchmark.common.errors",
+    "benchmark.common.fingerprint",
+    "benchmark.common.config",
+    "benchmark.common.disk",
+}
 
 
 def test_every_module_a_stage_computes_with_is_locked():
@@ -51,8 +57,9 @@ def test_every_module_a_stage_computes_with_is_locked():
         for node in ast.walk(ast.parse(open(module.__file__, encoding="utf-8").read())):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("benchmark"):
                 # ``from benchmark.common import kill_points`` imports the module benchmark.common.kill_points
-                imported |= {f"{node.module}.{a.name}" if is_module(node.module, a.name) else node.module
-                             for a in node.names}
+                imported |= {
+                    f"{node.module}.{a.name}" if is_module(node.module, a.name) else node.module for a in node.names
+                }
         unlocked = {m for m in imported - INFRASTRUCTURE - set(kind.sources) if not m.startswith("benchmark.stages.")}
         assert not unlocked, (name, sorted(unlocked))
 
@@ -67,6 +74,7 @@ def test_a_locked_package_is_locked_with_all_its_modules():
         for source in kind.sources:
             package = importlib.import_module(source)
             if hasattr(package, "__path__"):
-                inside = {f"{source}.{m.name}" for m in pkgutil.iter_modules(package.__path__)
-                          if m.name != "__main__"}  # a command, not what a stage computes with
+                inside = {
+                    f"{source}.{m.name}" for m in pkgutil.iter_modules(package.__path__) if m.name != "__main__"
+                }  # a command, not what a stage computes with
                 assert inside <= set(kind.sources), (name, sorted(inside - set(kind.sources)))

@@ -65,7 +65,10 @@ def test_id_hashes_kind_version_config_and_parents():
     assert a.id == Stage(Demo, Demo.Config(1)).id and a.id.startswith("demo-")
     assert a.id != Stage(Demo, Demo.Config(2)).id
     assert a.id != Stage(DemoV2, Demo.Config(1)).id  # a bumped VERSION is a new stage
-    assert Stage(Child, Demo.Config(), {"source": a}).id != Stage(Child, Demo.Config(), {"source": Stage(Demo, Demo.Config(2))}).id
+    assert (
+        Stage(Child, Demo.Config(), {"source": a}).id
+        != Stage(Child, Demo.Config(), {"source": Stage(Demo, Demo.Config(2))}).id
+    )
     with pytest.raises(TypeError, match="needs"):
         Stage(Child, Demo.Config())  # a missing parent role is a programming error
 
@@ -122,8 +125,9 @@ def test_failed_stage_publishes_nothing(tmp_path):
     assert not (store.path(stage) / "half.txt").exists()
 
 
-@pytest.mark.parametrize("content", [None, "{not json", '{"id": "other", "status": "complete"}',
-                                     '{"id": "SELF", "status": "running"}'])
+@pytest.mark.parametrize(
+    "content", [None, "{not json", '{"id": "other", "status": "complete"}', '{"id": "SELF", "status": "running"}']
+)
 def test_foreign_or_corrupt_folder_is_not_complete(tmp_path, content):
     store = _store(tmp_path)
     stage = Stage(Demo, Demo.Config(3))
@@ -137,18 +141,24 @@ def test_foreign_or_corrupt_folder_is_not_complete(tmp_path, content):
     assert store.is_done(stage) and not (folder / "junk").exists()
 
 
-@pytest.mark.parametrize("damage, verify, expected", [
-    ("truncate", False, "out.txt is 2 bytes, recorded 5"),
-    ("delete", False, "out.txt is missing"),
-    ("same-size", False, None),  # sizes agree: only --verify can tell
-    ("same-size", True, "out.txt differs from its recorded sha256"),
-])
+@pytest.mark.parametrize(
+    "damage, verify, expected",
+    [
+        ("truncate", False, "out.txt is 2 bytes, recorded 5"),
+        ("delete", False, "out.txt is missing"),
+        ("same-size", False, None),  # sizes agree: only --verify can tell
+        ("same-size", True, "out.txt differs from its recorded sha256"),
+    ],
+)
 def test_damaged_stage_is_reported_and_recomputed(tmp_path, damage, verify, expected):
     stage = Stage(Demo, Demo.Config(4, "hello"))
     _store(tmp_path).run(stage, lambda out: _write(out, "hello"))
     target = tmp_path / "demo" / stage.id / "out.txt"
-    {"truncate": lambda: target.write_text("he"), "delete": target.unlink,
-     "same-size": lambda: target.write_text("HELLO")}[damage]()
+    {
+        "truncate": lambda: target.write_text("he"),
+        "delete": target.unlink,
+        "same-size": lambda: target.write_text("HELLO"),
+    }[damage]()
     logs: list[str] = []
     store = _store(tmp_path, logs, verify=verify)
     calls = []
@@ -238,10 +248,16 @@ def test_a_dead_holders_claim_and_partial_folder_are_taken_over(tmp_path):
     stage = Stage(Demo, Demo.Config(9))
     store = _store(tmp_path)
     # a holder that died (SIGKILL) mid-stage: its claim file and half-written partial folder stay behind
-    code = ("import sys; from benchmark.stages.claims import Claims; from pathlib import Path\n"
-            "c = Claims(ttl=60).acquire(Path(sys.argv[1])); print(c.path)\n")
-    dead = subprocess.run([sys.executable, "-c", code, str(tmp_path / "demo" / f".{stage.id}")],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    code = (
+        "import sys; from benchmark.stages.claims import Claims; from pathlib import Path\n"
+        "c = Claims(ttl=60).acquire(Path(sys.argv[1])); print(c.path)\n"
+    )
+    dead = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "demo" / f".{stage.id}")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
     assert dead.returncode == 0, dead.stderr
     assert Path(dead.stdout.strip()).exists()
     partial = store.partial_path(stage)
@@ -249,7 +265,9 @@ def test_a_dead_holders_claim_and_partial_folder_are_taken_over(tmp_path):
     (partial / "half.txt").write_text("half")
     logs: list[str] = []
     _store(tmp_path, logs).run(stage, _write)  # no waiting for the 60 s TTL: the pid is gone
-    assert any(m.startswith(f"[claim] .{stage.id}".replace("[claim] .", "[claim] ")) and "no longer running" in m for m in logs)
+    assert any(
+        m.startswith(f"[claim] .{stage.id}".replace("[claim] .", "[claim] ")) and "no longer running" in m for m in logs
+    )
     assert any(m.startswith(f"[clean] {stage.id}: removed the partial folder left by ") for m in logs)
     assert not (store.path(stage) / "half.txt").exists()
     assert not list((tmp_path / "demo").glob(".*"))

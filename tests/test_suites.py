@@ -17,12 +17,33 @@ from benchmark.suites import load_suite, suite_names
 from helpers.pipeline import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-BEIR13 = ["beir/trec-covid", "beir/nfcorpus/test", "beir/nq", "beir/hotpotqa/test", "beir/fiqa/test", "beir/arguana",
-          "beir/webis-touche2020/v2", "beir/dbpedia-entity/test", "beir/scidocs", "beir/climate-fever",
-          "beir/scifact/test", "beir/quora/test", "beir/fever/test"]
+BEIR13 = [
+    "beir/trec-covid",
+    "beir/nfcorpus/test",
+    "beir/nq",
+    "beir/hotpotqa/test",
+    "beir/fiqa/test",
+    "beir/arguana",
+    "beir/webis-touche2020/v2",
+    "beir/dbpedia-entity/test",
+    "beir/scidocs",
+    "beir/climate-fever",
+    "beir/scifact/test",
+    "beir/quora/test",
+    "beir/fever/test",
+]
 MSMARCO = ["msmarco-passage/dev/small", "msmarco-passage/trec-dl-2019/judged", "msmarco-passage/trec-dl-2020/judged"]
-PAPER_BACKBONES = ["bert-base-uncased", "modernbert-base", "modernbert-large", "ettin-17m", "ettin-32m", "ettin-68m",
-                   "ettin-150m", "ettin-400m", "ettin-1b"]
+PAPER_BACKBONES = [
+    "bert-base-uncased",
+    "modernbert-base",
+    "modernbert-large",
+    "ettin-17m",
+    "ettin-32m",
+    "ettin-68m",
+    "ettin-150m",
+    "ettin-400m",
+    "ettin-1b",
+]
 
 
 def test_every_suite_loads_and_names_real_datasets():
@@ -35,9 +56,23 @@ def test_every_suite_loads_and_names_real_datasets():
 
 def test_suite_contents():
     assert load_suite("beir").datasets == BEIR13
-    assert load_suite("beir").groups["beir/cqadupstack"] == [f"beir/cqadupstack/{f}" for f in (
-        "android", "english", "gaming", "gis", "mathematica", "physics", "programmers", "stats", "tex", "unix",
-        "webmasters", "wordpress")]
+    assert load_suite("beir").groups["beir/cqadupstack"] == [
+        f"beir/cqadupstack/{f}"
+        for f in (
+            "android",
+            "english",
+            "gaming",
+            "gis",
+            "mathematica",
+            "physics",
+            "programmers",
+            "stats",
+            "tex",
+            "unix",
+            "webmasters",
+            "wordpress",
+        )
+    ]
     paper = load_suite("paper")
     assert paper.datasets == MSMARCO + BEIR13
     assert paper.splade.backbones == PAPER_BACKBONES and paper.splade.variants == ["baseline", "rescaled"]
@@ -60,7 +95,9 @@ def test_paper_plan_is_the_full_matrix():
     assert kinds == {"splade": models * 16, "bm25": 16}
     systems = {c.system_key for c in plan.conditions if c.system == "splade"}
     assert systems == {("splade", b, v, True) for b in PAPER_BACKBONES for v in ("baseline", "rescaled")}
-    rescaled = {(c.backbone, c.backbone_stage.config.rescale.method) for c in plan.conditions if c.variant == "rescaled"}
+    rescaled = {
+        (c.backbone, c.backbone_stage.config.rescale.method) for c in plan.conditions if c.variant == "rescaled"
+    }
     assert rescaled == {(b, "untie" if b == "bert-base-uncased" else "once") for b in PAPER_BACKBONES}
     assert {c.backbone_stage.config.rescale.factor for c in plan.conditions if c.variant == "rescaled"} == {1 / 16}
     stages = Counter(s.kind.name for s in plan.stages())
@@ -76,19 +113,28 @@ def test_paper_plan_is_the_full_matrix():
 def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
     assert run_cli("--suite", "paper", "--dry-run", "--runs-dir", str(tmp_path / "runs")) == 0
     out = capsys.readouterr().out
-    assert "matrix: 9 backbone(s) × 2 variant(s) (trained) = 18 SPLADE system(s) + BM25; " \
-           "19 system(s) × 16 dataset(s) = 304 conditions" in out
+    assert (
+        "matrix: 9 backbone(s) × 2 variant(s) (trained) = 18 SPLADE system(s) + BM25; "
+        "19 system(s) × 16 dataset(s) = 304 conditions" in out
+    )
     assert "backbones: " + ", ".join(PAPER_BACKBONES) in out
-    assert ("variants: baseline (MLM head as pretrained); rescaled (logits × 0.0625 (k = 16, α = 1/k) via once "
-            "(the paper's method: decoder matrix and bias × α once, then trained as they are") in out
+    assert (
+        "variants: baseline (MLM head as pretrained); rescaled (logits × 0.0625 (k = 16, α = 1/k) via once "
+        "(the paper's method: decoder matrix and bias × α once, then trained as they are"
+    ) in out
     for backbone in PAPER_BACKBONES[1:]:  # per backbone: baseline and the fixed-k arm, with method, k and tie handling
-        assert (f"\n  {backbone}: baseline; rescaled [once ×0.0625 = 1/16]\n    MLM head (modernbert, tied to word "
-                "embeddings that a LayerNorm normalises alone): 'once' scales the shared matrix;") in out
-    assert ("\n  bert-base-uncased: baseline; rescaled [untie ×0.0625 = 1/16, untied copy +vocab × hidden parameters, "
-            "extension]\n    MLM head (bert, tied to word embeddings summed with position and type embeddings before the "
-            "LayerNorm): scaling the shared matrix would change the input, so 'once' runs as 'untie', an untied scaled "
-            "copy, +23,471,418 parameters (vocab × hidden + vocab: the bias's alias becomes its own tensor), this harness's "
-            "extension") in out
+        assert (
+            f"\n  {backbone}: baseline; rescaled [once ×0.0625 = 1/16]\n    MLM head (modernbert, tied to word "
+            "embeddings that a LayerNorm normalises alone): 'once' scales the shared matrix;"
+        ) in out
+    assert (
+        "\n  bert-base-uncased: baseline; rescaled [untie ×0.0625 = 1/16, untied copy +vocab × hidden parameters, "
+        "extension]\n    MLM head (bert, tied to word embeddings summed with position and type embeddings before the "
+        "LayerNorm): scaling the shared matrix would change the input, so 'once' runs as 'untie', an untied scaled "
+        "copy, +23,471,418 parameters (vocab × hidden + vocab: the bias's alias becomes its own tensor), this "
+        "harness's "
+        "extension"
+    ) in out
     assert "head-norm" not in out and "match" not in out and "projection" not in out  # extensions only when asked for
     assert "training: recipe msmarco-infonce" in out
     assert "datasets (16): " + ", ".join(MSMARCO + BEIR13) in out
@@ -100,33 +146,55 @@ def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
 def test_paper_k_grid_and_extension_arms_when_asked(tmp_path, capsys):
     variants = "baseline,rescaled,k1,k2,k4,k8,k16,k32,head-norm,match-logit-std,match-frobenius,match-row-rms"
     # (rescaled-projection, the constant-multiplier reading, is asked for in test_projection_arm_only_when_asked)
-    assert run_cli("--suite", "paper", "--dry-run", "--backbones", "modernbert-base", "--variants", variants,
-                   "--runs-dir", str(tmp_path / "runs")) == 0
+    assert (
+        run_cli(
+            "--suite",
+            "paper",
+            "--dry-run",
+            "--backbones",
+            "modernbert-base",
+            "--variants",
+            variants,
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    assert ("\n  modernbert-base: baseline = k1; rescaled = k16 [once ×0.0625 = 1/16]; k2 [once ×0.5 = 1/2]; "
-            "k4 [once ×0.25 = 1/4]; k8 [once ×0.125 = 1/8]; k32 [once ×0.03125 = 1/32]; "
-            "head-norm [head-norm match:bert-base-uncased, extension]; "
-            "match-logit-std [once match:bert-base-uncased, extension]; "
-            "match-frobenius [once match:bert-base-uncased, extension]; "
-            "match-row-rms [once match:bert-base-uncased, extension]\n") in out
+    assert (
+        "\n  modernbert-base: baseline = k1; rescaled = k16 [once ×0.0625 = 1/16]; k2 [once ×0.5 = 1/2]; "
+        "k4 [once ×0.25 = 1/4]; k8 [once ×0.125 = 1/8]; k32 [once ×0.03125 = 1/32]; "
+        "head-norm [head-norm match:bert-base-uncased, extension]; "
+        "match-logit-std [once match:bert-base-uncased, extension]; "
+        "match-frobenius [once match:bert-base-uncased, extension]; "
+        "match-row-rms [once match:bert-base-uncased, extension]\n"
+    ) in out
     assert "head-norm (logit-std matched to bert-base-uncased via head-norm (this harness's extension: " in out
-    plan = build_plan(load_suite("paper"), Options(backbones=["ettin-17m"], variants=["rescaled"], rescale_method="head-norm"))
+    plan = build_plan(
+        load_suite("paper"), Options(backbones=["ettin-17m"], variants=["rescaled"], rescale_method="head-norm")
+    )
     assert {c.backbone_stage.config.rescale.method for c in plan.conditions if c.system == "splade"} == {"head-norm"}
+
 
 def test_beir_dry_run_and_cqadupstack_group(tmp_path, capsys):
     assert run_cli("--suite", "beir", "--dry-run", "--runs-dir", str(tmp_path)) == 0
     assert "5 system(s) × 13 dataset(s) = 65 conditions" in capsys.readouterr().out
-    plan = build_plan(load_suite("beir"), Options(datasets=["beir/scifact/test", "beir/cqadupstack"], backbones=["bert-tiny"]))
+    plan = build_plan(
+        load_suite("beir"), Options(datasets=["beir/scifact/test", "beir/cqadupstack"], backbones=["bert-tiny"])
+    )
     assert plan.columns == ["beir/scifact/test", "beir/cqadupstack"]
     assert len(plan.datasets) == 13 and plan.groups["beir/cqadupstack"][0] == "beir/cqadupstack/android"
     assert len(plan.conditions) == 13 * (1 + 2)
 
 
 def test_dry_run_loads_no_model_and_is_quick():
-    code = ("import sys, time; t = time.perf_counter(); from benchmark.run import main\n"
-            "for s in ('paper', 'beir'): assert main(['--suite', s, '--dry-run', '--runs-dir', '/nonexistent/runs']) == 0\n"
-            "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers', 'pyserini', 'jnius') if m in sys.modules]\n"
-            "print('HEAVY', heavy, 'SECONDS', time.perf_counter() - t)")
+    code = (
+        "import sys, time; t = time.perf_counter(); from benchmark.run import main\n"
+        "for s in ('paper', 'beir'): assert main(['--suite', s, '--dry-run', '--runs-dir', '/nonexistent/runs']) == 0\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers', 'pyserini', 'jnius') if m in "
+        "sys.modules]\n"
+        "print('HEAVY', heavy, 'SECONDS', time.perf_counter() - t)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     heavy, seconds = re.search(r"HEAVY (\[.*\]) SECONDS ([\d.]+)", proc.stdout).groups()
@@ -141,9 +209,17 @@ def test_scale_sweep_variants():
     # (once) for the main line, which on bert-tiny (tied to summed embeddings) is an untied scaled copy; the
     # constant multiplier (projection, an extension) at 1/16, 1/4, 4 and 16
     u, p = "untie", "projection"
-    arms = [("baseline = x1", "1", ""), ("x0.0625", "0.0625", u), ("x0.25", "0.25", u), ("x4", "4", u), ("x16", "16", u),
-            ("x0.0625-projection", "0.0625", p), ("x0.25-projection", "0.25", p), ("x4-projection", "4", p),
-            ("x16-projection", "16", p)]
+    arms = [
+        ("baseline = x1", "1", ""),
+        ("x0.0625", "0.0625", u),
+        ("x0.25", "0.25", u),
+        ("x4", "4", u),
+        ("x16", "16", u),
+        ("x0.0625-projection", "0.0625", p),
+        ("x0.25-projection", "0.25", p),
+        ("x4-projection", "4", p),
+        ("x16-projection", "16", p),
+    ]
     assert cells == [(v, f, m, seed) for v, f, m in arms for seed in (42, 43, 44)]
     assert all(c.trained for c in plan.conditions if c.system == "splade")
     assert plan.recipe["name"] == "smoke"
@@ -151,8 +227,10 @@ def test_scale_sweep_variants():
 
 def test_projection_arm_only_when_asked(tmp_path, capsys):
     for suite in ("paper", "msmarco", "trec-dl", "beir"):
-        plan = build_plan(load_suite(suite), Options(backbones=["modernbert-base"],
-                                                     variants=["baseline", "rescaled", "rescaled-projection"]))
+        plan = build_plan(
+            load_suite(suite),
+            Options(backbones=["modernbert-base"], variants=["baseline", "rescaled", "rescaled-projection"]),
+        )
         methods = {c.variant: c.backbone_stage.config.rescale.method for c in plan.conditions if c.system == "splade"}
         assert methods == {"baseline": "once", "rescaled": "once", "rescaled-projection": "projection"}
         arms = {c.variant: c.arm for c in plan.conditions if c.system == "splade"}
@@ -160,8 +238,19 @@ def test_projection_arm_only_when_asked(tmp_path, capsys):
 
 
 def test_every_bad_name_is_reported_at_once(tmp_path, capsys):
-    code = run_cli("--suite", "smoke", "--datasets", "beir/scifakt/test", "--variants", "baseline,shrunk",
-                   "--backbones", "bert-tinny", "--dry-run", "--runs-dir", str(tmp_path))
+    code = run_cli(
+        "--suite",
+        "smoke",
+        "--datasets",
+        "beir/scifakt/test",
+        "--variants",
+        "baseline,shrunk",
+        "--backbones",
+        "bert-tinny",
+        "--dry-run",
+        "--runs-dir",
+        str(tmp_path),
+    )
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "'beir/scifakt/test' not in suite 'smoke'; valid: beir/scifact/test" in err
@@ -169,8 +258,10 @@ def test_every_bad_name_is_reported_at_once(tmp_path, capsys):
     assert "unknown backbone 'bert-tinny' (did you mean 'bert-tiny'?)" in err
 
     suite = tmp_path / "bad.toml"
-    suite.write_text('name = "bad"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@ten"]\n'
-                     '[splade]\nbackbones = ["bert-tiny"]\n')
+    suite.write_text(
+        'name = "bad"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@ten"]\n'
+        '[splade]\nbackbones = ["bert-tiny"]\n'
+    )
     assert run_cli("--suite", str(suite), "--variants", "x3", "--dry-run", "--runs-dir", str(tmp_path)) == 2
     err = capsys.readouterr().err
     assert "unknown variant(s) 'x3'" in err and "unknown measure(s) 'nDCG@ten'" in err
@@ -178,9 +269,11 @@ def test_every_bad_name_is_reported_at_once(tmp_path, capsys):
 
 def test_suite_cross_references_are_checked(tmp_path, capsys):
     suite = tmp_path / "refs.toml"
-    suite.write_text('name = "refs"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
-                     '[table]\nmeasure = "RR@10"\n[[table.averages]]\nname = "avg"\ndatasets = ["beir/nq"]\n'
-                     '[[expected]]\ndataset = "beir/scifact/test"\nsystem = "dense"\nmeasure = "nDCG@10"\nvalue = 0.5\n')
+    suite.write_text(
+        'name = "refs"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
+        '[table]\nmeasure = "RR@10"\n[[table.averages]]\nname = "avg"\ndatasets = ["beir/nq"]\n'
+        '[[expected]]\ndataset = "beir/scifact/test"\nsystem = "dense"\nmeasure = "nDCG@10"\nvalue = 0.5\n'
+    )
     assert run_cli("--suite", str(suite), "--dry-run", "--runs-dir", str(tmp_path)) == 2
     err = capsys.readouterr().err
     assert "table.measure = 'RR@10' is not one of the suite's measures (nDCG@10)" in err
@@ -200,8 +293,13 @@ def test_a_long_subset_is_shown_in_full_and_stored_under_a_short_folder():
     from benchmark.pipeline.plan import subset_folder
     from benchmark.run import results_folder
 
-    opts = Options(datasets=["beir/scifact/test", "beir/nfcorpus/test"], backbones=["bert-tiny"],
-                   variants=["baseline", "rescaled"], recipe="smoke", rescale_factor=0.25)
+    opts = Options(
+        datasets=["beir/scifact/test", "beir/nfcorpus/test"],
+        backbones=["bert-tiny"],
+        variants=["baseline", "rescaled"],
+        recipe="smoke",
+        rescale_factor=0.25,
+    )
     plan = build_plan(load_suite("beir"), opts)
     full = "datasets=scifact+nfcorpus,backbones=bert-tiny,variants=baseline,rescaled,recipe=smoke,rescale-factor=0.25"
     assert plan.subset == full  # what tables and pages print
@@ -227,8 +325,15 @@ def test_a_command_line_slice_trains_with_the_slice_recipe():
     assert declared.recipe["name"] == "smoke" and not declared.slice_training
 
 
-GPU_ENCODE = {"max_doc_length": 256, "max_query_length": 256, "batch_size": 128, "shard_size": 10000,
-              "precision": "bfloat16", "attn_implementation": "sdpa", "compile": "inductor"}
+GPU_ENCODE = {
+    "max_doc_length": 256,
+    "max_query_length": 256,
+    "batch_size": 128,
+    "shard_size": 10000,
+    "precision": "bfloat16",
+    "attn_implementation": "sdpa",
+    "compile": "inductor",
+}
 
 
 def test_gpu_suites_encode_with_the_gpu_profile():
@@ -241,11 +346,15 @@ def test_gpu_suites_encode_with_the_gpu_profile():
 
 
 def test_an_encode_profile_gives_the_stage_ids_of_its_settings_written_out(tmp_path):
-    head = ('name = "p"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
-            '[splade]\nbackbones = ["bert-tiny"]\n[encode]\n')
+    head = (
+        'name = "p"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+        '[splade]\nbackbones = ["bert-tiny"]\n[encode]\n'
+    )
     named, written = tmp_path / "named.toml", tmp_path / "written.toml"
     named.write_text(head + 'profile = "gpu"\nbatch_size = 64\n')
-    written.write_text(head + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in {**GPU_ENCODE, "batch_size": 64}.items()))
+    written.write_text(
+        head + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in {**GPU_ENCODE, "batch_size": 64}.items())
+    )
     a, b = load_suite(str(named)), load_suite(str(written))
     assert a.encode == b.encode and a.encode.batch_size == 64 and a.encode.compile == "inductor"
     ids = [[s.id for s in build_plan(suite, Options()).stages()] for suite in (a, b)]
@@ -256,8 +365,13 @@ def test_an_unknown_encode_profile_is_one_line(tmp_path):
     from benchmark.common.errors import BenchmarkError
 
     path = tmp_path / "bad.toml"
-    path.write_text('name = "bad"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
-                    '[bm25]\n[encode]\nprofile = "gpux"\n')
-    with pytest.raises(BenchmarkError, match=r"unknown encode profile 'gpux' \(did you mean 'gpu'\?\); valid: gpu\. "
-                                             r"Set \[encode\] profile to one of these"):
+    path.write_text(
+        'name = "bad"\ndescription = "d"\ndatasets = ["beir/scifact/test"]\nmeasures = ["nDCG@10"]\n'
+        '[bm25]\n[encode]\nprofile = "gpux"\n'
+    )
+    with pytest.raises(
+        BenchmarkError,
+        match=r"unknown encode profile 'gpux' \(did you mean 'gpu'\?\); valid: gpu\. "
+        r"Set \[encode\] profile to one of these",
+    ):
         load_suite(str(path))

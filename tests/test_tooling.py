@@ -1,5 +1,6 @@
-"""The linter and the type checker run with the tests, so CI enforces them: ``ruff check benchmark tests``
-(pyproject's [tool.ruff]: lint and import order) and ``mypy`` (pyproject's [tool.mypy]: the typed spine)."""
+"""The linter, the formatter and the type checker run with the tests, so CI enforces them: ``ruff check``
+and ``ruff format --check`` (pyproject's [tool.ruff]: lint, import order, 120 columns), and ``mypy``
+(pyproject's [tool.mypy]: the typed spine)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,20 @@ def _tool(module: str) -> list[str]:
 
 
 def test_ruff_finds_nothing() -> None:
-    done = subprocess.run([*_tool("ruff"), "check", "--no-cache", "benchmark", "tests"], cwd=ROOT, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [*_tool("ruff"), "check", "--no-cache", "benchmark", "tests"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_format_changes_nothing() -> None:
+    """The formatter's output is the committed code (pyproject's [tool.ruff]: 120 columns)."""
+    done = subprocess.run(
+        [*_tool("ruff"), "format", "--check", "--no-cache", "benchmark", "tests", "scripts"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -41,9 +54,11 @@ def test_the_checks_see_a_finding(tmp_path: Path) -> None:
     bad = tmp_path / "benchmark" / "stages" / "bad.py"
     bad.parent.mkdir(parents=True)
     bad.write_text("import os\n\n\ndef f(x: int) -> int:\n    return x\n\n\nf('1')\n", encoding="utf-8")
-    lint = subprocess.run([*_tool("ruff"), "check", "--no-cache", "benchmark"], cwd=tmp_path, capture_output=True,
-                          text=True)
+    lint = subprocess.run(
+        [*_tool("ruff"), "check", "--no-cache", "benchmark"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert lint.returncode == 1 and "F401" in lint.stdout, lint.stdout + lint.stderr
-    types = subprocess.run([*_tool("mypy"), "--cache-dir", str(tmp_path / "cache"), str(bad)], cwd=tmp_path,
-                           capture_output=True, text=True)
+    types = subprocess.run(
+        [*_tool("mypy"), "--cache-dir", str(tmp_path / "cache"), str(bad)], cwd=tmp_path, capture_output=True, text=True
+    )
     assert types.returncode == 1 and 'incompatible type "str"; expected "int"' in types.stdout, types.stdout

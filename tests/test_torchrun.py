@@ -54,9 +54,23 @@ def test_two_ranks_train_and_rank_zero_runs_the_rest(tmp_path: Path, bert_tiny: 
     suite.write_text(SUITE.format(model=_without_dropout(bert_tiny, tmp_path / "bert-tiny-nodropout")))
     runs, results = tmp_path / "runs", tmp_path / "results"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "-m", "benchmark.run", "--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(results),
-               *SLICE]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "benchmark.run",
+        "--suite",
+        str(suite),
+        "--runs-dir",
+        str(runs),
+        "--results-dir",
+        str(results),
+        *SLICE,
+    ]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
@@ -72,7 +86,11 @@ def test_two_ranks_train_and_rank_zero_runs_the_rest(tmp_path: Path, bert_tiny: 
     # SciFact repeats a query the global batches differ (equal gradients on equal batches is test_ddp's
     # job). So this is a sanity check that the two-rank model is as good, not a bound (measured
     # 0.6878 vs 0.6911 nDCG@10 on these 10 queries).
-    assert run_cli("--suite", str(suite), "--runs-dir", str(tmp_path / "runs1"),
-                   "--results-dir", str(tmp_path / "results1")) == 0
+    assert (
+        run_cli(
+            "--suite", str(suite), "--runs-dir", str(tmp_path / "runs1"), "--results-dir", str(tmp_path / "results1")
+        )
+        == 0
+    )
     two, one = _ndcg(results), _ndcg(tmp_path / "results1")
     assert 0.5 < two <= 1 and abs(two - one) < 0.05, (two, one)

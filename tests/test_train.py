@@ -14,21 +14,28 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny_models import tiny_bert, tiny_modernbert
-from helpers.triples import scifact_triples
 from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
 
 from benchmark.common.errors import BenchmarkError
 from benchmark.training.detector import DENSE
 from benchmark.training.loop import train_splade
 from benchmark.training.outcomes import COLLAPSED, DEGRADED, OK
-from benchmark.training.recipe import RECIPES, load_recipe
-from benchmark.training.recipe import LOSS_COLUMNS
+from benchmark.training.recipe import LOSS_COLUMNS, RECIPES, load_recipe
 from benchmark.training.telemetry import COLUMNS
+from helpers.tiny_models import tiny_bert, tiny_modernbert
+from helpers.triples import scifact_triples
 
 # 4 of the 24 fixture queries are held out as the dev batch (8 in-batch candidates)
-TINY = {"batch_size": 4, "query_max_length": 16, "doc_max_length": 16, "chunk_size": 4, "learning_rate": 1e-3,
-        "dev_queries": 4, "dev_steps": 2, "logging_steps": 2}
+TINY = {
+    "batch_size": 4,
+    "query_max_length": 16,
+    "doc_max_length": 16,
+    "chunk_size": 4,
+    "learning_rate": 1e-3,
+    "dev_queries": 4,
+    "dev_steps": 2,
+    "logging_steps": 2,
+}
 
 
 @pytest.fixture(scope="module")
@@ -77,10 +84,26 @@ def test_packaged_recipes_load_and_cite_a_source() -> None:
         assert recipe.name == name
         assert RECIPES[name].read_text().startswith("# ")  # the source comment
     infonce, marginmse = load_recipe("msmarco-infonce"), load_recipe("msmarco-marginmse")
-    assert (infonce.loss, infonce.learning_rate, infonce.batch_size, infonce.lambda_q, infonce.lambda_d) == ("infonce", 2e-5, 128, 3e-4, 1e-4)
-    assert (marginmse.loss, marginmse.lambda_q, marginmse.lambda_d, marginmse.max_steps) == ("marginmse", 0.5, 0.4, 150000)
+    assert (infonce.loss, infonce.learning_rate, infonce.batch_size, infonce.lambda_q, infonce.lambda_d) == (
+        "infonce",
+        2e-5,
+        128,
+        3e-4,
+        1e-4,
+    )
+    assert (marginmse.loss, marginmse.lambda_q, marginmse.lambda_d, marginmse.max_steps) == (
+        "marginmse",
+        0.5,
+        0.4,
+        150000,
+    )
     smoke = load_recipe("smoke")
-    assert (smoke.dataset, smoke.query_max_length, smoke.doc_max_length, smoke.batch_size) == ("beir/scifact/train", 32, 64, 32)
+    assert (smoke.dataset, smoke.query_max_length, smoke.doc_max_length, smoke.batch_size) == (
+        "beir/scifact/train",
+        32,
+        64,
+        32,
+    )
     # as published: naver/splade's trainer does not clip gradients; attention pinned; naver keeps the
     # best validation checkpoint, the smoke recipe (no source) its last
     for name in RECIPES:
@@ -93,7 +116,10 @@ def test_packaged_recipes_load_and_cite_a_source() -> None:
 
 
 def test_unknown_recipe_lists_the_options() -> None:
-    with pytest.raises(BenchmarkError, match=r"unknown recipe 'smok' \(did you mean 'smoke'\?\); valid: .*msmarco-infonce, msmarco-marginmse, smoke"):
+    with pytest.raises(
+        BenchmarkError,
+        match=r"unknown recipe 'smok' \(did you mean 'smoke'\?\); valid: .*msmarco-infonce, msmarco-marginmse, smoke",
+    ):
         load_recipe("smok")
 
 
@@ -103,9 +129,14 @@ def test_unknown_recipe_lists_the_options() -> None:
         (("learning_rate = 3e-4", "lr = 3e-4"), r"bad\.toml: unknown key 'lr'.*Remove or rename it"),
         (("batch_size = 32", 'batch_size = "32"'), r"bad\.toml\.batch_size must be int, got str '32'"),
         (("lambda_q = 1e-3", "lambda_q = true"), r"bad\.toml\.lambda_q must be float, got bool"),
-        (("dense_fraction = 0.5", "dense_fraction = 1.5"), r"bad\.toml: dense_fraction = 1\.5 must be in \(0, 1\]; fix the value"),
-        (('attn_implementation = "sdpa"', 'attn_implementation = "flash"'),
-         r"bad\.toml: attn_implementation = 'flash' must be one of sdpa, eager, flash_attention_2"),
+        (
+            ("dense_fraction = 0.5", "dense_fraction = 1.5"),
+            r"bad\.toml: dense_fraction = 1\.5 must be in \(0, 1\]; fix the value",
+        ),
+        (
+            ('attn_implementation = "sdpa"', 'attn_implementation = "flash"'),
+            r"bad\.toml: attn_implementation = 'flash' must be one of sdpa, eager, flash_attention_2",
+        ),
         (('checkpoint = "last"', 'checkpoint = "final"'), r"bad\.toml: checkpoint = 'final' must be one of last, best"),
         (("dev_steps = 4", "dev_steps = 3"), r"bad\.toml: dev_steps = 3 must be a multiple of logging_steps = 2"),
         (("stop_on_collapse = false", "stop_on_collapse = 0"), r"bad\.toml\.stop_on_collapse must be bool, got int"),
@@ -201,7 +232,9 @@ def test_pooling_blocks_are_linears_bits_and_the_first_arg_max(with_bias: bool, 
     ctx = Ctx()
     pooled = _SpladeMaxPool.forward(ctx, hidden, mask, weight, bias, chunk)
     # the logits as the forward's blocks compute them (linear over each block, as before the buffer)
-    logits = torch.cat([torch.nn.functional.linear(hidden[:, s : s + chunk], weight, bias) for s in range(0, length, chunk)], 1)
+    logits = torch.cat(
+        [torch.nn.functional.linear(hidden[:, s : s + chunk], weight, bias) for s in range(0, length, chunk)], 1
+    )
     logits = (logits * mask[..., None]).numpy()
     best = logits.max(axis=1)
     first = (logits == best[:, None, :]).argmax(axis=1)
@@ -276,14 +309,23 @@ def test_resumed_run_ends_with_the_same_model(tmp_path: Path, bert_dir: Path, tr
     from benchmark.training.dev import DevBatch
     from benchmark.training.max_pool import SpladeMLM
 
-    settings = {**TINY, "max_steps": 6, "save_steps": 2, "lambda_q": 1e-2, "lambda_d": 1e-2, "trigger_patience": 2,
-                "checkpoint": "best"}
+    settings = {
+        **TINY,
+        "max_steps": 6,
+        "save_steps": 2,
+        "lambda_q": 1e-2,
+        "lambda_d": 1e-2,
+        "trigger_patience": 2,
+        "checkpoint": "best",
+    }
     recipe = load_recipe("smoke")
     source = _jsonl(tmp_path / "triples.jsonl", triples)
     straight = train_splade(bert_dir, source, recipe, tmp_path / "a", progress=False, overrides=settings)
 
     with pytest.raises(_Kill):
-        train_splade(bert_dir, source, recipe, tmp_path / "b", progress=False, overrides=settings, callbacks=[_KillAfterSave(4)])
+        train_splade(
+            bert_dir, source, recipe, tmp_path / "b", progress=False, overrides=settings, callbacks=[_KillAfterSave(4)]
+        )
     assert (tmp_path / "b" / "checkpoints" / "checkpoint-4").is_dir()
     assert not (tmp_path / "b" / "record.json").exists()
     resumed = train_splade(bert_dir, source, recipe, tmp_path / "b", progress=False, overrides=settings)
@@ -293,11 +335,22 @@ def test_resumed_run_ends_with_the_same_model(tmp_path: Path, bert_dir: Path, tr
     # and 6 are armed and every trigger fires at step 6 (patience 2); the resumed run counted row 4
     # before the kill
     for record, resumed_from in ((straight, None), (resumed, 4)):
-        assert (record["outcome"], record["outcome_reason"], record["outcome_step"], record["steps"]) == (COLLAPSED, DENSE, 6, 6)
+        assert (record["outcome"], record["outcome_reason"], record["outcome_step"], record["steps"]) == (
+            COLLAPSED,
+            DENSE,
+            6,
+            6,
+        )
         assert record["triggers"] == {"dense": 6, "degenerate_support": 6, "chance_ranking": 6}
-        assert (record["stopped_early"], record["triggers_armed_step"], record["resumed_from_step"]) == (False, 4, resumed_from)
+        assert (record["stopped_early"], record["triggers_armed_step"], record["resumed_from_step"]) == (
+            False,
+            4,
+            resumed_from,
+        )
     timing = ("train_seconds", "steps_per_second", "examples_per_second", "resumed_from_step")
-    assert {k: v for k, v in straight.items() if k not in timing} == {k: v for k, v in resumed.items() if k not in timing}
+    assert {k: v for k, v in straight.items() if k not in timing} == {
+        k: v for k, v in resumed.items() if k not in timing
+    }
     a, b = _weights(tmp_path / "a" / "model"), _weights(tmp_path / "b" / "model")
     assert a.keys() == b.keys()
     for name in a:
@@ -307,15 +360,37 @@ def test_resumed_run_ends_with_the_same_model(tmp_path: Path, bert_dir: Path, tr
     # outputs: the model + tokenizer load, telemetry has every column, checkpoints and examples are gone
     out = tmp_path / "a"
     AutoTokenizer.from_pretrained(out / "model")
-    assert sorted(p.name for p in out.iterdir()) == ["fingerprint.json", "model", "record.json", "telemetry.csv", "telemetry.png"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "fingerprint.json",
+        "model",
+        "record.json",
+        "telemetry.csv",
+        "telemetry.png",
+    ]
     rows_a, rows_b = _csv(out / "telemetry.csv"), _csv(tmp_path / "b" / "telemetry.csv")
     assert tuple(rows_a[0]) == COLUMNS
     assert [r["step"] for r in rows_a] == [r["step"] for r in rows_b] == ["0", "1", "2", "4", "6"]
     assert [r["event"] for r in rows_a] == ["", "", "", "", "dense;degenerate_support;chance_ranking"]
-    assert [r["dev_mrr"] != "" for r in rows_a] == [True, False, True, True, True]  # step 0, every dev_steps = 2, the end
+    assert [r["dev_mrr"] != "" for r in rows_a] == [
+        True,
+        False,
+        True,
+        True,
+        True,
+    ]  # step 0, every dev_steps = 2, the end
     for ra, rb in zip(rows_a[1:], rows_b[1:]):
-        for column in ("loss", "ranking_loss", "flops_reg_q", "flops_reg_d", "nnz_q", "nnz_d", "grad_norm", "lambda_q",
-                       "low_support_q", "query_cosine"):
+        for column in (
+            "loss",
+            "ranking_loss",
+            "flops_reg_q",
+            "flops_reg_d",
+            "nnz_q",
+            "nnz_d",
+            "grad_norm",
+            "lambda_q",
+            "low_support_q",
+            "query_cosine",
+        ):
             assert math.isclose(float(ra[column]), float(rb[column]), rel_tol=1e-6), (ra["step"], column)
     assert [ra["dev_mrr"] for ra in rows_a] == [rb["dev_mrr"] for rb in rows_b]
     last = rows_a[-1]
@@ -333,9 +408,15 @@ def test_resumed_run_ends_with_the_same_model(tmp_path: Path, bert_dir: Path, tr
     # re-evaluating them gives that value (same code, same machine: equal, not close)
     dev_values = {int(r["step"]): float(r["dev_mrr"]) for r in rows_a if r["dev_mrr"] and r["step"] != "0"}
     best_step = max(dev_values, key=lambda s: (dev_values[s], -s))
-    assert (straight["checkpoint"], straight["checkpoint_step"], straight["dev_mrr_best_step"]) == ("best", best_step, best_step)
+    assert (straight["checkpoint"], straight["checkpoint_step"], straight["dev_mrr_best_step"]) == (
+        "best",
+        best_step,
+        best_step,
+    )
     assert straight["dev_mrr_initial"] == float(rows_a[0]["dev_mrr"]) and straight["dev_mrr_final"] == dev_values[6]
-    published = SparseEncoder(modules=[SpladeMLM(str(out / "model"), chunk_size=4, query_length=16, document_length=16)])
+    published = SparseEncoder(
+        modules=[SpladeMLM(str(out / "model"), chunk_size=4, query_length=16, document_length=16)]
+    )
     rr = DevBatch.from_rows(triples[:4]).reciprocal_ranks(published, batch_size=4)
     assert sum(rr) / len(rr) == straight["dev_mrr_best"] == dev_values[best_step]
     # the outcome and the per-query values the report compares are those of the published checkpoint, not the last
@@ -350,8 +431,12 @@ def test_resumed_run_ends_with_the_same_model(tmp_path: Path, bert_dir: Path, tr
 def test_two_seeds_give_two_runs(tmp_path: Path, bert_dir: Path, triples: list[dict]) -> None:
     """The seed reaches the data order and the model; the record keeps it."""
     settings = {**TINY, "max_steps": 2, "save_steps": 100, "dev_queries": 0, "logging_steps": 1, "dev_steps": 1}
-    runs = {seed: train_splade(bert_dir, triples, load_recipe("smoke"), tmp_path / str(seed), seed=seed, progress=False,
-                               overrides=settings) for seed in (42, 43)}
+    runs = {
+        seed: train_splade(
+            bert_dir, triples, load_recipe("smoke"), tmp_path / str(seed), seed=seed, progress=False, overrides=settings
+        )
+        for seed in (42, 43)
+    }
     assert [runs[s]["seed"] for s in (42, 43)] == [42, 43]
     assert runs[42]["final_loss"] != runs[43]["final_loss"]
     a, b = _weights(tmp_path / "42" / "model"), _weights(tmp_path / "43" / "model")
@@ -370,41 +455,70 @@ def test_untied_rescaled_head_is_loaded_as_saved(tmp_path: Path, bert_dir: Path)
     _check_head_as_saved(folder, module.auto_model)
     with torch.no_grad():
         module.decoder.weight.mul_(4.0)  # what a silent re-tie would look like
-    with pytest.raises(BenchmarkError, match=r"differs from the saved 'cls\.predictions\.decoder\.weight'.*tie_word_embeddings = false"):
+    with pytest.raises(
+        BenchmarkError, match=r"differs from the saved 'cls\.predictions\.decoder\.weight'.*tie_word_embeddings = false"
+    ):
         _check_head_as_saved(folder, module.auto_model)
 
 
 def test_examples_are_checked(tmp_path: Path, bert_dir: Path, triples: list[dict]) -> None:
     recipe = load_recipe("smoke")
-    with pytest.raises(BenchmarkError, match=r"examples\[1\] has \['positive', 'query'\]; recipe loss 'infonce' needs keys query, positive, negative"):
-        train_splade(bert_dir, [triples[0], {"query": "q", "positive": "p"}, *triples], recipe, tmp_path, overrides=TINY)
-    with pytest.raises(BenchmarkError, match=r"3 training examples after holding out 4 dev queries are fewer than one batch \(batch_size = 4"):
+    with pytest.raises(
+        BenchmarkError,
+        match=r"examples\[1\] has \['positive', 'query'\]; recipe loss 'infonce' needs keys query, positive, negative",
+    ):
+        train_splade(
+            bert_dir, [triples[0], {"query": "q", "positive": "p"}, *triples], recipe, tmp_path, overrides=TINY
+        )
+    with pytest.raises(
+        BenchmarkError,
+        match=r"3 training examples after holding out 4 dev queries are fewer than one batch \(batch_size = 4",
+    ):
         train_splade(bert_dir, triples[:7], recipe, tmp_path / "few", overrides=TINY)
-    with pytest.raises(BenchmarkError, match=r"a list of 3 examples has 3 distinct queries, fewer than dev_queries = 4 to hold out"):
+    with pytest.raises(
+        BenchmarkError, match=r"a list of 3 examples has 3 distinct queries, fewer than dev_queries = 4 to hold out"
+    ):
         train_splade(bert_dir, triples[:3], recipe, tmp_path / "dev", overrides=TINY)
     with pytest.raises(BenchmarkError, match=r"examples\[0\]\['score'\] is str"):
-        train_splade(bert_dir, [{**t, "score": "1"} for t in triples], recipe, tmp_path, overrides={**TINY, "loss": "marginmse"})
+        train_splade(
+            bert_dir, [{**t, "score": "1"} for t in triples], recipe, tmp_path, overrides={**TINY, "loss": "marginmse"}
+        )
     assert LOSS_COLUMNS["marginmse"] == ("query", "positive", "negative", "score")
     # a triples file: the line (or row) and the key are named, before any model is loaded
     good = json.dumps(triples[0])
     cases = [
         (f"{good}\nnot json\n", r"triples\.jsonl: line 2 is not JSON"),
-        (f'{good}\n{{"query": "q", "positive": "p"}}\n', r"triples\.jsonl: line 2 has \['positive', 'query'\]; recipe loss 'infonce' needs keys query, positive, negative"),
-        (f'{good}\n\n{{"query": 3, "positive": "p", "negative": "n"}}\n', r"triples\.jsonl: line 3\['query'\] is int 3, expected a str"),
+        (
+            f'{good}\n{{"query": "q", "positive": "p"}}\n',
+            r"triples\.jsonl: line 2 has \['positive', 'query'\]; recipe loss 'infonce' needs keys query, positive, "
+            r"negative",
+        ),
+        (
+            f'{good}\n\n{{"query": 3, "positive": "p", "negative": "n"}}\n',
+            r"triples\.jsonl: line 3\['query'\] is int 3, expected a str",
+        ),
     ]
     for text, message in cases:
         (tmp_path / "triples.jsonl").write_text(text)
         with pytest.raises(BenchmarkError, match=message):
             train_splade(bert_dir, tmp_path / "triples.jsonl", recipe, tmp_path / "bad", overrides=TINY)
-    with pytest.raises(BenchmarkError, match=r"triples file '.*missing\.jsonl' does not exist; run the triples stage first"):
+    with pytest.raises(
+        BenchmarkError, match=r"triples file '.*missing\.jsonl' does not exist; run the triples stage first"
+    ):
         train_splade(bert_dir, tmp_path / "missing.jsonl", recipe, tmp_path / "bad", overrides=TINY)
 
 
 @pytest.mark.slow  # it trains
 def test_marginmse_trains(tmp_path: Path, bert_dir: Path, triples: list[dict]) -> None:
     examples = [{**t, "score": float(i % 5)} for i, t in enumerate(triples)]
-    record = train_splade(bert_dir, examples, load_recipe("msmarco-marginmse"), tmp_path, progress=False,
-                          overrides={**TINY, "max_steps": 2, "logging_steps": 1, "dev_steps": 1, "checkpoint": "last"})
+    record = train_splade(
+        bert_dir,
+        examples,
+        load_recipe("msmarco-marginmse"),
+        tmp_path,
+        progress=False,
+        overrides={**TINY, "max_steps": 2, "logging_steps": 1, "dev_steps": 1, "checkpoint": "last"},
+    )
     # two logging rows: fewer than the recipe's patience (10), so no trigger; whether the random model's
     # dev MRR fell (degraded) is the held-out rule's business, tested in test_outcomes.py
     assert (record["steps"], record["recipe"], record["triggers"]) == (2, "msmarco-marginmse", {})

@@ -59,14 +59,31 @@ def _msmarco_like(root: Path, rows: int, texts: int = 1000) -> Path:
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "README.md").write_text(README)
     words = [" ".join(WORDS[(i + k) % len(WORDS)] for k in range(1 + i % 5)) for i in range(texts)]
-    pq.write_table(pa.table({"passage_id": [7 * i for i in range(texts)],
-                             "passage": [f"passage {i} {w}" for i, w in enumerate(words)]}), root / "corpus" / "train.parquet")
-    pq.write_table(pa.table({"query_id": [100000 + i for i in range(texts)],
-                             "query": [f"query {i} {w}" for i, w in enumerate(words)]}), root / "queries" / "train.parquet")
+    pq.write_table(
+        pa.table(
+            {"passage_id": [7 * i for i in range(texts)], "passage": [f"passage {i} {w}" for i, w in enumerate(words)]}
+        ),
+        root / "corpus" / "train.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {"query_id": [100000 + i for i in range(texts)], "query": [f"query {i} {w}" for i, w in enumerate(words)]}
+        ),
+        root / "queries" / "train.parquet",
+    )
     i = np.arange(rows, dtype=np.int64)
-    pq.write_table(pa.table({"query_id": 100000 + i % texts, "positive_id": 7 * (i % texts),
-                             "negative_id": 7 * ((31 * i + 5) % texts), "score": (i % 13 - 6.5).astype(np.float64)}),
-                   root / SUBSET / "train.parquet", row_group_size=10_000)
+    pq.write_table(
+        pa.table(
+            {
+                "query_id": 100000 + i % texts,
+                "positive_id": 7 * (i % texts),
+                "negative_id": 7 * ((31 * i + 5) % texts),
+                "score": (i % 13 - 6.5).astype(np.float64),
+            }
+        ),
+        root / SUBSET / "train.parquet",
+        row_group_size=10_000,
+    )
     return root
 
 
@@ -85,39 +102,74 @@ def test_marginmse_recipe_joins_ids_to_texts_and_trains(tmp_path: Path, hf_cache
     out = tmp_path / "triples"
     out.mkdir()
     record = hf_triples({}, out, dataset=f"{root}:{SUBSET}")
-    assert record == {"negatives": "dataset-hard-negatives", "dataset": f"{root}:{SUBSET}",
-                      "columns": ["query_id", "positive_id", "negative_id", "score"],
-                      "texts_from": {"passages": f"{root}:corpus", "queries": f"{root}:queries"}, "triples": 40}
+    assert record == {
+        "negatives": "dataset-hard-negatives",
+        "dataset": f"{root}:{SUBSET}",
+        "columns": ["query_id", "positive_id", "negative_id", "score"],
+        "texts_from": {"passages": f"{root}:corpus", "queries": f"{root}:queries"},
+        "triples": 40,
+    }
     rows = [json.loads(line) for line in triples_path(out).read_text().splitlines()]
     # row 3: query id 100003, positive id 21 (passage 3), negative id 7·((31·3 + 5) mod 40) = 126 (passage 18)
-    assert rows[3] == {"query": "query 3 tumor virus brain heart", "positive": "passage 3 tumor virus brain heart",
-                       "negative": "passage 18 protein cell gene tumor", "score": -3.5}
+    assert rows[3] == {
+        "query": "query 3 tumor virus brain heart",
+        "positive": "passage 3 tumor virus brain heart",
+        "negative": "passage 18 protein cell gene tumor",
+        "score": -3.5,
+    }
 
     # the packaged recipe, cut to two steps, trains on the stage's file as it is
-    overrides = {"batch_size": 4, "query_max_length": 16, "doc_max_length": 16, "chunk_size": 4, "max_steps": 2,
-                 "logging_steps": 1, "save_steps": 100, "dev_queries": 4, "dev_steps": 1}
+    overrides = {
+        "batch_size": 4,
+        "query_max_length": 16,
+        "doc_max_length": 16,
+        "chunk_size": 4,
+        "max_steps": 2,
+        "logging_steps": 1,
+        "save_steps": 100,
+        "dev_queries": 4,
+        "dev_steps": 1,
+    }
     init = tiny_bert(tmp_path / "models")
-    result = train_splade(init, triples_path(out), load_recipe("msmarco-marginmse"), tmp_path / "run", progress=False,
-                          overrides=overrides)
-    assert (result["recipe"], result["steps"], result["examples"], result["dev_queries"]) == ("msmarco-marginmse", 2, 36, 4)
-    assert (result["max_grad_norm"], result["checkpoint"], result["checkpoint_step"]) == (0.0, "best", result["dev_mrr_best_step"])
+    result = train_splade(
+        init, triples_path(out), load_recipe("msmarco-marginmse"), tmp_path / "run", progress=False, overrides=overrides
+    )
+    assert (result["recipe"], result["steps"], result["examples"], result["dev_queries"]) == (
+        "msmarco-marginmse",
+        2,
+        36,
+        4,
+    )
+    assert (result["max_grad_norm"], result["checkpoint"], result["checkpoint_step"]) == (
+        0.0,
+        "best",
+        result["dev_mrr_best_step"],
+    )
     assert result["outcome"] in (OK, DEGRADED) and result["triggers"] == {} and math.isfinite(result["final_loss"])
 
     # a subset with the texts themselves (here JSON lines) is taken as it is, extra columns dropped
     texts = tmp_path / "texts"
     (texts / "t").mkdir(parents=True)
-    (texts / "README.md").write_text("---\nconfigs:\n- config_name: t\n  data_files:\n  - split: train\n    path: t/train.jsonl\n---\n")
-    given = [{"query": f"q{i}", "positive": f"p{i}", "negative": f"n{i}", "score": i / 2, "source": "x"} for i in range(3)]
+    (texts / "README.md").write_text(
+        "---\nconfigs:\n- config_name: t\n  data_files:\n  - split: train\n    path: t/train.jsonl\n---\n"
+    )
+    given = [
+        {"query": f"q{i}", "positive": f"p{i}", "negative": f"n{i}", "score": i / 2, "source": "x"} for i in range(3)
+    ]
     (texts / "t" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in given))
     (tmp_path / "t-out").mkdir()
     assert hf_triples({}, tmp_path / "t-out", dataset=f"{texts}:t", limit=2)["triples"] == 2
-    assert [json.loads(line) for line in triples_path(tmp_path / "t-out").read_text().splitlines()] == \
-        [{k: r[k] for k in ("query", "positive", "negative", "score")} for r in given[:2]]
+    assert [json.loads(line) for line in triples_path(tmp_path / "t-out").read_text().splitlines()] == [
+        {k: r[k] for k in ("query", "positive", "negative", "score")} for r in given[:2]
+    ]
 
     # a subset with neither texts nor ids is refused by name
     (root / "README.md").write_text(README.replace(f"{SUBSET}/train.parquet", "corpus/train.parquet", 1))
-    with pytest.raises(BenchmarkError, match=r"has columns passage_id, passage; training needs query, positive, negative "
-                                             r"or the ids query_id, positive_id, negative_id"):
+    with pytest.raises(
+        BenchmarkError,
+        match=r"has columns passage_id, passage; training needs query, positive, negative "
+        r"or the ids query_id, positive_id, negative_id",
+    ):
         hf_triples({}, out, dataset=f"{root}:{SUBSET}")
 
 
@@ -154,8 +206,9 @@ def test_shuffling_holds_no_state_per_row() -> None:
         assert peak < 1 << 20, peak  # 1 MiB: a few batches of Python ints; any per-row array is GBs here
 
     # no text twice in a batch; a conflicting row waits for a later batch; the epoch has len() batches
-    sampler = NoDuplicatesPermutedBatchSampler(Rows(64, queries=8), batch_size=8, drop_last=True,
-                                               valid_label_columns=["score"], seed=1)
+    sampler = NoDuplicatesPermutedBatchSampler(
+        Rows(64, queries=8), batch_size=8, drop_last=True, valid_label_columns=["score"], seed=1
+    )
     batches = list(sampler)
     assert len(batches) == len(sampler) == 8
     for batch in batches:
@@ -163,8 +216,9 @@ def test_shuffling_holds_no_state_per_row() -> None:
 
 
 def _probe(*args: str, env: dict[str, str]) -> dict[str, int]:
-    proc = subprocess.run([sys.executable, str(TESTS / "memory_probe.py"), *args], env=env, capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(TESTS / "memory_probe.py"), *args], env=env, capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -179,8 +233,12 @@ def test_peak_memory_does_not_grow_with_the_triples_source(tmp_path: Path) -> No
     Below that the measurement is noise: repeated runs of the same size differ by up to 5 MB (the
     memory-mapped Arrow pages the first batch touches, allocator state), 7 bytes per row here. So an
     8-byte index per row would pass unseen; the samplers' own test above shows they keep none."""
-    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf-cache"), "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    env = {
+        **os.environ,
+        "HF_DATASETS_CACHE": str(tmp_path / "hf-cache"),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)]),
+    }
     init = tiny_bert(tmp_path / "models")
     grown = {}
     for rows in (250_000, 1_000_000):

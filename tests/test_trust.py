@@ -24,13 +24,19 @@ import pytest
 from helpers.pipeline import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-BM25 = 'name = "{name}"\ndescription = "BM25 on a local SciFact slice"\ndatasets = ["{folder}"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
+BM25 = (
+    'name = "{name}"\ndescription = "BM25 on a local SciFact slice"\ndatasets = ["{folder}"]\nmeasures = '
+    '["nDCG@10"]\n[bm25]\n'
+)
 
 
 def _metrics(results: Path) -> dict[tuple[str, str], str]:
     """(system, measure) → value; a run file's system is its name."""
     with open(results / "metrics.csv", encoding="utf-8") as fh:
-        return {(r["variant"] if r["system"] == "run" else r["system"], r["measure"]): r["value"] for r in csv.DictReader(fh)}
+        return {
+            (r["variant"] if r["system"] == "run" else r["system"], r["measure"]): r["value"]
+            for r in csv.DictReader(fh)
+        }
 
 
 def _one_error(capsys, code: int) -> str:
@@ -85,7 +91,9 @@ def _edited_when_run(monkeypatch, kind: type, path: Path, edited: str) -> None:
 
 
 @pytest.mark.slow  # a pipeline through Lucene (JVM)
-def test_a_run_file_edited_while_the_run_goes_is_refused_and_the_restored_one_scored(world, tmp_path, monkeypatch, capsys):
+def test_a_run_file_edited_while_the_run_goes_is_refused_and_the_restored_one_scored(
+    world, tmp_path, monkeypatch, capsys
+):
     from benchmark.stages.runfile import RunFile
 
     original = world["run"].read_text()
@@ -93,8 +101,16 @@ def test_a_run_file_edited_while_the_run_goes_is_refused_and_the_restored_one_sc
     run_file.write_text(original)
     runs = tmp_path / "runs"
     shutil.copytree(world["runs"], runs)
-    argv = ["--suite", str(world["suite"]), "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results"),
-            "--run", f"x={run_file}"]
+    argv = [
+        "--suite",
+        str(world["suite"]),
+        "--runs-dir",
+        str(runs),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--run",
+        f"x={run_file}",
+    ]
     with monkeypatch.context() as m:
         _edited_when_run(m, RunFile, run_file, _reversed_ranking(original))
         line = _one_error(capsys, run_cli(*argv))
@@ -107,8 +123,9 @@ def test_a_run_file_edited_while_the_run_goes_is_refused_and_the_restored_one_sc
 
 @pytest.mark.slow  # a pipeline through Lucene (JVM)
 @pytest.mark.parametrize("edited, kind", [("qrels/test.tsv", "topics"), ("corpus.jsonl", "corpus")])
-def test_a_local_folder_edited_while_the_run_goes_is_refused_and_the_restored_one_scored(world, tmp_path, monkeypatch,
-                                                                                          capsys, edited, kind):
+def test_a_local_folder_edited_while_the_run_goes_is_refused_and_the_restored_one_scored(
+    world, tmp_path, monkeypatch, capsys, edited, kind
+):
     from benchmark.stages import KINDS
 
     folder = tmp_path / "slice"
@@ -122,8 +139,9 @@ def test_a_local_folder_edited_while_the_run_goes_is_refused_and_the_restored_on
         changed = lines[0] + "".join(f"{q}\t{docs[(i + 1) % len(docs)]}\t{s}\n" for i, (q, _, s) in enumerate(rows))
     else:  # every document's text replaced by the next one's
         docs = [json.loads(line) for line in lines]
-        changed = "".join(json.dumps({**d, "title": "", "text": docs[(i + 1) % len(docs)]["text"]}) + "\n"
-                          for i, d in enumerate(docs))
+        changed = "".join(
+            json.dumps({**d, "title": "", "text": docs[(i + 1) % len(docs)]["text"]}) + "\n" for i, d in enumerate(docs)
+        )
     suite = tmp_path / "t.toml"
     suite.write_text(BM25.format(name="t", folder=folder))
     argv = ["--suite", str(suite), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results")]
@@ -147,16 +165,21 @@ def test_a_local_checkpoint_edited_while_the_run_goes_is_refused(world, tmp_path
     edited = model / "tokenizer_config.json"
     edited.chmod(0o644)
     suite = tmp_path / "s.toml"
-    suite.write_text(BM25.format(name="s", folder=world["folder"]) + f'[splade]\nbackbones = ["{model}"]\n'
-                     '[encode]\nmax_doc_length = 32\nmax_query_length = 16\n')
+    suite.write_text(
+        BM25.format(name="s", folder=world["folder"]) + f'[splade]\nbackbones = ["{model}"]\n'
+        "[encode]\nmax_doc_length = 32\nmax_query_length = 16\n"
+    )
     runs = tmp_path / "runs"
     shutil.copytree(world["runs"], runs)
     with monkeypatch.context() as m:
         _edited_when_run(m, Backbone, edited, edited.read_text().replace("{", '{"model_max_length": 7, ', 1))
-        line = _one_error(capsys, run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir",
-                                          str(tmp_path / "results")))
+        line = _one_error(
+            capsys, run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results"))
+        )
     assert line.startswith(f"error: backbone {str(model)!r} ({model}) changed after this run was planned"), line
-    assert not (runs / "backbone").exists() or not [p for p in (runs / "backbone").iterdir() if not p.name.startswith(".")]
+    assert not (runs / "backbone").exists() or not [
+        p for p in (runs / "backbone").iterdir() if not p.name.startswith(".")
+    ]
 
 
 @pytest.mark.slow  # a pipeline through Lucene (JVM)
@@ -169,18 +192,50 @@ def test_a_run_file_that_is_a_pipe_is_one_line(world, tmp_path, capsys):
     os.write(write, "".join(world["run"].read_text().splitlines(keepends=True)[:50]).encode())  # within a pipe's buffer
     os.close(write)
     try:
-        line = _one_error(capsys, main(["--suite", str(world["suite"]), "--runs-dir", str(tmp_path / "runs"),
-                                        "--results-dir", str(tmp_path / "results"), "--run", f"x=/dev/fd/{read}",
-                                        "--no-progress"]))
+        line = _one_error(
+            capsys,
+            main(
+                [
+                    "--suite",
+                    str(world["suite"]),
+                    "--runs-dir",
+                    str(tmp_path / "runs"),
+                    "--results-dir",
+                    str(tmp_path / "results"),
+                    "--run",
+                    f"x=/dev/fd/{read}",
+                    "--no-progress",
+                ]
+            ),
+        )
     finally:
         os.close(read)
-    assert f"run file '/dev/fd/{read}' is a pipe, not a regular file" in line and "save it to a file first" in line, line
+    assert f"run file '/dev/fd/{read}' is a pipe, not a regular file" in line and "save it to a file first" in line, (
+        line
+    )
     fifo = tmp_path / "run.fifo"
     os.mkfifo(fifo)
-    proc = subprocess.run([sys.executable, "-m", "benchmark.run", "--suite", str(world["suite"]), "--runs-dir",
-                           str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"), "--run", f"x={fifo}",
-                           "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmark.run",
+            "--suite",
+            str(world["suite"]),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--run",
+            f"x={fifo}",
+            "--dry-run",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"run file {str(fifo)!r} is a pipe, not a regular file" in proc.stderr
 
@@ -215,7 +270,9 @@ def test_an_edited_evaluate_record_is_found_and_the_tables_keep_the_per_query_me
     argv = ["--suite", str(world["suite"]), "--runs-dir", str(runs), "--results-dir", str(tmp_path / "results")]
     code, out = _run_out(capsys, *argv, "--verify")
     assert code == 0, out
-    assert f"[damaged] {evaluate.name}: its record gives nDCG@10 = " in out and "but its perquery.tsv averages" in out, out
+    assert (
+        f"[damaged] {evaluate.name}: its record gives nDCG@10 = " in out and "but its perquery.tsv averages" in out
+    ), out
     assert _metrics(tmp_path / "results" / "t")[("bm25", "nDCG@10")] == world["true"]
 
 
@@ -338,8 +395,10 @@ def test_a_received_results_folder_cannot_make_a_rebuild_write_outside_it(world,
     results, folder = _received(world, tmp_path, edit)
     code, _, err = _rebuild(results)
     assert code == 1 and len(err) == 1, err
-    assert err[0].startswith(f"failed {folder}: {folder / 'results.json'}: conditions[0].telemetry '../../outside/victim.png' "
-                             "leads outside the folder (it climbs out with '..')"), err
+    assert err[0].startswith(
+        f"failed {folder}: {folder / 'results.json'}: conditions[0].telemetry '../../outside/victim.png' "
+        "leads outside the folder (it climbs out with '..')"
+    ), err
     assert victim.read_bytes() == b"precious"
 
 
@@ -366,7 +425,9 @@ def test_two_local_folders_of_one_name_publish_to_two_results_folders(world, tmp
     (b / "qrels" / "test.tsv").write_text("".join(lines[:6]))  # another dataset: fewer judged queries
     results = tmp_path / "results"
     for folder in (a, b):
-        assert run_cli("--datasets", str(folder), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(results)) == 0
+        assert (
+            run_cli("--datasets", str(folder), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(results)) == 0
+        )
     folders = sorted(p for p in results.iterdir() if not p.name.startswith("."))
     assert [p.name.split("~")[0] for p in folders] == ["adhoc@datasets=cisi", "adhoc@datasets=cisi"], folders
     scored = {json.loads((p / "results.json").read_text())["conditions"][0]["queries"] for p in folders}
@@ -378,11 +439,14 @@ def test_a_remove_query_key_that_names_no_dataset_is_one_line(world, tmp_path, c
     suite = tmp_path / "t.toml"
     suite.write_text(BM25.format(name="t", folder=world["folder"]) + f'[remove_query]\n"{world["folder"]}/" = true\n')
     line = _one_error(capsys, run_cli("--suite", str(suite), "--dry-run"))
-    assert f"remove_query.'{world['folder']}/' names dataset '{world['folder']}/', not in the suite; valid: " in line, line
+    assert f"remove_query.'{world['folder']}/' names dataset '{world['folder']}/', not in the suite; valid: " in line, (
+        line
+    )
 
 
-@pytest.mark.parametrize("column, value", [("score", "99_999"), ("score", "\u0665"),
-                                           ("rank", "1_0"), ("rank", "\u0663")])
+@pytest.mark.parametrize(
+    "column, value", [("score", "99_999"), ("score", "\u0665"), ("rank", "1_0"), ("rank", "\u0663")]
+)
 def test_run_file_numbers_are_checked_as_trec_tools_read_them(tmp_path, column, value):
     """Python's int() and float() read '99_999' as 99999 and '٥' (Arabic-Indic five) as 5; C's atof, which
     TREC tools use, reads 99 and 0: the check that claims to check what TREC tools read must refuse them."""
@@ -401,8 +465,14 @@ def test_run_file_numbers_are_checked_as_trec_tools_read_them(tmp_path, column, 
 
 
 def _cli(argv: list[str], **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "benchmark.run", *argv, "--no-progress"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    return subprocess.run(
+        [sys.executable, "-m", "benchmark.run", *argv, "--no-progress"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+    )
 
 
 def _hidden(folder: Path) -> list[str]:
@@ -439,10 +509,14 @@ def test_a_users_file_where_the_results_folder_goes_is_refused_and_kept(world, t
     results = tmp_path / "results"
     results.mkdir()
     (results / "t").write_text("my notes")
-    line = _one_error(capsys, run_cli("--suite", str(world["suite"]), "--runs-dir", str(tmp_path / "runs"),
-                                      "--results-dir", str(results)))
-    assert line == (f"error: {results / 't'} is a file, not a folder the harness wrote; it would be replaced by the results "
-                    "folder: move it away, or pass another --results-dir")
+    line = _one_error(
+        capsys,
+        run_cli("--suite", str(world["suite"]), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(results)),
+    )
+    assert line == (
+        f"error: {results / 't'} is a file, not a folder the harness wrote; it would be replaced by the results "
+        "folder: move it away, or pass another --results-dir"
+    )
     assert (results / "t").read_text() == "my notes" and _hidden(results) == []
 
 
@@ -478,9 +552,14 @@ def test_a_rebuild_and_a_publish_of_one_folder_take_turns(world, tmp_path):
     new = read_results(folder)
     new.description = "the run's new tables"
     paused, resume = tmp_path / "paused", tmp_path / "resume"
-    rebuild = subprocess.Popen([sys.executable, "-c", REBUILD_PAUSED, str(results), str(paused), str(resume)], cwd=ROOT,
-                               env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    rebuild = subprocess.Popen(
+        [sys.executable, "-c", REBUILD_PAUSED, str(results), str(paused), str(resume)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not paused.exists() and time.monotonic() < deadline and rebuild.poll() is None:
         time.sleep(0.05)
@@ -495,22 +574,30 @@ def test_a_rebuild_and_a_publish_of_one_folder_take_turns(world, tmp_path):
     assert read_results(folder).description == "the run's new tables"
 
 
-# --------------------------------------------------------------------------- 4. one line, not a wrong number or a traceback
+# ------------------------------------------------------------ 4. one line, not a wrong number or a traceback
 
 
 def test_a_cutoff_deeper_than_the_search_depth_is_refused_before_work(capsys):
     """``--set k=100`` on a suite that reports R@1000 gave R@1000 equal to R@100 on every row, with exit 0."""
     line = _one_error(capsys, run_cli("--suite", "smoke", "--set", "k=100", "--dry-run"))
-    assert line == ("error: measure(s) R@1000 rank deeper than the search depth k = 100: a search returns 100 hits per "
-                    "query, so they would be computed on those alone (R@1000 would equal R@100 on every row); set k to "
-                    "1000 or more (--set k=1000), or leave R@1000 out of the measures")
+    assert line == (
+        "error: measure(s) R@1000 rank deeper than the search depth k = 100: a search returns 100 hits per "
+        "query, so they would be computed on those alone (R@1000 would equal R@100 on every row); set k to "
+        "1000 or more (--set k=1000), or leave R@1000 out of the measures"
+    )
 
 
-@pytest.mark.parametrize("measures, expected", [
-    ('["INST"]', "error: measure 'INST' needs a value for max_rel (maximum relevance score), which has no default: write "
-                 "e.g. INST(max_rel=…); use ir_measures strings such as"),
-    ('["nDCG@10"]', None),  # the suite's expected scores of other measures no longer apply: not an error
-])
+@pytest.mark.parametrize(
+    "measures, expected",
+    [
+        (
+            '["INST"]',
+            "error: measure 'INST' needs a value for max_rel (maximum relevance score), which has no default: write "
+            "e.g. INST(max_rel=…); use ir_measures strings such as",
+        ),
+        ('["nDCG@10"]', None),  # the suite's expected scores of other measures no longer apply: not an error
+    ],
+)
 def test_set_measures_is_judged_on_the_measures_it_names(capsys, measures, expected):
     """``--set measures=[…]`` on the smoke suite named the suite's own ``expected[0]`` … entries (which the
     command never touched) instead of the measure, and ir_measures' placeholder object for a missing value."""
@@ -530,8 +617,10 @@ def test_a_non_ascii_path_under_the_c_locale_runs(tmp_path):
     from test_data import beir_folder
 
     folder = beir_folder(tmp_path / "daten-ü" / "mini")
-    proc = _cli(["--datasets", str(folder), "--runs-dir", str(tmp_path / "läufe"), "--results-dir", str(tmp_path / "results")],
-                LC_ALL="C")
+    proc = _cli(
+        ["--datasets", str(folder), "--runs-dir", str(tmp_path / "läufe"), "--results-dir", str(tmp_path / "results")],
+        LC_ALL="C",
+    )
     assert proc.returncode == 0, proc.stderr
     [results] = [p for p in (tmp_path / "results").iterdir() if not p.name.startswith(".")]
     assert _metrics(results)[("bm25", "nDCG@10")] == "1.0"  # both judged documents ranked first (test_data's folder)
@@ -554,12 +643,20 @@ def test_a_path_java_cannot_encode_is_named_with_its_cause(tmp_path):
     collection = tmp_path / "sammlung-ü"
     collection.mkdir()
     (collection / "docs.jsonl").write_text('{"id": "d1", "contents": "a document"}\n')
-    proc = subprocess.run([sys.executable, "-c", NO_UTF8_LOCALE, str(collection), str(tmp_path / "index")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "LC_ALL": "C"})
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_UTF8_LOCALE, str(collection), str(tmp_path / "index")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "LC_ALL": "C"},
+    )
     line = proc.stdout.strip()
-    assert line.startswith("Java could not encode a file name (Malformed input or input contains unmappable characters: "
-                           ), proc.stdout + proc.stderr
-    assert line.endswith("set a UTF-8 locale installed here (`locale -a`), e.g. LC_ALL=C.UTF-8, or use ASCII paths for "
-                         "--runs-dir and the datasets"), line
+    assert line.startswith(
+        "Java could not encode a file name (Malformed input or input contains unmappable characters: "
+    ), proc.stdout + proc.stderr
+    assert line.endswith(
+        "set a UTF-8 locale installed here (`locale -a`), e.g. LC_ALL=C.UTF-8, or use ASCII paths for "
+        "--runs-dir and the datasets"
+    ), line
     assert "\tat " not in line

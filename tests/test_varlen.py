@@ -21,8 +21,13 @@ from benchmark.splade.encoder import encode
 from benchmark.splade.forward import _decoder
 from helpers.forwards import dense, hidden_states, rounding_tolerance, vector_bound
 
-TEXTS = ["cells divide", " ".join(["protein folding in the cell"] * 9), " ".join(["energy"] * 120),
-         " ".join(["the immune system trains on vaccines and pathogens"] * 30), "insulin and glucose"]
+TEXTS = [
+    "cells divide",
+    " ".join(["protein folding in the cell"] * 9),
+    " ".join(["energy"] * 120),
+    " ".join(["the immune system trains on vaccines and pathogens"] * 30),
+    "insulin and glucose",
+]
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +59,10 @@ def test_packed_hidden_states_equal_the_padded_ones(models, tolerance):
 def test_packed_encode_gives_the_padded_vectors(models, tolerance):
     """Within ``vector_bound`` of the hidden states' tolerance."""
     weight = _decoder(models["varlen"][0]).weight.detach()
-    rows = [dense(encode(m, tok, TEXTS, max_length=256, batch_size=2), weight.shape[0])
-            for m, tok in (models["varlen"], models["sdpa"])]
+    rows = [
+        dense(encode(m, tok, TEXTS, max_length=256, batch_size=2), weight.shape[0])
+        for m, tok in (models["varlen"], models["sdpa"])
+    ]
     assert rows[1].any(axis=1).all()  # every document has terms
     assert np.abs(rows[0] - rows[1]).max() <= vector_bound(tolerance, weight)
 
@@ -75,8 +82,9 @@ def test_suite_names_the_valid_attention_implementations():
     from benchmark.suites import load_suite
 
     suite = load_suite("smoke")
-    bad = dataclasses.replace(suite, encode=dataclasses.replace(suite.encode, attn_implementation="flash",
-                                                                precision="fp8"))
+    bad = dataclasses.replace(
+        suite, encode=dataclasses.replace(suite.encode, attn_implementation="flash", precision="fp8")
+    )
     problems = " | ".join(bad.problems())
     assert "encode.attn_implementation = 'flash'; valid: sdpa, eager" in problems and "varlen" in problems
     assert "encode.precision = 'fp8'; valid: float32, bfloat16" in problems
@@ -88,5 +96,5 @@ def test_flash_runs_in_the_autocast_type_and_refuses_float32():
     assert varlen.flash_dtype(q32.bfloat16()) == torch.bfloat16
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert varlen.flash_dtype(q32) == torch.bfloat16  # rotary leaves float32 q under autocast
-    with pytest.raises(BenchmarkError, match="no torch.float32 kernel.*precision = \"bfloat16\""):
+    with pytest.raises(BenchmarkError, match='no torch.float32 kernel.*precision = "bfloat16"'):
         varlen.flash_dtype(q32)

@@ -25,8 +25,9 @@ def _tmp(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_write(path: Path | str, mode: str = "w", encoding: str | None = "utf-8", newline: str | None = None,
-                 fsync: bool = True) -> Iterator[IO[Any]]:
+def atomic_write(
+    path: Path | str, mode: str = "w", encoding: str | None = "utf-8", newline: str | None = None, fsync: bool = True
+) -> Iterator[IO[Any]]:
     """``with atomic_write(path) as fh: ...``: ``path`` appears whole when the block ends, or not at all."""
     path = Path(path)
     tmp = _tmp(path)
@@ -131,8 +132,10 @@ def not_a_folder(target: Path | str) -> str | None:
     target = Path(target)
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         what = "a symlink" if target.is_symlink() else "a file"
-        return (f"{target} is {what}, not a folder the harness wrote; it would be replaced by the results folder: "
-                "move it away, or pass another --results-dir")
+        return (
+            f"{target} is {what}, not a folder the harness wrote; it would be replaced by the results folder: "
+            "move it away, or pass another --results-dir"
+        )
     return None
 
 
@@ -193,15 +196,18 @@ def write_jsonl(path: Path | str, rows: Iterable[dict[str, Any]]) -> int:
 def csv_text(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], delimiter: str = ",") -> str:
     """Rows as CSV text with a header (the one CSV writer: results tables, telemetry, logs)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n",
-                            delimiter=delimiter)
+    writer = csv.DictWriter(
+        buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n", delimiter=delimiter
+    )
     writer.writeheader()
     for row in rows:
         writer.writerow({k: row.get(k, "") for k in columns})
     return buf.getvalue()
 
 
-def write_csv(path: Path | str, rows: Iterable[Mapping[str, Any]], columns: Sequence[str], delimiter: str = ",") -> None:
+def write_csv(
+    path: Path | str, rows: Iterable[Mapping[str, Any]], columns: Sequence[str], delimiter: str = ","
+) -> None:
     write_text(path, csv_text(rows, columns, delimiter))
 
 

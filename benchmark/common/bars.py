@@ -24,9 +24,17 @@ class PlainBar:
     """What a bar says, as a line at most every ``every`` seconds (and a last one at the end when any
     was written): the subset of tqdm's interface the harness uses."""
 
-    def __init__(self, iterable: Iterable[Any] | None = None, total: int | None = None, desc: str = "",
-                 unit: str = "it", initial: int = 0, every: float = PLAIN_EVERY_S, stream: TextIO | None = None,
-                 clock: Any = time.monotonic) -> None:
+    def __init__(
+        self,
+        iterable: Iterable[Any] | None = None,
+        total: int | None = None,
+        desc: str = "",
+        unit: str = "it",
+        initial: int = 0,
+        every: float = PLAIN_EVERY_S,
+        stream: TextIO | None = None,
+        clock: Any = time.monotonic,
+    ) -> None:
         self.iterable, self.desc, self.unit, self.every = iterable, desc, unit, every
         if total is None and iterable is not None and hasattr(iterable, "__len__"):
             total = len(iterable)  # type: ignore[arg-type]
@@ -46,7 +54,10 @@ class PlainBar:
         done = f"{self.n}/{self.total}" if self.total else f"{self.n}"
         share = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
         rate = (self.n - self.initial) / elapsed if elapsed > 0 else 0.0
-        return f"{self.desc + ': ' if self.desc else ''}{done} {self.unit}{share}, {elapsed:.0f}s, {rate:.3g} {self.unit}/s"
+        return (
+            f"{self.desc + ': ' if self.desc else ''}{done} {self.unit}{share}, {elapsed:.0f}s, {rate:.3g} "
+            f"{self.unit}/s"
+        )
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -81,14 +92,23 @@ class PlainBar:
         self.close()
 
 
-def bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "", unit: str = "it",
-        initial: int = 0, disable: bool = False, mininterval: float = 0.1) -> Any:
+def bar(
+    iterable: Iterable[Any] | None = None,
+    *,
+    total: int | None = None,
+    desc: str = "",
+    unit: str = "it",
+    initial: int = 0,
+    disable: bool = False,
+    mininterval: float = 0.1,
+) -> Any:
     """A tqdm bar on a terminal, a ``PlainBar`` elsewhere; nothing at all with ``disable``."""
     from tqdm.auto import tqdm
 
     if disable:
         return tqdm(iterable, total=total, disable=True)
     if on_terminal():
-        return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, mininterval=mininterval,
-                    dynamic_ncols=True)
+        return tqdm(
+            iterable, total=total, desc=desc, unit=unit, initial=initial, mininterval=mininterval, dynamic_ncols=True
+        )
     return PlainBar(iterable, total, desc, unit, initial)

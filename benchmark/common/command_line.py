@@ -16,8 +16,12 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if (action.default not in (None, False, argparse.SUPPRESS) and "default" not in text
-                and action.option_strings and action.nargs != 0):
+        if (
+            action.default not in (None, False, argparse.SUPPRESS)
+            and "default" not in text
+            and action.option_strings
+            and action.nargs != 0
+        ):
             text += " (default: %(default)s)"
         return text
 

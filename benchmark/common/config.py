@@ -59,12 +59,20 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if tp in (int, float) and isinstance(value, bool):
         raise BenchmarkError(f"{where} must be {tp.__name__}, got bool {value!r}")
     if not isinstance(value, tp):
-        raise BenchmarkError(f"{where} must be {_type_name(tp)}, got {type(value).__name__} {value!r}; fix the value's type")
+        raise BenchmarkError(
+            f"{where} must be {_type_name(tp)}, got {type(value).__name__} {value!r}; fix the value's type"
+        )
     return value
 
 
-def bounded(default: Any = dataclasses.MISSING, *, ge: float | None = None, le: float | None = None,
-            gt: float | None = None, hint: str = "") -> Any:
+def bounded(
+    default: Any = dataclasses.MISSING,
+    *,
+    ge: float | None = None,
+    le: float | None = None,
+    gt: float | None = None,
+    hint: str = "",
+) -> Any:
     """A dataclass field whose numeric value must lie in a range (None, when allowed, is left alone)."""
     return dataclasses.field(default=default, metadata={"ge": ge, "le": le, "gt": gt, "hint": hint})
 
@@ -77,10 +85,18 @@ def range_problem(where: str, value: Any, metadata: Any) -> str | None:
     ok = value == value and (ge is None or value >= ge) and (le is None or value <= le) and (gt is None or value > gt)
     if ok:
         return None
-    parts = [f">= {ge}" if ge is not None else "", f"> {gt}" if gt is not None else "", f"<= {le}" if le is not None else ""]
+    parts = [
+        f">= {ge}" if ge is not None else "",
+        f"> {gt}" if gt is not None else "",
+        f"<= {le}" if le is not None else "",
+    ]
     kind = "an integer" if isinstance(value, int) else "a number"
     hint = metadata.get("hint")
-    return f"{where} = {value!r} must be {kind} {' and '.join(p for p in parts if p)}" + (f" ({hint})" if hint else "") + "; fix the value"
+    return (
+        f"{where} = {value!r} must be {kind} {' and '.join(p for p in parts if p)}"
+        + (f" ({hint})" if hint else "")
+        + "; fix the value"
+    )
 
 
 def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
@@ -92,7 +108,9 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
         key = unknown[0]
         close = difflib.get_close_matches(key, fields, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise BenchmarkError(f"{where}: unknown key {key!r}{hint}; valid keys: {', '.join(fields)}. Remove or rename it")
+        raise BenchmarkError(
+            f"{where}: unknown key {key!r}{hint}; valid keys: {', '.join(fields)}. Remove or rename it"
+        )
     kwargs = {}
     for name, f in fields.items():
         if name in data:
@@ -140,8 +158,10 @@ def apply_overrides(data: dict[str, Any], items: list[tuple[list[str], Any]], wh
         for i, part in enumerate(path[:-1]):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise BenchmarkError(f"--set {'.'.join(path)}: {where} key {'.'.join(path[:i + 1])!r} is a "
-                                     f"{type(child).__name__}, not a table; set it whole, e.g. --set {'.'.join(path[:i + 1])}=[...]")
+                raise BenchmarkError(
+                    f"--set {'.'.join(path)}: {where} key {'.'.join(path[: i + 1])!r} is a "
+                    f"{type(child).__name__}, not a table; set it whole, e.g. --set {'.'.join(path[: i + 1])}=[...]"
+                )
             node = child
         node[path[-1]] = value
     return out

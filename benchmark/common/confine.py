@@ -34,6 +34,8 @@ def confined(folder: Path | str, rel: str, what: str) -> Path:
         if resolved != root and root not in resolved.parents:
             reason = f"a symlink on its way resolves to {resolved}"
     if reason:
-        raise BenchmarkError(f"{what} {rel!r} leads outside {folder} ({reason}); nothing is written or read there. "
-                             "A folder only ever writes inside itself: remove or correct that entry")
+        raise BenchmarkError(
+            f"{what} {rel!r} leads outside {folder} ({reason}); nothing is written or read there. "
+            "A folder only ever writes inside itself: remove or correct that entry"
+        )
     return folder / rel

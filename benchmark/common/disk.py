@@ -56,6 +56,8 @@ def disk_full_line(stage: Any, out: Path, needed: int | None) -> str:
         need = f"it needs about {_size(needed)} in all: free {_size(needed - written - free)} more there"
     else:
         need = f"it needs more than the {_size(written)} it wrote: free space there"
-    return (f"no space left on the device of {out.parent}: stage {stage.id} had written {_size(written)} when it filled "
-            f"({_size(free) if free is not None else 'unknown'} free); {need}, or pass --runs-dir on a larger disk, "
-            "and rerun the same command (nothing of this stage was marked complete)")
+    return (
+        f"no space left on the device of {out.parent}: stage {stage.id} had written {_size(written)} when it filled "
+        f"({_size(free) if free is not None else 'unknown'} free); {need}, or pass --runs-dir on a larger disk, "
+        "and rerun the same command (nothing of this stage was marked complete)"
+    )

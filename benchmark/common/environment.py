@@ -15,8 +15,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("torch", "transformers", "sentence-transformers", "accelerate", "pyserini", "ir_measures",
-            "ir_datasets", "numpy")
+PACKAGES = (
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "accelerate",
+    "pyserini",
+    "ir_measures",
+    "ir_datasets",
+    "numpy",
+)
 DISTRIBUTION = "splade-rescale-benchmark"
 
 
@@ -41,10 +49,15 @@ def _commit() -> dict[str, Any]:
     if not (root / ".git").exists():
         return {"commit": None, "dirty": None}
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "benchmark"],
-                                capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "benchmark"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     return {"commit": head or None, "dirty": bool(status)}
@@ -80,7 +93,11 @@ def machine_class() -> tuple[str, str]:
     flags = set(fields.get("flags", "").split())
     have = [f for f in DECIDING_FLAGS if f in flags]
     cls = VENDOR_TO_CLASS.get(fields.get("vendor_id", ""), "other")
-    return cls, f"{fields.get('model name', 'CPU model unknown')} ({', '.join(have) or 'none of ' + ', '.join(DECIDING_FLAGS)})"
+    return (
+        cls,
+        f"{fields.get('model name', 'CPU model unknown')} "
+        f"({', '.join(have) or 'none of ' + ', '.join(DECIDING_FLAGS)})",
+    )
 
 
 def numerics() -> dict[str, Any] | None:
@@ -95,9 +112,12 @@ def numerics() -> dict[str, Any] | None:
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    return {"cpu": machine_class()[1], "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "intra_op_threads": torch.get_num_threads(),
-            "cuda": torch.version.cuda if torch.cuda.is_available() else None}
+    return {
+        "cpu": machine_class()[1],
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "intra_op_threads": torch.get_num_threads(),
+        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
+    }
 
 
 def environment() -> dict[str, Any]:
@@ -120,8 +140,12 @@ def differences(recorded: dict[str, Any] | None, current: dict[str, Any] | None 
         out.append(f"{recorded.get('anserini')} (now {current['anserini']})")
     then, now = recorded.get("numerics"), current.get("numerics")
     if then and now:
-        for key, name in (("cpu", "CPU"), ("torch_cpu_capability", "torch CPU capability"), ("intra_op_threads", "intra-op threads"),
-                          ("cuda", "CUDA")):
+        for key, name in (
+            ("cpu", "CPU"),
+            ("torch_cpu_capability", "torch CPU capability"),
+            ("intra_op_threads", "intra-op threads"),
+            ("cuda", "CUDA"),
+        ):
             if then.get(key) != now.get(key):
                 out.append(f"{name} {then.get(key)} (now {now.get(key)})")
     return out

@@ -78,8 +78,11 @@ def tree_digest(folder: Path | str, names: Iterable[str] | None = None) -> str:
 def tree_files(folder: Path | str) -> list[str]:
     """The files ``tree_digest`` covers when given no names: every file below ``folder`` but hidden ones."""
     folder = Path(folder)
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    return sorted(
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
 
 
 def digest_of_tree(files: Mapping[str, str | None]) -> str:

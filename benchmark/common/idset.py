@@ -49,7 +49,7 @@ def _member(high: np.ndarray, low: np.ndarray, asked: np.ndarray) -> np.ndarray:
     one = right - left == 1
     found[one] = low[left[one]] == asked[one, 1]
     for i in np.nonzero(right - left > 1)[0]:
-        found[i] = bool((low[left[i]:right[i]] == asked[i, 1]).any())
+        found[i] = bool((low[left[i] : right[i]] == asked[i, 1]).any())
     return found
 
 
@@ -117,7 +117,7 @@ class IdSet:
         ends = np.cumsum(np.bincount(buckets, minlength=BUCKETS))
         for b in np.nonzero(np.diff(ends, prepend=0))[0]:
             with open(self._bucket_file(int(b)), "ab") as fh:
-                fh.write(rows[(ends[b - 1] if b else 0):ends[b]].tobytes())
+                fh.write(rows[(ends[b - 1] if b else 0) : ends[b]].tobytes())
 
     def _finish(self) -> None:
         """Sort what was added (once): in memory if it never spilled, else bucket by bucket into one file."""
@@ -173,9 +173,10 @@ class IdSet:
                     continue
                 fh.seek(16 * start)
                 stored = np.fromfile(fh, dtype=np.uint64, count=2 * (stop - start)).reshape(-1, 2)
-                rows = order[(ends[b - 1] if b else 0):ends[b]]
-                found[rows] = _member(np.ascontiguousarray(stored[:, 0]), np.ascontiguousarray(stored[:, 1]),
-                                      asked[rows])
+                rows = order[(ends[b - 1] if b else 0) : ends[b]]
+                found[rows] = _member(
+                    np.ascontiguousarray(stored[:, 0]), np.ascontiguousarray(stored[:, 1]), asked[rows]
+                )
         return found
 
     def __contains__(self, text: object) -> bool:

@@ -49,7 +49,9 @@ def _alive(pid: int) -> bool:
 def stale(name: str) -> bool:
     """Whether ``name`` is scratch of a writer on this machine and boot that no longer runs."""
     m = _NAME.match(name)
-    return bool(m) and m.group("host") == HOST and int(m.group("pid")) != os.getpid() and not _alive(int(m.group("pid")))
+    return (
+        bool(m) and m.group("host") == HOST and int(m.group("pid")) != os.getpid() and not _alive(int(m.group("pid")))
+    )
 
 
 def sweep_leftovers(folder: Path | str) -> list[str]:

@@ -37,7 +37,9 @@ def uninterrupted() -> Iterator[None]:
         yield
         return
     pending: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {
+        s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in (signal.SIGTERM, signal.SIGINT)
+    }
     try:
         yield
     finally:

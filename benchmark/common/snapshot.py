@@ -30,8 +30,10 @@ def not_a_regular_file(path: Path | str, what: str) -> str | None:
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None
     kind = "a pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
-    return (f"{what} {str(path)!r} is {kind}, not a regular file: it can be read only once, and the run reads it when "
-            f"planned and again when its stage runs; save it to a file first (e.g. zcat run.gz > run.trec) and pass that")
+    return (
+        f"{what} {str(path)!r} is {kind}, not a regular file: it can be read only once, and the run reads it when "
+        f"planned and again when its stage runs; save it to a file first (e.g. zcat run.gz > run.trec) and pass that"
+    )
 
 
 def copy_hashed(source: Path | str, target: Path | str) -> str:
@@ -50,6 +52,8 @@ def copy_hashed(source: Path | str, target: Path | str) -> str:
 
 def changed_since_planned(what: str, planned: str, copied: str) -> BenchmarkError:
     """The one line for an input whose content is not the one the stage's id was computed from."""
-    return BenchmarkError(f"{what} changed after this run was planned (content {copied[:16]}, planned {planned[:16]}): "
-                          "nothing was computed from it. Leave it unchanged while a run reads it, and rerun the same "
-                          "command to use its current content")
+    return BenchmarkError(
+        f"{what} changed after this run was planned (content {copied[:16]}, planned {planned[:16]}): "
+        "nothing was computed from it. Leave it unchanged while a run reads it, and rerun the same "
+        "command to use its current content"
+    )

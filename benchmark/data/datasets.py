@@ -140,13 +140,25 @@ def validate_dataset(name: str) -> str | None:
         ds = ir_datasets.load(name)
     except KeyError:
         here = Path(name.partition(LOCAL_SPLIT_SEP)[0])
-        hint = (f"; a folder {str(here)!r} exists here: to use it, write it as a path, ./{name}"
-                if here.is_dir() else " written as a path (./FOLDER[@split])")
-        return (f"unknown dataset {name!r}; give an ir_datasets id (e.g. beir/scifact/test, msmarco-passage/dev/small) "
-                f"or a local BEIR folder{hint}")
-    missing = [part for part, has in (("docs", ds.has_docs()), ("queries", ds.has_queries()), ("qrels", ds.has_qrels())) if not has]
+        hint = (
+            f"; a folder {str(here)!r} exists here: to use it, write it as a path, ./{name}"
+            if here.is_dir()
+            else " written as a path (./FOLDER[@split])"
+        )
+        return (
+            f"unknown dataset {name!r}; give an ir_datasets id (e.g. beir/scifact/test, msmarco-passage/dev/small) "
+            f"or a local BEIR folder{hint}"
+        )
+    missing = [
+        part
+        for part, has in (("docs", ds.has_docs()), ("queries", ds.has_queries()), ("qrels", ds.has_qrels()))
+        if not has
+    ]
     if missing:
-        return f"dataset {name!r} has no {'/'.join(missing)}; pick a split that has docs, queries and qrels (e.g. beir/scifact/test)"
+        return (
+            f"dataset {name!r} has no {'/'.join(missing)}; pick a split that has docs, queries and qrels (e.g. "
+            f"beir/scifact/test)"
+        )
     return None
 
 
@@ -224,24 +236,31 @@ def availability_problem(name: str, timeout: float | None = None) -> str | None:
     url = next((u for u in urls if u), None)
     home = os.environ.get("IR_DATASETS_HOME", "~/.ir_datasets")
     if url is None:
-        return (f"dataset {name!r} is not in the ir_datasets cache (IR_DATASETS_HOME={home}) and ir_datasets cannot "
-                f"download it by itself; follow its instructions once (python -c \"import ir_datasets; "
-                f"ir_datasets.load('{name}').queries_iter()\") or give a local BEIR folder ./FOLDER[@split]")
+        return (
+            f"dataset {name!r} is not in the ir_datasets cache (IR_DATASETS_HOME={home}) and ir_datasets cannot "
+            f'download it by itself; follow its instructions once (python -c "import ir_datasets; '
+            f"ir_datasets.load('{name}').queries_iter()\") or give a local BEIR folder ./FOLDER[@split]"
+        )
     try:
         requests.head(url, timeout=timeout or PROBE_TIMEOUT, allow_redirects=False)
         return None  # any answer means the stage can download it
     except requests.RequestException as exc:
-        return (f"dataset {name!r} is not in the ir_datasets cache (IR_DATASETS_HOME={home}) and cannot be downloaded: "
-                f"{url} is unreachable ({_reason(exc)}). To work offline, fetch that file elsewhere and "
-                f"{_where_to_put(download)} (the IR_DATASETS_HOME layout), or give the dataset as a local BEIR folder "
-                f"./FOLDER[@split] ({BEIR_LAYOUT})")
+        return (
+            f"dataset {name!r} is not in the ir_datasets cache (IR_DATASETS_HOME={home}) and cannot be downloaded: "
+            f"{url} is unreachable ({_reason(exc)}). To work offline, fetch that file elsewhere and "
+            f"{_where_to_put(download)} (the IR_DATASETS_HOME layout), or give the dataset as a local BEIR folder "
+            f"./FOLDER[@split] ({BEIR_LAYOUT})"
+        )
 
 
 def _ir_datasets_failed(name: str, exc: OSError) -> BenchmarkError:
     """A failed read of an ir_datasets id (a download, usually), as one line."""
     problem = availability_problem(name, timeout=PROBE_TIMEOUT)
-    return BenchmarkError(problem or f"dataset {name!r}: ir_datasets could not read it ({_reason(exc)}: "
-                                     f"{' '.join(str(exc).split())[:300]}); check IR_DATASETS_HOME and the network")
+    return BenchmarkError(
+        problem
+        or f"dataset {name!r}: ir_datasets could not read it ({_reason(exc)}: "
+        f"{' '.join(str(exc).split())[:300]}); check IR_DATASETS_HOME and the network"
+    )
 
 
 # --------------------------------------------------------------------------- local BEIR folders
@@ -253,14 +272,18 @@ def _path_problem(name: str) -> str | None:
     whole = os.path.expanduser(name)
     if candidate is not None and Path(candidate[0], "qrels", f"{candidate[1]}.tsv").is_file():
         if Path(whole).is_dir():
-            return (f"dataset {name!r} is ambiguous: both the folder {whole!r} and split {candidate[1]!r} of "
-                    f"{candidate[0]!r} exist; rename one of the folders")
+            return (
+                f"dataset {name!r} is ambiguous: both the folder {whole!r} and split {candidate[1]!r} of "
+                f"{candidate[0]!r} exist; rename one of the folders"
+            )
         return None
     problem = _folder_problem(whole, name)
     if problem and candidate is not None and Path(candidate[0], "qrels").is_dir():
         splits = sorted(p.stem for p in Path(candidate[0], "qrels").glob("*.tsv"))
-        return (f"BEIR folder {candidate[0]!r} has no split {candidate[1]!r} (no qrels/{candidate[1]}.tsv); "
-                f"valid splits: {', '.join(splits) or 'none'}. Write PATH@split with one of them")
+        return (
+            f"BEIR folder {candidate[0]!r} has no split {candidate[1]!r} (no qrels/{candidate[1]}.tsv); "
+            f"valid splits: {', '.join(splits) or 'none'}. Write PATH@split with one of them"
+        )
     return problem
 
 
@@ -269,12 +292,19 @@ def _folder_problem(path: str, name: str) -> str | None:
         st = os.stat(path)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return f"dataset path {name!r} is a symlink loop ({exc.strerror}); point it at a BEIR folder ({BEIR_LAYOUT})"
+            return (
+                f"dataset path {name!r} is a symlink loop ({exc.strerror}); point it at a BEIR folder ({BEIR_LAYOUT})"
+            )
         if os.path.islink(path):
-            return f"dataset path {name!r} is a broken symlink (to {os.readlink(path)!r}); point it at an existing BEIR folder"
+            return (
+                f"dataset path {name!r} is a broken symlink (to {os.readlink(path)!r}); point it at an existing "
+                f"BEIR folder"
+            )
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return (f"dataset folder {name!r} does not exist; give an existing BEIR folder ({BEIR_LAYOUT}) "
-                    "or an ir_datasets id")
+            return (
+                f"dataset folder {name!r} does not exist; give an existing BEIR folder ({BEIR_LAYOUT}) "
+                "or an ir_datasets id"
+            )
         return f"dataset path {name!r} cannot be read ({exc.strerror}); fix its permissions"
     if not stat.S_ISDIR(st.st_mode):
         return f"dataset path {name!r} is a file, not a folder; give a BEIR folder ({BEIR_LAYOUT}) as PATH[@split]"
@@ -295,8 +325,10 @@ def _check_beir_folder(folder: Path, split: str) -> str | None:
     """
     for rel in (*BEIR_FILES, f"qrels/{split}.tsv"):
         if not (folder / rel).is_file():
-            return (f"BEIR folder {str(folder)!r} lacks {rel}; a BEIR folder holds {BEIR_LAYOUT} "
-                    f"(split given as PATH@split, default {DEFAULT_SPLIT!r})")
+            return (
+                f"BEIR folder {str(folder)!r} lacks {rel}; a BEIR folder holds {BEIR_LAYOUT} "
+                f"(split given as PATH@split, default {DEFAULT_SPLIT!r})"
+            )
     key = f"{VALIDATOR}:{split}:{tree_digest(folder, [*BEIR_FILES, f'qrels/{split}.tsv'])}"
     if key in _VALIDATED or _validated_marker(key).exists():
         return None
@@ -324,8 +356,10 @@ def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise BenchmarkError(f"{path}:{n} is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                                     "save the file as UTF-8") from None
+                raise BenchmarkError(
+                    f"{path}:{n} is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                    "save the file as UTF-8"
+                ) from None
             if n == 1 and line.startswith("\ufeff"):
                 line = line[1:]
             yield n, line.rstrip("\r\n")
@@ -338,9 +372,11 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise BenchmarkError(f"{path}:{n} is not valid JSON ({exc.msg}); fix that line (one JSON object per line)") from None
+            raise BenchmarkError(
+                f"{path}:{n} is not valid JSON ({exc.msg}); fix that line (one JSON object per line)"
+            ) from None
         if not isinstance(obj, dict) or "_id" not in obj:
-            raise BenchmarkError(f"{path}:{n} has no '_id' field; BEIR lines look like {{\"_id\": ..., \"text\": ...}}")
+            raise BenchmarkError(f'{path}:{n} has no \'_id\' field; BEIR lines look like {{"_id": ..., "text": ...}}')
         yield n, obj
 
 
@@ -354,8 +390,10 @@ def check_id(value: Any, where: str, what: str) -> str:
         raise BenchmarkError(f"{where}: {what} id is empty; give every {what} a non-empty id")
     bad = next((c for c in text if c.isspace() or unicodedata.category(c) == "Cc"), None)
     if bad is not None:
-        raise BenchmarkError(f"{where}: {what} id {text!r} contains {bad!r}; run and qrels files separate fields by "
-                             "whitespace, so ids must not contain whitespace or control characters: rename it")
+        raise BenchmarkError(
+            f"{where}: {what} id {text!r} contains {bad!r}; run and qrels files separate fields by "
+            "whitespace, so ids must not contain whitespace or control characters: rename it"
+        )
     return text
 
 
@@ -381,7 +419,9 @@ def read_local_corpus(folder: Path) -> Iterator[tuple[str, str]]:
         repeats = seen.repeats()  # known once every id is in: the reader that consumes us is still inside its write
         if len(repeats):
             n, doc_id = _nth_document_id(path, int(repeats[0]))
-            raise BenchmarkError(f"{path}:{n}: duplicate document id {doc_id!r}; ids must be unique: remove or rename one")
+            raise BenchmarkError(
+                f"{path}:{n}: duplicate document id {doc_id!r}; ids must be unique: remove or rename one"
+            )
     finally:
         seen.discard()
 
@@ -412,8 +452,10 @@ def read_local_topics(folder: Path, split: str) -> tuple[dict[str, str], list[Qr
     lines = _text_lines(qrels_path)
     header = next(lines, (1, ""))[1].split("\t")
     if header[:2] != ["query-id", "corpus-id"] or len(header) != 3:
-        raise BenchmarkError(f"qrels file {str(qrels_path)!r} starts with {header!r}, not the BEIR header; "
-                             "its first line must be 'query-id<TAB>corpus-id<TAB>score'")
+        raise BenchmarkError(
+            f"qrels file {str(qrels_path)!r} starts with {header!r}, not the BEIR header; "
+            "its first line must be 'query-id<TAB>corpus-id<TAB>score'"
+        )
     qrels: list[Qrel] = []
     seen: set[tuple[str, str]] = set()
     for n, line in lines:
@@ -435,20 +477,29 @@ def read_local_topics(folder: Path, split: str) -> tuple[dict[str, str], list[Qr
             "fix the qrels or the queries file so every judged query exists"
         )
     if not any(q.relevance > 0 for q in qrels):
-        raise BenchmarkError(f"{qrels_path} has no relevant judgement ({len(qrels)} rows, every score <= 0); "
-                             "relevant documents need a score >= 1")
+        raise BenchmarkError(
+            f"{qrels_path} has no relevant judgement ({len(qrels)} rows, every score <= 0); "
+            "relevant documents need a score >= 1"
+        )
     return queries, qrels
 
 
 def _check_files(folder: Path, needed: Iterator[str] | tuple[str, ...]) -> None:
     problem = _path_problem(str(folder)) or next(
-        (f"BEIR folder {str(folder)!r} lacks {rel}; a BEIR folder holds {BEIR_LAYOUT}"
-         for rel in needed if not (Path(folder) / rel).is_file()), None)
+        (
+            f"BEIR folder {str(folder)!r} lacks {rel}; a BEIR folder holds {BEIR_LAYOUT}"
+            for rel in needed
+            if not (Path(folder) / rel).is_file()
+        ),
+        None,
+    )
     if problem:
         raise BenchmarkError(problem)
 
 
-def _load_beir_folder(folder: Path, split: str, docs: bool = True) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
+def _load_beir_folder(
+    folder: Path, split: str, docs: bool = True
+) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
     _check_files(folder, (*BEIR_FILES, f"qrels/{split}.tsv") if docs else ("queries.jsonl", f"qrels/{split}.tsv"))
     queries, qrels = read_local_topics(folder, split)
     return (read_local_corpus(folder) if docs else iter(())), queries, qrels
@@ -460,15 +511,23 @@ def _load_ir_datasets(name: str, docs: bool = True) -> tuple[Iterator[tuple[str,
     try:
         ds = ir_datasets.load(name)
     except KeyError:
-        raise BenchmarkError(f"unknown dataset {name!r}; give an ir_datasets id (e.g. beir/scifact/test) or a local BEIR folder "
-                             "written as a path (./FOLDER[@split])") from None
+        raise BenchmarkError(
+            f"unknown dataset {name!r}; give an ir_datasets id (e.g. beir/scifact/test) or a local BEIR folder "
+            "written as a path (./FOLDER[@split])"
+        ) from None
     try:
         raw_queries, raw_qrels = dataset_cache.topics(ds)
         queries: dict[str, str] = {}
         for q in raw_queries:
             queries[check_id(q.query_id, f"dataset {name!r}", "query")] = q.text
-        qrels = [Qrel(check_id(q.query_id, f"dataset {name!r}", "query"), check_id(q.doc_id, f"dataset {name!r}", "document"),
-                      int(q.relevance)) for q in raw_qrels]
+        qrels = [
+            Qrel(
+                check_id(q.query_id, f"dataset {name!r}", "query"),
+                check_id(q.doc_id, f"dataset {name!r}", "document"),
+                int(q.relevance),
+            )
+            for q in raw_qrels
+        ]
     except OSError as exc:  # requests' errors are OSErrors: a download that failed
         raise _ir_datasets_failed(name, exc) from None
     return (_ir_datasets_docs(ds, name) if docs else iter(())), queries, qrels
@@ -483,7 +542,9 @@ def _ir_datasets_docs(ds: Any, name: str) -> Iterator[tuple[str, str]]:
         raise _ir_datasets_failed(name, exc) from None
 
 
-def load_source(name: str, docs: bool = True, folder: Path | None = None) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
+def load_source(
+    name: str, docs: bool = True, folder: Path | None = None
+) -> tuple[Iterator[tuple[str, str]], dict[str, str], list[Qrel]]:
     """(documents, queries, qrels) of a dataset id or local BEIR folder (read from ``folder``, its
     snapshot, when given); documents lazily."""
     ref = DatasetRef(name)
@@ -565,8 +626,9 @@ def judged_query_ids(name: str, max_queries: int | None = None, seed: int = 0) -
     return set(sorted(judged, key=lambda q: _rank(q, seed))[:max_queries] if max_queries else judged)
 
 
-def materialise_topics(name: str, out: Path, max_queries: int | None = None, seed: int = 0,
-                       planned: str | None = None) -> dict[str, Any]:
+def materialise_topics(
+    name: str, out: Path, max_queries: int | None = None, seed: int = 0, planned: str | None = None
+) -> dict[str, Any]:
     """The topics stage: judged queries (``queries.tsv``) and their qrels (``qrels.txt``). A local folder's
     queries and qrels are read from a snapshot whose content must give ``planned``, the stage id's key."""
     _check_limit("max_queries", max_queries)
@@ -596,14 +658,22 @@ def materialise_topics(name: str, out: Path, max_queries: int | None = None, see
     keep = sorted(judged, key=lambda q: _rank(q, seed))[:max_queries] if max_queries else judged
     keep_set = set(keep)
     qrels = [q for q in qrels if q.query_id in keep_set]
-    topics_format.write_queries(out / topics_format.QUERIES, (topics_format.Query(q, _one_line(queries[q])) for q in keep))
+    topics_format.write_queries(
+        out / topics_format.QUERIES, (topics_format.Query(q, _one_line(queries[q])) for q in keep)
+    )
     qrels_format.write_qrels(out / qrels_format.QRELS, qrels)
     return {"dataset": name, "queries": len(keep), "qrels": len(qrels)}
 
 
-def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed: int = 0,
-                       keep: AbstractSet[str] = frozenset(), progress: bool = True,
-                       planned: str | None = None) -> dict[str, Any]:
+def materialise_corpus(
+    source: str,
+    out: Path,
+    max_docs: int | None = None,
+    seed: int = 0,
+    keep: AbstractSet[str] = frozenset(),
+    progress: bool = True,
+    planned: str | None = None,
+) -> dict[str, Any]:
     """The corpus stage: ``corpus/docs.jsonl`` and ``docids.txt``; a subset keeps every doc in ``keep``.
     A local folder's corpus is read from a snapshot whose content must give ``planned``, the stage id's."""
     _check_limit("max_docs", max_docs)
@@ -619,8 +689,9 @@ def materialise_corpus(source: str, out: Path, max_docs: int | None = None, seed
         _drop_snapshot(out)
 
 
-def _materialise_corpus(source: str, read: str, out: Path, max_docs: int | None, seed: int,
-                        keep: AbstractSet[str], progress: bool) -> dict[str, Any]:
+def _materialise_corpus(
+    source: str, read: str, out: Path, max_docs: int | None, seed: int, keep: AbstractSet[str], progress: bool
+) -> dict[str, Any]:
     """``materialise_corpus`` reading the documents from ``read`` (``source`` or its snapshot)."""
     from benchmark.common.bars import bar
 
@@ -632,7 +703,9 @@ def _materialise_corpus(source: str, read: str, out: Path, max_docs: int | None,
 
     def kept() -> Iterator[corpus_format.Doc]:
         nonlocal n_docs, empty
-        for doc_id, contents in bar(_iter_corpus(read), desc=f"corpus {source}", unit="doc", disable=not progress, mininterval=2):
+        for doc_id, contents in bar(
+            _iter_corpus(read), desc=f"corpus {source}", unit="doc", disable=not progress, mininterval=2
+        ):
             if keep_docs is not None and doc_id not in keep_docs:
                 continue
             seen.add(doc_id)
@@ -679,6 +752,7 @@ def _drop_repeats(folder: Path, repeats: Any) -> tuple[int, int]:
     corpus_format.write_corpus(folder, rest())
     return documents, empty
 
+
 def corpus_record_problem(record: dict[str, Any], folder: Path) -> str | None:
     """Where a corpus stage's counts disagree with its ``docs.jsonl`` (read whole: for ``--verify``), or None."""
     documents = empty = 0
@@ -695,18 +769,28 @@ def judged_docs(topics_dir: Path) -> set[str]:
     return {q.doc_id for q in qrels_format.read_qrels(qrels_path(topics_dir))}
 
 
-def materialise(name: str, out: Path, max_docs: int | None = None, max_queries: int | None = None,
-                seed: int = 0, progress: bool = True) -> dict[str, Any]:
+def materialise(
+    name: str,
+    out: Path,
+    max_docs: int | None = None,
+    max_queries: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Topics and corpus of one dataset into one folder (for scripts; the pipeline runs them as two stages)."""
     topics = materialise_topics(name, out, max_queries, seed)
     corpus = materialise_corpus(corpus_source(name), out, max_docs, seed, judged_docs(out), progress)
-    return {"dataset": name, "documents": corpus["documents"], "queries": topics["queries"], "qrels": topics["qrels"],
-            "judged_docs_missing": corpus["judged_docs_missing"]}
+    return {
+        "dataset": name,
+        "documents": corpus["documents"],
+        "queries": topics["queries"],
+        "qrels": topics["qrels"],
+        "judged_docs_missing": corpus["judged_docs_missing"],
+    }
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
 
 
 # --------------------------------------------------------------------------- readers for later stages

@@ -34,11 +34,15 @@ def _write(out: Path, triples: Iterator[dict[str, Any]]) -> int:
     n = write_triples(triples_path(out), triples)
     if n == 0:
         triples_path(out).unlink()
-        raise BenchmarkError(f"no training triples could be made in {out}; the training data needs queries with relevant documents")
+        raise BenchmarkError(
+            f"no training triples could be made in {out}; the training data needs queries with relevant documents"
+        )
     return n
 
 
-def mine_bm25(parents: dict[str, Path], out: Path, *, depth: int = 50, seed: int = 42, limit: int = 0, **_: Any) -> dict[str, Any]:
+def mine_bm25(
+    parents: dict[str, Path], out: Path, *, depth: int = 50, seed: int = 42, limit: int = 0, **_: Any
+) -> dict[str, Any]:
     """One triple per (query, relevant doc); the negative is drawn from BM25's top ``depth`` non-relevant hits."""
     queries = dict(topics.read_queries(Path(parents["topics"]) / topics.QUERIES))
     positives: dict[str, list[str]] = {}
@@ -68,15 +72,20 @@ def official_triples(parents: dict[str, Path], out: Path, *, dataset: str, limit
 
     ds = ir_datasets.load(dataset)
     if not ds.has_docpairs():
-        raise BenchmarkError(f"dataset {dataset!r} has no docpairs (training triples); use e.g. msmarco-passage/train/triples-small")
+        raise BenchmarkError(
+            f"dataset {dataset!r} has no docpairs (training triples); use e.g. msmarco-passage/train/triples-small"
+        )
     with dataset_cache.cache_lock():  # the queries only: a training set's qrels are not needed here
         queries = {q.query_id: q.text for q in ds.queries_iter()}
     docs = dataset_cache.docs_store(ds)
 
     def triples() -> Iterator[dict[str, str]]:
         for pair in ds.docpairs_iter():
-            yield {"query": queries[pair.query_id], "positive": docs.get(pair.doc_id_a).text,
-                   "negative": docs.get(pair.doc_id_b).text}
+            yield {
+                "query": queries[pair.query_id],
+                "positive": docs.get(pair.doc_id_a).text,
+                "negative": docs.get(pair.doc_id_b).text,
+            }
 
     n = _write(out, islice(triples(), limit or None))
     return {"negatives": "official-triples", "triples": n, "dataset": dataset}
@@ -96,8 +105,9 @@ class _TextsById:
     def __init__(self, subset: Any, id_column: str, text_column: str, where: str) -> None:
         missing = [c for c in (id_column, text_column) if c not in subset.column_names]
         if missing:
-            raise BenchmarkError(f"{where} has columns {', '.join(subset.column_names)}; the id join needs "
-                                 f"{id_column} and {text_column}")
+            raise BenchmarkError(
+                f"{where} has columns {', '.join(subset.column_names)}; the id join needs {id_column} and {text_column}"
+            )
         self.subset, self.text_column, self.where = subset, text_column, where
         ids = np.asarray(subset.data.column(id_column).to_numpy(zero_copy_only=False))
         self.order = np.argsort(ids, kind="stable")
@@ -108,8 +118,10 @@ class _TextsById:
         pos = np.minimum(np.searchsorted(self.sorted_ids, wanted), len(self.sorted_ids) - 1)
         found = self.sorted_ids[pos] == wanted
         if not found.all():
-            raise BenchmarkError(f"id {ids[int(np.argmin(found))]!r} is not in {self.where}; the triples and their "
-                                 "texts must come from the same dataset")
+            raise BenchmarkError(
+                f"id {ids[int(np.argmin(found))]!r} is not in {self.where}; the triples and their "
+                "texts must come from the same dataset"
+            )
         return self.subset[self.order[pos].tolist()][self.text_column]
 
 
@@ -134,8 +146,9 @@ def _arrow_batches(hub: str, subset: str | None, batch_size: int) -> Iterator[An
             elif name.endswith((".jsonl", ".json")):
                 yield from json_lines_batches(fh, batch_size)
             else:
-                raise BenchmarkError(f"{name}: only Parquet and JSON-lines triples files can be streamed; "
-                                     "convert the subset to Parquet")
+                raise BenchmarkError(
+                    f"{name}: only Parquet and JSON-lines triples files can be streamed; convert the subset to Parquet"
+                )
 
 
 def _text_rows(batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
@@ -150,12 +163,18 @@ def _joined(batches: Iterator[Any], hub: str, corpus_subset: str, queries_subset
     """Id triples → text triples, one record batch at a time."""
     from datasets import load_dataset
 
-    passages = _TextsById(load_dataset(hub, corpus_subset, split="train"), "passage_id", "passage", f"{hub}:{corpus_subset}")
-    queries = _TextsById(load_dataset(hub, queries_subset, split="train"), "query_id", "query", f"{hub}:{queries_subset}")
+    passages = _TextsById(
+        load_dataset(hub, corpus_subset, split="train"), "passage_id", "passage", f"{hub}:{corpus_subset}"
+    )
+    queries = _TextsById(
+        load_dataset(hub, queries_subset, split="train"), "query_id", "query", f"{hub}:{queries_subset}"
+    )
     for batch in batches:
-        texts = {"query": queries(batch.column("query_id").to_pylist()),
-                 "positive": passages(batch.column("positive_id").to_pylist()),
-                 "negative": passages(batch.column("negative_id").to_pylist())}
+        texts = {
+            "query": queries(batch.column("query_id").to_pylist()),
+            "positive": passages(batch.column("positive_id").to_pylist()),
+            "negative": passages(batch.column("negative_id").to_pylist()),
+        }
         scores = batch.column("score").to_pylist() if "score" in batch.schema.names else None
         for i in range(batch.num_rows):
             row = {k: texts[k][i] for k in TEXT_COLUMNS}
@@ -164,8 +183,16 @@ def _joined(batches: Iterator[Any], hub: str, corpus_subset: str, queries_subset
             yield row
 
 
-def hf_triples(parents: dict[str, Path], out: Path, *, dataset: str, limit: int = 0, corpus_subset: str = "corpus",
-               queries_subset: str = "queries", **_: Any) -> dict[str, Any]:
+def hf_triples(
+    parents: dict[str, Path],
+    out: Path,
+    *,
+    dataset: str,
+    limit: int = 0,
+    corpus_subset: str = "corpus",
+    queries_subset: str = "queries",
+    **_: Any,
+) -> dict[str, Any]:
     """A Hugging Face dataset ``hub_id[:subset]``, streamed: text triples as they are, id triples joined
     to the texts of the hub dataset's ``corpus_subset`` and ``queries_subset`` (see the module doc)."""
     hub, _, subset = dataset.partition(":")
@@ -180,8 +207,10 @@ def hf_triples(parents: dict[str, Path], out: Path, *, dataset: str, limit: int 
         triples = _joined(batches, hub, corpus_subset, queries_subset)
         record["texts_from"] = {"passages": f"{hub}:{corpus_subset}", "queries": f"{hub}:{queries_subset}"}
     else:
-        raise BenchmarkError(f"dataset {dataset!r} has columns {', '.join(columns) or '(none)'}; training needs "
-                             f"{', '.join(TEXT_COLUMNS)} or the ids {', '.join(ID_COLUMNS)} (and score for MarginMSE)")
+        raise BenchmarkError(
+            f"dataset {dataset!r} has columns {', '.join(columns) or '(none)'}; training needs "
+            f"{', '.join(TEXT_COLUMNS)} or the ids {', '.join(ID_COLUMNS)} (and score for MarginMSE)"
+        )
     record["triples"] = _write(out, islice(triples, limit or None))
     return record
 

@@ -43,11 +43,15 @@ class Recipe:
 
     def check(self) -> None:
         if self.documents < 1 or self.queries < 1:
-            raise BenchmarkError(f"a synthetic collection needs at least one document and one query, got "
-                                 f"{self.documents} documents and {self.queries} queries; pass positive sizes")
+            raise BenchmarkError(
+                f"a synthetic collection needs at least one document and one query, got "
+                f"{self.documents} documents and {self.queries} queries; pass positive sizes"
+            )
         if self.queries > self.documents:
-            raise BenchmarkError(f"{self.queries} queries need as many target documents, but the collection has "
-                                 f"{self.documents}; pass --queries <= --docs")
+            raise BenchmarkError(
+                f"{self.queries} queries need as many target documents, but the collection has "
+                f"{self.documents}; pass --queries <= --docs"
+            )
 
     def name(self) -> str:
         import hashlib
@@ -95,7 +99,7 @@ def draw_documents(source: Source, n: int, rng: np.random.Generator) -> Iterator
         flat = source.words[rng.choice(len(source.words), size=int(lengths.sum()), p=source.probabilities)]
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         for i in range(size):
-            yield f"d{start + i:0{width}d}", list(flat[offsets[i]:offsets[i + 1]])
+            yield f"d{start + i:0{width}d}", list(flat[offsets[i] : offsets[i + 1]])
 
 
 def write(recipe: Recipe, parent: Path, progress: bool = True) -> Path:
@@ -115,11 +119,20 @@ def write(recipe: Recipe, parent: Path, progress: bool = True) -> Path:
     queries: list[tuple[str, str, str]] = []  # (query id, text, target document id)
     next_target = 0
     with open(tmp / "corpus.jsonl", "w", encoding="utf-8") as fh:
-        for index, (doc_id, words) in enumerate(bar(draw_documents(source, recipe.documents, rng), total=recipe.documents,
-                                                    desc="synthetic corpus", unit="doc", disable=not progress,
-                                                    mininterval=2)):
+        for index, (doc_id, words) in enumerate(
+            bar(
+                draw_documents(source, recipe.documents, rng),
+                total=recipe.documents,
+                desc="synthetic corpus",
+                unit="doc",
+                disable=not progress,
+                mininterval=2,
+            )
+        ):
             half = max(1, len(words) // 8)  # the first eighth is the title
-            fh.write(json.dumps({"_id": doc_id, "title": " ".join(words[:half]), "text": " ".join(words[half:])}) + "\n")
+            fh.write(
+                json.dumps({"_id": doc_id, "title": " ".join(words[:half]), "text": " ".join(words[half:])}) + "\n"
+            )
             if next_target < len(targets) and targets[next_target] == index:
                 queries.append((f"q{next_target}", _query(words, source, rng), doc_id))
                 next_target += 1
@@ -130,8 +143,9 @@ def write(recipe: Recipe, parent: Path, progress: bool = True) -> Path:
         fh.write("query-id\tcorpus-id\tscore\n")
         for qid, _, doc_id in queries:
             fh.write(f"{qid}\t{doc_id}\t1\n")
-    (tmp / "RECIPE.json").write_text(json.dumps({**asdict(recipe), "version": VERSION,
-                                                 "from_target": FROM_TARGET}, indent=2) + "\n")
+    (tmp / "RECIPE.json").write_text(
+        json.dumps({**asdict(recipe), "version": VERSION, "from_target": FROM_TARGET}, indent=2) + "\n"
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.replace(tmp, target)

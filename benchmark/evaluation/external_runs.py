@@ -31,8 +31,10 @@ def parse_runs(values: list[str] | None) -> tuple[list[tuple[str, str]], list[st
         if not eq or not name or not path:
             problems.append(f"--run {value!r} is not NAME=PATH; write e.g. --run my-bm25=runs/bm25.trec")
         elif not NAME.match(name) or name.lower() in RESERVED:
-            problems.append(f"--run name {name!r} must be a plain name (letters, digits, '.', '_', '+', '-'; at most 64) "
-                            f"other than {', '.join(RESERVED)}; it labels the table row, e.g. --run my-run={path}")
+            problems.append(
+                f"--run name {name!r} must be a plain name (letters, digits, '.', '_', '+', '-'; at most 64) "
+                f"other than {', '.join(RESERVED)}; it labels the table row, e.g. --run my-run={path}"
+            )
         elif name in names:
             problems.append(f"--run name {name!r} is given twice; give each run file its own name")
         else:
@@ -62,13 +64,17 @@ def run_file_problem(path: str | Path) -> str | None:
             if problem:
                 return f"{at}: {problem}"
             if (row.query_id, row.doc_id) in seen:
-                return (f"{at} ranks document {row.doc_id!r} for query {row.query_id!r} a second time; keep one line per "
-                        "query and document (evaluation would keep either score)")
+                return (
+                    f"{at} ranks document {row.doc_id!r} for query {row.query_id!r} a second time; keep one line per "
+                    "query and document (evaluation would keep either score)"
+                )
             seen.add((row.query_id, row.doc_id))
             lines += 1
     except RunLineError as exc:
-        return (f"{where} line {exc.number} has {exc.columns} column(s), {exc.line.strip()[:60]!r}; "
-                f"a TREC run line is {FORMAT}")
+        return (
+            f"{where} line {exc.number} has {exc.columns} column(s), {exc.line.strip()[:60]!r}; "
+            f"a TREC run line is {FORMAT}"
+        )
     except FileNotFoundError:
         return f"{where} does not exist; pass --run NAME=PATH with the path of a TREC run file"
     except IsADirectoryError:
@@ -117,5 +123,7 @@ def materialise_run(path: Path, docids: IdSet, dataset: str, out: Path, planned:
         copy.unlink()
         raise BenchmarkError(
             f"run file {str(path)!r} ranks {len(set(foreign))} document(s) absent from the corpus of {dataset}, e.g. "
-            f"{foreign[0]!r}; it was made on another collection (or the corpus is cut by --max-docs: drop it for run files)")
+            f"{foreign[0]!r}; it was made on another collection (or the corpus is cut by --max-docs: drop it for run "
+            f"files)"
+        )
     return {"run_queries": len(queries), "hits": hits}

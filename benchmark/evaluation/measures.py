@@ -41,24 +41,35 @@ def _measure_problem(name: str) -> str | None:
     # pytrec_eval aborts the whole process (SIGABRT) on a cutoff of 0; no measure means anything below 1.
     cutoff = measure.params.get("cutoff")
     if cutoff is not None and (not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff < 1):
-        return (f"measure {name!r} has cutoff {cutoff!r}; a cutoff is a positive integer written in digits "
-                f"(e.g. {measure.NAME or type(measure).__name__}@10)")
+        return (
+            f"measure {name!r} has cutoff {cutoff!r}; a cutoff is a positive integer written in digits "
+            f"(e.g. {measure.NAME or type(measure).__name__}@10)"
+        )
     from ir_measures.measures.base import _NOT_PROVIDED
 
-    missing = [p for p, info in measure.SUPPORTED_PARAMS.items()
-               if getattr(info, "required", False) and measure.params.get(p, _NOT_PROVIDED) is _NOT_PROVIDED]
+    missing = [
+        p
+        for p, info in measure.SUPPORTED_PARAMS.items()
+        if getattr(info, "required", False) and measure.params.get(p, _NOT_PROVIDED) is _NOT_PROVIDED
+    ]
     if missing:  # ir_measures' own line names its internal placeholder: 'invalid param max_rel=<object object at …>'
-        what = "; ".join(measure.SUPPORTED_PARAMS[p].desc if len(missing) == 1 else f"{p}: {measure.SUPPORTED_PARAMS[p].desc}"
-                         for p in missing)
-        return (f"measure {name!r} needs a value for {', '.join(missing)} ({what}), which has no default: write e.g. "
-                f"{measure.NAME}({', '.join(f'{p}=…' for p in missing)}); {MEASURE_HELP}")
+        what = "; ".join(
+            measure.SUPPORTED_PARAMS[p].desc if len(missing) == 1 else f"{p}: {measure.SUPPORTED_PARAMS[p].desc}"
+            for p in missing
+        )
+        return (
+            f"measure {name!r} needs a value for {', '.join(missing)} ({what}), which has no default: write e.g. "
+            f"{measure.NAME}({', '.join(f'{p}=…' for p in missing)}); {MEASURE_HELP}"
+        )
     try:
         measure.validate_params()
     except AssertionError as exc:  # ir_measures checks parameter types and ranges with assert
         return f"measure {name!r} has {str(exc).replace('invalid param ', 'an invalid parameter ')}; {MEASURE_HELP}"
     if not isinstance(measure.aggregator(), MeanAgg):
-        return (f"measure {name!r} is a total over queries, but the tables report means over the judged queries; "
-                "use a per-query measure (e.g. R@1000, nDCG@10)")
+        return (
+            f"measure {name!r} is a total over queries, but the tables report means over the judged queries; "
+            "use a per-query measure (e.g. R@1000, nDCG@10)"
+        )
     qrels = [ir_measures.Qrel(q, d, r) for q, d, r in _TRIAL_QRELS]
     run = [ir_measures.ScoredDoc(q, d, s) for q, d, s in _TRIAL_RUN]
     try:
@@ -137,13 +148,17 @@ def _blocks(run_file: Path, size: int | None) -> Iterator[list[Any]]:
         yield block
 
 
-def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures: Sequence[str], out: Path) -> dict[str, Any]:
+def evaluate_stage(
+    run_file: Path, topics_dir: Path, corpus_dir: Path, measures: Sequence[str], out: Path
+) -> dict[str, Any]:
     import ir_measures
 
     parsed = parse_measures(measures)
     documents = IdSet(corpus.iter_docids(corpus.docids_path(corpus_dir)))
-    qrels = [ir_measures.Qrel(q.query_id, q.doc_id, q.relevance)
-             for q in qrels_format.read_qrels(Path(topics_dir) / qrels_format.QRELS)]
+    qrels = [
+        ir_measures.Qrel(q.query_id, q.doc_id, q.relevance)
+        for q in qrels_format.read_qrels(Path(topics_dir) / qrels_format.QRELS)
+    ]
     judged = sorted({q.query_id for q in qrels})
     by_query: dict[str, list[Any]] = {}
     for q in qrels:
@@ -152,6 +167,7 @@ def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures:
 
     def evaluator(queries: set[str]) -> Any:  # the block's judgements only: a block costs its own queries
         return ir_measures.evaluator(parsed, [q for qid in sorted(queries) for q in by_query.get(qid, ())])
+
     try:
         try:
             per_query, foreign, run_queries = _evaluate_blocks(evaluator, names, run_file, documents, BLOCK)
@@ -161,20 +177,24 @@ def evaluate_stage(run_file: Path, topics_dir: Path, corpus_dir: Path, measures:
         documents.discard()
     if foreign:
         raise BenchmarkError(
-            f"run file {run_file} ranks {len(foreign)} document(s) absent from the corpus of {corpus_dir}, e.g. {min(foreign)!r}; "
+            f"run file {run_file} ranks {len(foreign)} document(s) absent from the corpus of {corpus_dir}, e.g. "
+            f"{min(foreign)!r}; "
             "the run was made against another collection: rerun its search stage with --force"
         )
     # a judged query the system returned nothing for scores 0, as trec_eval -c
-    perquery.write_perquery(perquery.perquery_path(out), (perquery.Value(str(m), q, per_query.get((str(m), q), 0.0))
-                                                          for m in parsed for q in judged))
+    perquery.write_perquery(
+        perquery.perquery_path(out),
+        (perquery.Value(str(m), q, per_query.get((str(m), q), 0.0)) for m in parsed for q in judged),
+    )
     kill_points.point("evaluate:written")
     # Mean over every judged query, 0 where the run has none (trec_eval -c, as Pyserini's BEIR 2CR).
     aggregate = means({str(m): {q: per_query.get((str(m), q), 0.0) for q in judged} for m in parsed})
     return {"metrics": aggregate, "queries": len(judged), "run_queries": run_queries}
 
 
-def _evaluate_blocks(evaluator: Callable[[set[str]], Any], names: str, run_file: Path, documents: IdSet,
-                     size: int | None) -> tuple[dict[tuple[str, str], float], set[str], int]:
+def _evaluate_blocks(
+    evaluator: Callable[[set[str]], Any], names: str, run_file: Path, documents: IdSet, size: int | None
+) -> tuple[dict[tuple[str, str], float], set[str], int]:
     """Per-query values over the run's blocks, the ranked ids absent from ``documents``, and the run's queries."""
     per_query: dict[tuple[str, str], float] = {}
     foreign: set[str] = set()
@@ -190,8 +210,10 @@ def _evaluate_blocks(evaluator: Callable[[set[str]], Any], names: str, run_file:
                 per_query[(str(m.measure), m.query_id)] = float(m.value)
         except Exception as exc:  # a provider that passed the trial but fails on these ids (gdeval on non-numeric ids)
             detail = " ".join(str(exc).split()) or type(exc).__name__
-            raise BenchmarkError(f"evaluating {names} on {run_file} failed ({detail}); "
-                                 f"drop the measure that fails from the suite; {MEASURE_HELP}") from None
+            raise BenchmarkError(
+                f"evaluating {names} on {run_file} failed ({detail}); "
+                f"drop the measure that fails from the suite; {MEASURE_HELP}"
+            ) from None
     return per_query, foreign, len(queries)
 
 
@@ -211,7 +233,10 @@ def record_problem(record: Mapping[str, Any], eval_dir: Path) -> str | None:
         return f"its {perquery.PERQUERY} cannot be read ({exc})"
     metrics = record.get("metrics") or {}
     if set(metrics) != set(derived):
-        return f"its record's measures ({', '.join(sorted(metrics))}) are not those of its {perquery.PERQUERY} ({', '.join(sorted(derived))})"
+        return (
+            f"its record's measures ({', '.join(sorted(metrics))}) are not those of its {perquery.PERQUERY} "
+            f"({', '.join(sorted(derived))})"
+        )
     for measure, value in metrics.items():
         if value != derived[measure]:
             return f"its record gives {measure} = {value!r}, but its {perquery.PERQUERY} averages {derived[measure]!r}"

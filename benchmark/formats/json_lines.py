@@ -22,8 +22,11 @@ def parse_block(lines: list[bytes], schema: Any = None) -> Any:
 
     block = b"".join(lines)
     parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore") if schema is not None else None
-    return pj.read_json(io.BytesIO(block), parse_options=parse,
-                        read_options=pj.ReadOptions(use_threads=False, block_size=len(block) + 1))
+    return pj.read_json(
+        io.BytesIO(block),
+        parse_options=parse,
+        read_options=pj.ReadOptions(use_threads=False, block_size=len(block) + 1),
+    )
 
 
 def json_lines_batches(fh: Any, lines_per_block: int = BLOCK_LINES) -> Iterator[Any]:

@@ -64,8 +64,10 @@ def line_problem(row: RunLine) -> str | None:
     if not INTEGER.fullmatch(row.rank):
         return f"rank {row.rank!r} is not an integer in ASCII digits; a TREC run line is {FORMAT}"
     if not DECIMAL.fullmatch(row.score) or not math.isfinite(float(row.score)):
-        return (f"score {row.score!r} is not a finite number in ASCII decimal digits (as C's atof, which TREC tools use, "
-                f"reads it whole); a TREC run line is {FORMAT}")
+        return (
+            f"score {row.score!r} is not a finite number in ASCII decimal digits (as C's atof, which TREC tools use, "
+            f"reads it whole); a TREC run line is {FORMAT}"
+        )
     return None
 
 

@@ -42,7 +42,6 @@ for _key, _hub_id in {
     BACKBONES.register(_key, _hub_id)
 
 
-
 @dataclass(frozen=True)
 class Architecture:
     """What a registered backbone's rescaling depends on, known before its weights are loaded.
@@ -66,10 +65,18 @@ ARCHITECTURES: Registry[Architecture] = Registry("backbone architecture", fix="R
 _BERT_SIZES = {"bert-tiny": (30522, 128), "bert-base-uncased": (30522, 768)}
 for _key in BACKBONES:
     _family = "bert" if _key.startswith("bert") else "modernbert"
-    ARCHITECTURES.register(_key, Architecture(
-        _family, True, "BertForMaskedLM: decoder tied to word_embeddings; embeddings = LayerNorm(word + position + type)"
-        if _family == "bert" else "ModernBertForMaskedLM (Ettin: the same class): decoder tied to tok_embeddings; "
-        "embeddings = LayerNorm(tok_embeddings)", *_BERT_SIZES.get(_key, (None, None))))
+    ARCHITECTURES.register(
+        _key,
+        Architecture(
+            _family,
+            True,
+            "BertForMaskedLM: decoder tied to word_embeddings; embeddings = LayerNorm(word + position + type)"
+            if _family == "bert"
+            else "ModernBertForMaskedLM (Ettin: the same class): decoder tied to tok_embeddings; "
+            "embeddings = LayerNorm(tok_embeddings)",
+            *_BERT_SIZES.get(_key, (None, None)),
+        ),
+    )
 
 
 def config_architecture(config: Any) -> Architecture:

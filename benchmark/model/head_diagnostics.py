@@ -6,7 +6,8 @@ shipped SciFact sample, the three match statistics before and after rescaling, w
 did to the model (parameters, tie, how far the encoder's hidden states and the logits moved), and
 SPLADE's activity at initialisation.
 
-    python -m benchmark.model.head_diagnostics --backbones bert-tiny modernbert-base --rescale 0.25 --method once projection head-norm tied untie
+    python -m benchmark.model.head_diagnostics --backbones bert-tiny modernbert-base --rescale 0.25 \
+        --method once projection head-norm tied untie
 """
 
 from __future__ import annotations
@@ -36,12 +37,37 @@ SAMPLE_QUERIES: tuple[str, ...] = (
 )
 
 COLUMNS: tuple[str, ...] = (
-    "backbone", "rescale", "method", "factor", "model_type", "vocab_size", "hidden_size",
-    "tied_before", "tied", "params_before", "params",
-    "frobenius_before", "frobenius", "row_rms_before", "row_rms", "logit_std_before", "logit_std",
-    "head_gain_before", "head_gain", "bias_norm", "embedding_norm_before", "embedding_norm",
-    "logit_scale", "logit_dev", "hidden_drift",
-    "logit_mean", "logit_max", "act_mean", "doc_nnz", "query_nnz", "doc_flops",
+    "backbone",
+    "rescale",
+    "method",
+    "factor",
+    "model_type",
+    "vocab_size",
+    "hidden_size",
+    "tied_before",
+    "tied",
+    "params_before",
+    "params",
+    "frobenius_before",
+    "frobenius",
+    "row_rms_before",
+    "row_rms",
+    "logit_std_before",
+    "logit_std",
+    "head_gain_before",
+    "head_gain",
+    "bias_norm",
+    "embedding_norm_before",
+    "embedding_norm",
+    "logit_scale",
+    "logit_dev",
+    "hidden_drift",
+    "logit_mean",
+    "logit_max",
+    "act_mean",
+    "doc_nnz",
+    "query_nnz",
+    "doc_flops",
 )
 
 
@@ -50,7 +76,8 @@ FIRST_TOKENS = 256
 
 
 def head_stats(model: PreTrainedModel) -> dict[str, Any]:
-    """Weights of the MLM head: parameters, tie, ‖αW‖_F, row RMS, rms(γ) of the head LayerNorm, bias and embedding norms."""
+    """Weights of the MLM head: parameters, tie, ‖αW‖_F, row RMS, rms(γ) of the head LayerNorm, bias and embedding
+    norms."""
     from benchmark.model.rescale import STATISTICS, head_snapshot
 
     snap = head_snapshot(model)
@@ -85,7 +112,9 @@ def splade_reps(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
     return weights.amax(dim=1)
 
 
-def sample_pass(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str] | None = None) -> dict[str, Any]:
+def sample_pass(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str] | None = None
+) -> dict[str, Any]:
     """One pass over the document sample (default: the shipped SciFact abstracts).
 
     Returns logit_std (as the match statistic defines it), logit_mean/max over real tokens, the
@@ -134,7 +163,9 @@ def sample_pass(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text
     }
 
 
-def query_nnz(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, queries: Sequence[str] = SAMPLE_QUERIES) -> float:
+def query_nnz(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, queries: Sequence[str] = SAMPLE_QUERIES
+) -> float:
     """Mean non-zeros per SPLADE query vector."""
     reps = splade_reps(*splade_logits(model, tokenizer, queries))
     return float((reps > 0).sum(dim=1).double().mean())
@@ -212,7 +243,9 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
 
 def to_table(rows: list[dict[str, Any]]) -> str:
     """Aligned plain-text table, floats to 4 significant digits."""
-    cells = [list(COLUMNS)] + [[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in COLUMNS] for row in rows]
+    cells = [list(COLUMNS)] + [
+        [f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in COLUMNS] for row in rows
+    ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
     lines = ["  ".join(v.rjust(w) if j else v.ljust(w) for j, (v, w) in enumerate(zip(r, widths))) for r in cells]
     return "\n".join(lines) + "\n"
@@ -251,25 +284,59 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmark.common.command_line import parser as make_parser
 
     parser = make_parser("python -m benchmark.model.head_diagnostics", __doc__.splitlines()[0])
-    parser.add_argument("--backbones", nargs="+", required=True, metavar="BACKBONE", help="backbone keys, hub ids or folders, "
-                        "comma-separated or as several words (required)")
+    parser.add_argument(
+        "--backbones",
+        nargs="+",
+        required=True,
+        metavar="BACKBONE",
+        help="backbone keys, hub ids or folders, comma-separated or as several words (required)",
+    )
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--rescale-factor", "--rescale", type=float, metavar="FACTOR", dest="rescale",
-                       help="multiply the MLM logits by FACTOR (default: no rescaling, unless --match-norm)")
-    group.add_argument("--match-norm", metavar="REF_OR_NUMBER", help="rescale so the match statistic equals a "
-                       "reference backbone's or a number (default: no rescaling, unless --rescale-factor)")
-    parser.add_argument("--rescale-method", "--method", nargs="+", default=None, metavar="METHOD", dest="method",
-                        help="rescaling method(s), comma-separated or as several words: once (the paper's), "
-                        "projection, head-norm, tied, untie (this harness's extensions); one row per backbone and method "
-                        "(default: once)")
-    parser.add_argument("--match-stat", default=None, metavar="STAT", help="statistic for --match-norm: logit-std, "
-                        "row-rms, frobenius (default: logit-std)")
+    group.add_argument(
+        "--rescale-factor",
+        "--rescale",
+        type=float,
+        metavar="FACTOR",
+        dest="rescale",
+        help="multiply the MLM logits by FACTOR (default: no rescaling, unless --match-norm)",
+    )
+    group.add_argument(
+        "--match-norm",
+        metavar="REF_OR_NUMBER",
+        help="rescale so the match statistic equals a "
+        "reference backbone's or a number (default: no rescaling, unless --rescale-factor)",
+    )
+    parser.add_argument(
+        "--rescale-method",
+        "--method",
+        nargs="+",
+        default=None,
+        metavar="METHOD",
+        dest="method",
+        help="rescaling method(s), comma-separated or as several words: once (the paper's), "
+        "projection, head-norm, tied, untie (this harness's extensions); one row per backbone and method "
+        "(default: once)",
+    )
+    parser.add_argument(
+        "--match-stat",
+        default=None,
+        metavar="STAT",
+        help="statistic for --match-norm: logit-std, row-rms, frobenius (default: logit-std)",
+    )
     parser.add_argument("--keep-bias", action="store_true", help="do not scale the decoder bias")
-    parser.add_argument("--sample", type=int, metavar="N", help="measure on the first N shipped abstracts only "
-                        "(default: all, as the logit-std statistic does)")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="measure on the first N shipped abstracts only (default: all, as the logit-std statistic does)",
+    )
     parser.add_argument("--format", choices=("table", "csv"), default="table", help="stdout format")
-    parser.add_argument("--results-dir", type=Path, default=Path(os.environ.get("BENCHMARK_RESULTS_DIR", "results")),
-                        help="writes norms/norms.csv and norms/norms.png under it ($BENCHMARK_RESULTS_DIR)")
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=Path(os.environ.get("BENCHMARK_RESULTS_DIR", "results")),
+        help="writes norms/norms.csv and norms/norms.png under it ($BENCHMARK_RESULTS_DIR)",
+    )
     return parser
 
 
@@ -286,20 +353,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         specs = [
             Rescale.from_options(
-                factor=args.rescale, match=args.match_norm, scale_bias=not args.keep_bias, method=method,
+                factor=args.rescale,
+                match=args.match_norm,
+                scale_bias=not args.keep_bias,
+                method=method,
                 match_stat=args.match_stat or DEFAULT_MATCH_STAT,
             )
             for method in args.method or [DEFAULT_METHOD]
         ]
         sample = scifact_abstracts()
         if args.sample is not None and not 1 <= args.sample <= len(sample):
-            raise BenchmarkError(f"--sample must be between 1 and {len(sample)} (the shipped abstracts), got {args.sample}")
+            raise BenchmarkError(
+                f"--sample must be between 1 and {len(sample)} (the shipped abstracts), got {args.sample}"
+            )
         texts = sample[: args.sample] if args.sample is not None else None
         for name in args.backbones:
             resolve_backbone(name)  # every name is valid before any model loads
         # 'once' on a head tied to summed embeddings (BERT) runs as 'untie', as the planner does it
-        rows = [diagnose(name, spec.canonical_for(name) if spec.mode != "none" else spec, texts)
-                for name in args.backbones for spec in specs]
+        rows = [
+            diagnose(name, spec.canonical_for(name) if spec.mode != "none" else spec, texts)
+            for name in args.backbones
+            for spec in specs
+        ]
         out = args.results_dir / "norms"
         out.mkdir(parents=True, exist_ok=True)
         write_text(out / "norms.csv", to_csv(rows))

@@ -68,17 +68,23 @@ MODEL_TYPE_TO_HEAD.register(
     ),
 )
 # Ettin encoders are ModernBERT checkpoints (model_type "modernbert").
-MODEL_TYPE_TO_HEAD.register("modernbert", HeadLayout(("head",), "decoder", ("decoder.bias",), "head.norm", "word",
-                                                    "model.embeddings.norm"))
+MODEL_TYPE_TO_HEAD.register(
+    "modernbert", HeadLayout(("head",), "decoder", ("decoder.bias",), "head.norm", "word", "model.embeddings.norm")
+)
 MODEL_TYPE_TO_HEAD.register(
     "roberta",
     HeadLayout(
-        ("lm_head.dense", "lm_head.layer_norm"), "lm_head.decoder", ("lm_head.decoder.bias", "lm_head.bias"), "lm_head.layer_norm"
+        ("lm_head.dense", "lm_head.layer_norm"),
+        "lm_head.decoder",
+        ("lm_head.decoder.bias", "lm_head.bias"),
+        "lm_head.layer_norm",
     ),
 )
 MODEL_TYPE_TO_HEAD.register(
     "distilbert",
-    HeadLayout(("vocab_transform", "vocab_layer_norm"), "vocab_projector", ("vocab_projector.bias",), "vocab_layer_norm"),
+    HeadLayout(
+        ("vocab_transform", "vocab_layer_norm"), "vocab_projector", ("vocab_projector.bias",), "vocab_layer_norm"
+    ),
 )
 
 
@@ -162,7 +168,7 @@ class MLMHead:
 def mlm_head(model: nn.Module) -> MLMHead:
     """Handles on the MLM head of a ``*ForMaskedLM`` model; BenchmarkError for unmapped types."""
     head = MLMHead(model, head_layout(model))
-    head.decoder  # fail early when the layout does not match the model
+    head.decoder  # noqa: B018  (the property's lookup fails early when the layout does not match the model)
     return head
 
 
@@ -227,6 +233,8 @@ def check_projection_scale(model: nn.Module, where: str = "model") -> float:
     if factor != applied:
         raise BenchmarkError(
             f"{where}: config.{PROJECTION_SCALE} = {factor:g} but the loaded MLM head applies {applied:g}; load "
-            "harness checkpoints with benchmark.retrieval.impact_vectors.load_model or benchmark.model.loader.load_backbone "
-            "(or call benchmark.model.heads.attach_projection_scale(model) after from_pretrained)")
+            "harness checkpoints with benchmark.retrieval.impact_vectors.load_model or "
+            "benchmark.model.loader.load_backbone "
+            "(or call benchmark.model.heads.attach_projection_scale(model) after from_pretrained)"
+        )
     return factor

@@ -18,8 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.model.checkpoints import (ARCHITECTURES, HUB_ID, MODEL_DIR_ENV, Architecture, checkpoint_fingerprint,
-                                         config_architecture, quiet_transformers, registered_key, resolve_checkpoint)
+from benchmark.model.checkpoints import (
+    ARCHITECTURES,
+    HUB_ID,
+    MODEL_DIR_ENV,
+    Architecture,
+    checkpoint_fingerprint,
+    config_architecture,
+    quiet_transformers,
+    registered_key,
+    resolve_checkpoint,
+)
 from benchmark.model.heads import attach_projection_scale, head_layout
 from benchmark.model.synthetic import SYNTHETIC, ensure, folder
 
@@ -76,9 +85,21 @@ def backbone_fingerprint(name: str) -> dict[str, Any]:
 # Files that carry a tokenizer's vocabulary (fast, WordPiece, BPE, SentencePiece). A folder without
 # any of them still "loads": transformers builds a tokenizer of the special tokens alone, and every
 # word becomes [UNK].
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
-                   "tokenizer.model", "sentencepiece.model")
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+    "sentencepiece.model",
+)
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 HUB_TIMEOUT = 10.0  # seconds for the hub to answer whether a model exists (see benchmark.data.datasets.PROBE_TIMEOUT)
 
 
@@ -115,24 +136,32 @@ def checkpoint_problems(name: str, folder: Path) -> list[str]:
         if not isinstance(config, dict):
             raise ValueError("not a JSON object")
     except FileNotFoundError:
-        return [f"{where} has no config.json, so it is not a saved checkpoint; pass a folder written by "
-                "save_pretrained of a *ForMaskedLM model"]
+        return [
+            f"{where} has no config.json, so it is not a saved checkpoint; pass a folder written by "
+            "save_pretrained of a *ForMaskedLM model"
+        ]
     except (OSError, ValueError) as exc:
         return [f"{where}: config.json is not valid JSON ({exc}); save the checkpoint again"]
     from benchmark.model.st_modules import modules_problem
 
     problems = [p for p in [modules_problem(name, folder)] if p]
     if not any((folder / f).is_file() for f in WEIGHT_FILES):
-        problems.append(f"{where} has no weights (none of {', '.join(WEIGHT_FILES)}); save the model into it with save_pretrained")
+        problems.append(
+            f"{where} has no weights (none of {', '.join(WEIGHT_FILES)}); save the model into it with save_pretrained"
+        )
     for path in sorted(folder.glob("*.safetensors")):
         problem = _safetensors_problem(path)
         if problem:
-            problems.append(f"{where}: {path.name} is truncated or corrupt ({problem}); copy or save the checkpoint again")
+            problems.append(
+                f"{where}: {path.name} is truncated or corrupt ({problem}); copy or save the checkpoint again"
+            )
     if not any((folder / f).is_file() for f in TOKENIZER_FILES):
         problems.append(
-            f"{where} has no tokenizer files (none of {', '.join(TOKENIZER_FILES)}); transformers would build a tokenizer "
+            f"{where} has no tokenizer files (none of {', '.join(TOKENIZER_FILES)}); transformers would build a "
+            f"tokenizer "
             "of special tokens only and read every word as [UNK]. Save the model's own tokenizer into it: "
-            "AutoTokenizer.from_pretrained(ORIGINAL).save_pretrained(FOLDER)")
+            "AutoTokenizer.from_pretrained(ORIGINAL).save_pretrained(FOLDER)"
+        )
     return problems
 
 
@@ -142,9 +171,11 @@ def pickle_problem(name: str, path: Path, exc: Exception) -> str:
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     detail = next((line.strip() for line in text.splitlines() if "Unsupported global" in line), "")
     detail = re.sub(r"\. Please use .*", "", detail.replace("WeightsUnpickler error: ", "")) or type(exc).__name__
-    return (f"backbone {name!r}: {path} is a pickle holding more than tensors ({detail}); it is not unpickled, since "
-            "that can run code. If you trust it, load it once with torch.load(..., weights_only=False) and save the model "
-            "with save_pretrained(FOLDER) (safetensors)")
+    return (
+        f"backbone {name!r}: {path} is a pickle holding more than tensors ({detail}); it is not unpickled, since "
+        "that can run code. If you trust it, load it once with torch.load(..., weights_only=False) and save the model "
+        "with save_pretrained(FOLDER) (safetensors)"
+    )
 
 
 def _pickled_weights_problem(name: str, folder: Path) -> str | None:
@@ -163,7 +194,10 @@ def _pickled_weights_problem(name: str, folder: Path) -> str | None:
         except pickle.UnpicklingError as exc:
             return pickle_problem(name, path, exc)
         except Exception as exc:  # not a torch file at all, truncated: one line too
-            return f"backbone {name!r}: {path} is not a loadable torch file ({type(exc).__name__}: {exc}); save the checkpoint again"
+            return (
+                f"backbone {name!r}: {path} is not a loadable torch file ({type(exc).__name__}: {exc}); save the "
+                f"checkpoint again"
+            )
     return None
 
 
@@ -176,12 +210,16 @@ def tokenizer_problem(name: str, source: str, tokens: int, vocab_size: int) -> s
     its special tokens (5 of BERT's 30522). Half the rows sits far from both cases.
     """
     if tokens > vocab_size:
-        return (f"backbone {name!r} ({source}): tokenizer has {tokens} tokens but the MLM head only {vocab_size}; "
-                "the tokenizer does not belong to this checkpoint")
+        return (
+            f"backbone {name!r} ({source}): tokenizer has {tokens} tokens but the MLM head only {vocab_size}; "
+            "the tokenizer does not belong to this checkpoint"
+        )
     if 2 * tokens < vocab_size:
-        return (f"backbone {name!r} ({source}): tokenizer has {tokens} tokens, fewer than half the MLM head's {vocab_size} "
-                "rows, so it is not this model's tokenizer (a folder without vocabulary files gets one of special tokens "
-                "only); save the model's own tokenizer into the folder")
+        return (
+            f"backbone {name!r} ({source}): tokenizer has {tokens} tokens, fewer than half the MLM head's {vocab_size} "
+            "rows, so it is not this model's tokenizer (a folder without vocabulary files gets one of special tokens "
+            "only); save the model's own tokenizer into the folder"
+        )
     return None
 
 
@@ -258,16 +296,21 @@ def _load_error(name: str, source: str, exc: Exception | None) -> BenchmarkError
         return BenchmarkError(f"backbone {name!r}: folder {source} is not a loadable checkpoint ({first})")
     # $BENCHMARK_MODEL_DIR/<key>/ is consulted only for registered keys: suggest it only for them.
     key = registered_key(name)
-    local = (f"put the checkpoint in ${MODEL_DIR_ENV}/{key}/ (now {os.environ.get(MODEL_DIR_ENV) or 'unset'}), "
-             if key is not None else "pass a local *ForMaskedLM folder, ")
+    local = (
+        f"put the checkpoint in ${MODEL_DIR_ENV}/{key}/ (now {os.environ.get(MODEL_DIR_ENV) or 'unset'}), "
+        if key is not None
+        else "pass a local *ForMaskedLM folder, "
+    )
     if exc is None or _hub_offline():
         why = "is not in the local Hugging Face cache and the hub is off (HF_HUB_OFFLINE=1)"
     elif "RepositoryNotFound" in type(exc).__name__ or "404" in first:
         why = "does not exist on the Hugging Face hub (or is private)"
     else:
         why = f"is not in the local Hugging Face cache and the hub could not provide it ({type(exc).__name__})"
-    return BenchmarkError(f"backbone {name!r}: {source} {why}; {local}or download it once with network access "
-                          f"(hf download {source}) and run with HF_HUB_OFFLINE=1")
+    return BenchmarkError(
+        f"backbone {name!r}: {source} {why}; {local}or download it once with network access "
+        f"(hf download {source}) and run with HF_HUB_OFFLINE=1"
+    )
 
 
 def load_config(name: str) -> Any:

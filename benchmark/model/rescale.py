@@ -18,7 +18,8 @@ Three things vary, each in one table:
   input moves only through that LayerNorm's ε: a row x of variance σ² becomes
   (x − μ)/√(σ² + ε/α²) instead of (x − μ)/√(σ² + ε), the same direction at r = √((σ² + ε)/(σ² + ε/α²))
   times the size (:func:`embedding_scale`); pre-norm layers see the direction, the residual stream the
-  size. Both r and the encoder output's drift on a shipped sample are recorded per backbone. Where word, position and type
+  size. Both r and the encoder output's drift on a shipped sample are recorded per backbone. Where word, position and
+  type
   embeddings are summed before the LayerNorm (BERT), scaling the shared matrix changes the input
   itself (bert-tiny trained to chance), so the planner gives such a backbone ``untie`` instead and
   labels the arm an extension: the paper's BERT-SPLADE is its unrescaled baseline.
@@ -41,7 +42,8 @@ Three things vary, each in one table:
 Bias: with ``scale_bias=True`` (the default) the decoder bias is multiplied by α too, so every logit
 is α × its former value at step 0: which vocabulary entries are positive (the support of relu, hence of
 the SPLADE vector) is unchanged and only the magnitudes move. Left unscaled, a bias of the pretrained
-size would dominate the shrunken W·h and change which terms are active, a second intervention. ``scale_bias=False`` keeps the shifted variant for ablations.
+size would dominate the shrunken W·h and change which terms are active, a second intervention. ``scale_bias=False``
+keeps the shifted variant for ablations.
 """
 
 from __future__ import annotations
@@ -155,16 +157,18 @@ def embedding_scale(head: MLMHead, factor: float) -> tuple[float, float] | None:
     return float(r.min()), float(torch.quantile(r, 0.5))
 
 
-def encoder_drift(model: nn.Module, tokenizer: PreTrainedTokenizerBase, change: Callable[[], None],
-                  texts: Sequence[str] | None = None) -> float:
+def encoder_drift(
+    model: nn.Module, tokenizer: PreTrainedTokenizerBase, change: Callable[[], None], texts: Sequence[str] | None = None
+) -> float:
     """Relative L2 change of the encoder's last hidden states over the real tokens of ``texts`` (default:
     16 of the shipped SciFact abstracts, 128 tokens) when ``change()`` is applied to ``model``."""
     import torch
 
     from benchmark.data.samples import scifact_abstracts
 
-    enc = tokenizer(list(texts or scifact_abstracts()[:16]), padding=True, truncation=True, max_length=128,
-                    return_tensors="pt").to(next(model.parameters()).device)
+    enc = tokenizer(
+        list(texts or scifact_abstracts()[:16]), padding=True, truncation=True, max_length=128, return_tensors="pt"
+    ).to(next(model.parameters()).device)
     mask = enc["attention_mask"].bool()
 
     def hidden() -> torch.Tensor:
@@ -182,7 +186,8 @@ def _once(head: MLMHead, factor: float, scale_bias: bool) -> None:
         raise BenchmarkError(
             f"method 'once' would scale the shared matrix of {type(head.model).__name__}, whose word embeddings are "
             "summed with position embeddings before their LayerNorm, so the encoder's input would change; use method "
-            "'untie' (an untied scaled copy, this harness's extension)")
+            "'untie' (an untied scaled copy, this harness's extension)"
+        )
     _tied(head, factor, scale_bias)
 
 
@@ -198,21 +203,37 @@ def _projection(head: MLMHead, factor: float, scale_bias: bool) -> None:
 METHODS: Registry[Method] = Registry("rescale method", fix="Set method in [splade.rescale] or pass one of these")
 METHODS.register(
     "once",
-    Method(_once, False, "decoder matrix and bias × α once, then trained as they are (tied: the shared matrix, behind "
-           "the word-embedding LayerNorm); no parameter added", paper=True),
+    Method(
+        _once,
+        False,
+        "decoder matrix and bias × α once, then trained as they are (tied: the shared matrix, behind "
+        "the word-embedding LayerNorm); no parameter added",
+        paper=True,
+    ),
 )
 METHODS.register(
     "projection",
-    Method(_projection, False, "constant α on W·h in every forward (config mlm_projection_scale), decoder bias × α; "
-           "no parameter added, input embeddings unchanged; trains the head about k× more slowly than 'once'",
-           changes="projection_norm"),
+    Method(
+        _projection,
+        False,
+        "constant α on W·h in every forward (config mlm_projection_scale), decoder bias × α; "
+        "no parameter added, input embeddings unchanged; trains the head about k× more slowly than 'once'",
+        changes="projection_norm",
+    ),
 )
 METHODS.register(
-    "head-norm", Method(_head_norm, False, "head LayerNorm γ, β and decoder bias × α; no parameter added, ties kept",
-                        changes="head_gain")
+    "head-norm",
+    Method(
+        _head_norm,
+        False,
+        "head LayerNorm γ, β and decoder bias × α; no parameter added, ties kept",
+        changes="head_gain",
+    ),
 )
 METHODS.register("tied", Method(_tied, False, "vocabulary matrix × α in place (tied: the input embeddings too)"))
-METHODS.register("untie", Method(_untie, True, "an untied copy of the vocabulary matrix × α; adds vocab × hidden parameters"))
+METHODS.register(
+    "untie", Method(_untie, True, "an untied copy of the vocabulary matrix × α; adds vocab × hidden parameters")
+)
 
 
 # --- match statistics ---------------------------------------------------------------------------
@@ -266,7 +287,9 @@ def sample_logits(
     texts = list(scifact_abstracts() if texts is None else texts)
     device = next(model.parameters()).device
     for start in range(0, len(texts), batch_size):
-        enc = tokenizer(texts[start : start + batch_size], padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        enc = tokenizer(
+            texts[start : start + batch_size], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+        )
         mask = enc["attention_mask"].to(device)
         with torch.inference_mode():
             logits = model(input_ids=enc["input_ids"].to(device), attention_mask=mask).logits
@@ -302,11 +325,14 @@ def _logit_std(model: nn.Module, tokenizer: Any = None) -> float:
     return logit_std(model, tokenizer)
 
 
-STATISTICS: Registry[Statistic] = Registry("rescale match statistic", fix="Set match_stat in [splade.rescale] or pass one of these")
+STATISTICS: Registry[Statistic] = Registry(
+    "rescale match statistic", fix="Set match_stat in [splade.rescale] or pass one of these"
+)
 STATISTICS.register("frobenius", Statistic(_frobenius, False, "Frobenius norm of the projection ‖αW‖_F"))
 STATISTICS.register("row-rms", Statistic(_row_rms, False, "RMS of the projection's row norms, ‖αW‖_F/√vocab"))
 STATISTICS.register(
-    "logit-std", Statistic(_logit_std, True, "std of the MLM logits over the vocabulary, mean over a SciFact sample's tokens")
+    "logit-std",
+    Statistic(_logit_std, True, "std of the MLM logits over the vocabulary, mean over a SciFact sample's tokens"),
 )
 
 
@@ -372,7 +398,9 @@ class Rescale:
             raise BenchmarkError(f"rescale scale_bias must be true or false, got {self.scale_bias!r}")
         if self.mode == "none":
             if self.factor is not None or self.match is not None:
-                raise BenchmarkError("rescale mode 'none' takes no factor and no match target; use mode 'factor' or 'match'")
+                raise BenchmarkError(
+                    "rescale mode 'none' takes no factor and no match target; use mode 'factor' or 'match'"
+                )
         elif self.mode == "factor":
             if self.match is not None:
                 raise BenchmarkError("rescale mode 'factor' takes no match target; use mode 'match' for a target")
@@ -411,12 +439,21 @@ class Rescale:
             default: (mode, factor, match) when neither is given; the field the mode does not read is dropped.
         """
         if factor is not None and match is not None:
-            raise BenchmarkError(f"give either a rescale factor ({factor:g}) or a match target ({match}), not both; "
-                                 "drop --rescale-factor or --match-norm")
-        mode, factor, match = ("factor", factor, None) if factor is not None else \
-            ("match", None, match) if match is not None else default
-        return cls(mode, factor=factor if mode == "factor" else None, match=match if mode == "match" else None,
-                   scale_bias=scale_bias, method=method, match_stat=match_stat)
+            raise BenchmarkError(
+                f"give either a rescale factor ({factor:g}) or a match target ({match}), not both; "
+                "drop --rescale-factor or --match-norm"
+            )
+        mode, factor, match = (
+            ("factor", factor, None) if factor is not None else ("match", None, match) if match is not None else default
+        )
+        return cls(
+            mode,
+            factor=factor if mode == "factor" else None,
+            match=match if mode == "match" else None,
+            scale_bias=scale_bias,
+            method=method,
+            match_stat=match_stat,
+        )
 
     @property
     def label(self) -> str:
@@ -439,12 +476,15 @@ class Rescale:
 
     @property
     def description(self) -> str:
-        """One line for plans and reports: the amount, the method, whose method it is, and whether it adds parameters."""
+        """One line for plans and reports: the amount, the method, whose method it is, and whether it adds
+        parameters."""
         if self.mode == "none":
             return "MLM head as pretrained"
         if self.mode == "factor":
             k = self.k
-            what = f"logits × {self.factor:g}" + (f" (k = {k:g}, α = 1/k)" if k is not None and k > 1 and k == round(k) else "")
+            what = f"logits × {self.factor:g}" + (
+                f" (k = {k:g}, α = 1/k)" if k is not None and k > 1 and k == round(k) else ""
+            )
         else:
             what = f"{self.match_stat} matched to {self.match}"
         bias = "" if self.scale_bias else ", decoder bias kept"
@@ -508,16 +548,24 @@ def tie_note(backbone: str) -> str:
     if handling == "head":
         return f"MLM head ({model}decoder not tied): 'once' scales the decoder in place; no parameter added"
     if handling == "shared":
-        return (f"MLM head ({model}tied to word embeddings that a LayerNorm normalises alone): 'once' scales the shared "
-                "matrix; each token's embedding keeps its direction and shrinks through that LayerNorm's epsilon (recorded, "
-                "with the encoder output's drift); no parameter added")
+        return (
+            f"MLM head ({model}tied to word embeddings that a LayerNorm normalises alone): 'once' scales the shared "
+            "matrix; each token's embedding keeps its direction and shrinks through that LayerNorm's epsilon "
+            "(recorded, "
+            "with the encoder output's drift); no parameter added"
+        )
     if handling == "untie":
         size = _untied_copy_size(backbone)
-        added = (f"+{size:,} parameters (vocab × hidden + vocab: the bias's alias becomes its own tensor)"
-                 if size else "+vocab × hidden + vocab parameters")
-        return (f"MLM head ({model}tied to word embeddings summed with position and type embeddings before the "
-                f"LayerNorm): scaling the shared matrix would change the input, so 'once' runs as 'untie', an untied "
-                f"scaled copy, {added}, this harness's extension (the paper's BERT is its unrescaled baseline)")
+        added = (
+            f"+{size:,} parameters (vocab × hidden + vocab: the bias's alias becomes its own tensor)"
+            if size
+            else "+vocab × hidden + vocab parameters"
+        )
+        return (
+            f"MLM head ({model}tied to word embeddings summed with position and type embeddings before the "
+            f"LayerNorm): scaling the shared matrix would change the input, so 'once' runs as 'untie', an untied "
+            f"scaled copy, {added}, this harness's extension (the paper's BERT is its unrescaled baseline)"
+        )
     return "MLM head: architecture known only once loaded ('once' refuses a tie to summed embeddings then)"
 
 
@@ -536,9 +584,18 @@ def _untied_copy_size(backbone: str) -> int | None:
         return None
 
 
-def rescale_tag(method: str, factor: float | str | None, mode: str = "factor", *, match_stat: str | None = None,
-                stat_before: float | None = None, stat_after: float | None = None, params_added: int | None = None,
-                embedding_scale_median: float | None = None, encoder_drift: float | None = None) -> str:
+def rescale_tag(
+    method: str,
+    factor: float | str | None,
+    mode: str = "factor",
+    *,
+    match_stat: str | None = None,
+    stat_before: float | None = None,
+    stat_after: float | None = None,
+    params_added: int | None = None,
+    embedding_scale_median: float | None = None,
+    encoder_drift: float | None = None,
+) -> str:
     """How a head was rescaled, in the words of table rows, the dry run and results.json: the one label of
     a rescale, from what is known of it. As planned: the method and the factor (a matched factor as the
     string ``match:<target>``); as the backbone stage recorded it: also the matched statistic before and
@@ -577,12 +634,17 @@ def rescale_tag(method: str, factor: float | str | None, mode: str = "factor", *
 
 def record_tag(record: Mapping[str, Any]) -> str:
     """``rescale_tag`` of a backbone stage's record (``apply_rescale``'s keys)."""
-    return rescale_tag(record.get("method") or "", record.get("factor"), record.get("mode") or "none",
-                       match_stat=record.get("match_stat"), stat_before=record.get("stat_before"),
-                       stat_after=record.get("stat_after"),
-                       params_added=(record.get("params_after") or 0) - (record.get("params_before") or 0),
-                       embedding_scale_median=record.get("embedding_scale_median"),
-                       encoder_drift=record.get("encoder_drift"))
+    return rescale_tag(
+        record.get("method") or "",
+        record.get("factor"),
+        record.get("mode") or "none",
+        match_stat=record.get("match_stat"),
+        stat_before=record.get("stat_before"),
+        stat_after=record.get("stat_after"),
+        params_added=(record.get("params_after") or 0) - (record.get("params_before") or 0),
+        embedding_scale_median=record.get("embedding_scale_median"),
+        encoder_drift=record.get("encoder_drift"),
+    )
 
 
 # --- applying it --------------------------------------------------------------------------------
@@ -606,7 +668,9 @@ def resolve_factor(
     current = measure(spec.match_stat, model, tokenizer)
     target = spec.match if isinstance(spec.match, float) else reference_statistic(str(spec.match), spec.match_stat)
     if not current > 0:
-        raise BenchmarkError(f"cannot match {spec.match_stat}: it is {current!r} for this backbone (an all-zero MLM head?)")
+        raise BenchmarkError(
+            f"cannot match {spec.match_stat}: it is {current!r} for this backbone (an all-zero MLM head?)"
+        )
     return target / current, current, target
 
 
@@ -639,9 +703,7 @@ def head_snapshot(model: nn.Module) -> dict[str, Any]:
     }
 
 
-def apply_rescale(
-    model: nn.Module, spec: Rescale, tokenizer: PreTrainedTokenizerBase | None = None
-) -> dict[str, Any]:
+def apply_rescale(model: nn.Module, spec: Rescale, tokenizer: PreTrainedTokenizerBase | None = None) -> dict[str, Any]:
     """Rescale ``model``'s MLM head in place per ``spec``; returns the record of what changed.
 
     A factor of exactly 1 leaves the model untouched whatever the method (``untie`` does not untie).
@@ -695,4 +757,3 @@ def apply_rescale(
         **{f"{k}_before": v for k, v in before.items()},
         **{f"{k}_after": v for k, v in after.items()},
     }
-

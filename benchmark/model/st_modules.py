@@ -20,7 +20,10 @@ MODULES = "modules.json"
 # modules.json types (last dotted part) that run the folder's root checkpoint as an MLM
 MLM_MODULES = ("MLMTransformer", "Transformer")
 POOLING = {"pooling_strategy": "max", "activation_function": "relu"}  # what benchmark.splade computes
-FIX = "pass the folder of a plain SPLADE SparseEncoder (an MLM transformer, then SpladePooling max/relu) or its *ForMaskedLM checkpoint"
+FIX = (
+    "pass the folder of a plain SPLADE SparseEncoder (an MLM transformer, then SpladePooling max/relu) or its "
+    "*ForMaskedLM checkpoint"
+)
 
 
 def _json(path: Path) -> Any:
@@ -41,25 +44,38 @@ def modules_problem(name: str, folder: Path) -> str | None:
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         return f"{where} is not a JSON list of modules; save it again with SparseEncoder.save, or {FIX}"
     kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
-    if len(kinds) != 2 or kinds[0] not in MLM_MODULES or kinds[1] != "SpladePooling" or modules[0].get("path", "") != "":
-        return (f"{where} lists {', '.join(kinds) or 'no modules'}, not an MLM transformer at the folder's root followed "
-                f"by SpladePooling (e.g. an inference-free SPLADE's Router encodes queries without the model), and this "
-                f"harness encodes queries and documents with the root MLM; {FIX}")
+    if (
+        len(kinds) != 2
+        or kinds[0] not in MLM_MODULES
+        or kinds[1] != "SpladePooling"
+        or modules[0].get("path", "") != ""
+    ):
+        return (
+            f"{where} lists {', '.join(kinds) or 'no modules'}, not an MLM transformer at the folder's root followed "
+            f"by SpladePooling (e.g. an inference-free SPLADE's Router encodes queries without the model), and this "
+            f"harness encodes queries and documents with the root MLM; {FIX}"
+        )
     task = (_json(folder / "sentence_bert_config.json") or {}).get("transformer_task", "fill-mask")
     if kinds[0] == "Transformer" and task != "fill-mask":
-        return (f"{where} runs its Transformer for {task!r}, not 'fill-mask', so its root is not used as an MLM "
-                f"(sentence_bert_config.json); {FIX}")
+        return (
+            f"{where} runs its Transformer for {task!r}, not 'fill-mask', so its root is not used as an MLM "
+            f"(sentence_bert_config.json); {FIX}"
+        )
     pooling = _json(folder / str(modules[1].get("path", "")) / "config.json") or {}
     for key, want in POOLING.items():
         got = pooling.get(key, want)
         if got != want:
-            return (f"{where} pools with SpladePooling {key} = {got!r}, but this harness computes SPLADE's "
-                    f"{', '.join(f'{k} = {v!r}' for k, v in POOLING.items())} (max_t log(1 + relu(logit))); {FIX}")
+            return (
+                f"{where} pools with SpladePooling {key} = {got!r}, but this harness computes SPLADE's "
+                f"{', '.join(f'{k} = {v!r}' for k, v in POOLING.items())} (max_t log(1 + relu(logit))); {FIX}"
+            )
     prompts = (_json(folder / "config_sentence_transformers.json") or {}).get("prompts") or {}
     used = {k: v for k, v in prompts.items() if v} if isinstance(prompts, dict) else {}
     if used:
-        return (f"backbone {name!r}: folder {folder} is a SparseEncoder that prepends prompts {used} "
-                f"(config_sentence_transformers.json), which this harness does not add; remove them or {FIX}")
+        return (
+            f"backbone {name!r}: folder {folder} is a SparseEncoder that prepends prompts {used} "
+            f"(config_sentence_transformers.json), which this harness does not add; remove them or {FIX}"
+        )
     return None
 
 
@@ -71,7 +87,9 @@ def max_seq_length(folder: Path) -> int | None:
         return None
     for file, key in (("sentence_bert_config.json", "max_seq_length"), ("tokenizer_config.json", "model_max_length")):
         value = (_json(folder / file) or {}).get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10**9:  # not transformers' 'unbounded'
+        if (
+            isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10**9
+        ):  # not transformers' 'unbounded'
             return value
     return None
 
@@ -81,6 +99,9 @@ def length_problems(name: str, folder: Path, lengths: dict[str, int]) -> list[st
     limit = max_seq_length(folder)
     if limit is None:
         return []
-    return [f"[encode] {key} = {value} exceeds backbone {name!r}'s SparseEncoder max_seq_length {limit} "
-            f"(folder {folder}); set {key} = {limit} or less in the suite's [encode]"
-            for key, value in lengths.items() if value > limit]
+    return [
+        f"[encode] {key} = {value} exceeds backbone {name!r}'s SparseEncoder max_seq_length {limit} "
+        f"(folder {folder}); set {key} = {limit} or less in the suite's [encode]"
+        for key, value in lengths.items()
+        if value > limit
+    ]

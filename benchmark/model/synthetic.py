@@ -67,37 +67,102 @@ class Synthetic:
 
     def fingerprint(self) -> dict[str, Any]:
         extra = {"doc_nnz": self.doc_nnz, "doc_tokens": self.doc_tokens} if self.doc_nnz is not None else {}
-        return {"synthetic": self.config_class, "kwargs": self.kwargs, "seed": SEED, "active": ACTIVE_FRACTION,
-                "version": VERSION, "tokenizer": checkpoint_fingerprint(TOKENIZER_SOURCE), **extra}
+        return {
+            "synthetic": self.config_class,
+            "kwargs": self.kwargs,
+            "seed": SEED,
+            "active": ACTIVE_FRACTION,
+            "version": VERSION,
+            "tokenizer": checkpoint_fingerprint(TOKENIZER_SOURCE),
+            **extra,
+        }
 
 
-_MODERNBERT_SPECIALS = {"pad_token_id": 0, "bos_token_id": 101, "cls_token_id": 101, "eos_token_id": 102,
-                        "sep_token_id": 102}
+_MODERNBERT_SPECIALS = {
+    "pad_token_id": 0,
+    "bos_token_id": 101,
+    "cls_token_id": 101,
+    "eos_token_id": 102,
+    "sep_token_id": 102,
+}
 
 SYNTHETIC: Registry[Synthetic] = Registry("synthetic backbone")
-SYNTHETIC.register("tiny-bert", Synthetic(
-    "BertConfig", "BertForMaskedLM", like="bert-base-uncased (12 layers, 768 hidden, 12 heads)",
-    kwargs={"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-            "intermediate_size": 256, "max_position_embeddings": 512}))
-SYNTHETIC.register("tiny-modernbert", Synthetic(
-    "ModernBertConfig", "ModernBertForMaskedLM", like="ModernBERT-base (22 layers, 768 hidden, 12 heads, 1152 MLP)",
-    kwargs={"vocab_size": 50368, "hidden_size": 96, "num_hidden_layers": 3, "num_attention_heads": 3,
-            "intermediate_size": 144, "local_attention": 64, "max_position_embeddings": 512, **_MODERNBERT_SPECIALS}))
-SYNTHETIC.register("tiny-ettin", Synthetic(
-    "ModernBertConfig", "ModernBertForMaskedLM", like="Ettin-17m (7 layers, 256 hidden, 4 heads, 384 MLP)",
-    kwargs={"vocab_size": 50368, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 2,
-            "intermediate_size": 96, "local_attention": 64, "max_position_embeddings": 512, **_MODERNBERT_SPECIALS}))
+SYNTHETIC.register(
+    "tiny-bert",
+    Synthetic(
+        "BertConfig",
+        "BertForMaskedLM",
+        like="bert-base-uncased (12 layers, 768 hidden, 12 heads)",
+        kwargs={
+            "vocab_size": 30522,
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "intermediate_size": 256,
+            "max_position_embeddings": 512,
+        },
+    ),
+)
+SYNTHETIC.register(
+    "tiny-modernbert",
+    Synthetic(
+        "ModernBertConfig",
+        "ModernBertForMaskedLM",
+        like="ModernBERT-base (22 layers, 768 hidden, 12 heads, 1152 MLP)",
+        kwargs={
+            "vocab_size": 50368,
+            "hidden_size": 96,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 3,
+            "intermediate_size": 144,
+            "local_attention": 64,
+            "max_position_embeddings": 512,
+            **_MODERNBERT_SPECIALS,
+        },
+    ),
+)
+SYNTHETIC.register(
+    "tiny-ettin",
+    Synthetic(
+        "ModernBertConfig",
+        "ModernBertForMaskedLM",
+        like="Ettin-17m (7 layers, 256 hidden, 4 heads, 384 MLP)",
+        kwargs={
+            "vocab_size": 50368,
+            "hidden_size": 64,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 2,
+            "intermediate_size": 96,
+            "local_attention": 64,
+            "max_position_embeddings": 512,
+            **_MODERNBERT_SPECIALS,
+        },
+    ),
+)
 
 # The scale rehearsal's encoder (``python -m benchmark.perf scale``): bert-base's vocabulary and a one-layer
 # body. The CPU head costs tokens × vocabulary whatever the body, so the rehearsal encodes the first
 # SCALE_DOC_TOKENS tokens of each document, calibrated to a trained model's ~200 non-zeros per document:
 # the shards, the impact index and the searches downstream get realistic sizes at a fraction of the cost.
 SCALE_DOC_TOKENS = 32
-SYNTHETIC.register("scale-bert", Synthetic(
-    "BertConfig", "BertForMaskedLM", like="bert-base-uncased's vocabulary (1 layer, 16 hidden)", doc_nnz=200,
-    doc_tokens=SCALE_DOC_TOKENS,
-    kwargs={"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 1,
-            "intermediate_size": 32, "max_position_embeddings": 512}))
+SYNTHETIC.register(
+    "scale-bert",
+    Synthetic(
+        "BertConfig",
+        "BertForMaskedLM",
+        like="bert-base-uncased's vocabulary (1 layer, 16 hidden)",
+        doc_nnz=200,
+        doc_tokens=SCALE_DOC_TOKENS,
+        kwargs={
+            "vocab_size": 30522,
+            "hidden_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 1,
+            "intermediate_size": 32,
+            "max_position_embeddings": 512,
+        },
+    ),
+)
 
 
 def folder(key: str) -> Path:
@@ -115,7 +180,9 @@ def wordpiece_vocab(vocab_size: int) -> list[str]:
     tokens = sorted(vocab, key=vocab.get)
     if vocab_size >= len(tokens):
         return tokens + [f"[extra{i}]" for i in range(vocab_size - len(tokens))]
-    base = tokens[:BERT_SPECIALS] + [t for t in tokens[BERT_SPECIALS:] if len(t) == 1 or (t.startswith("##") and len(t) == 3)]
+    base = tokens[:BERT_SPECIALS] + [
+        t for t in tokens[BERT_SPECIALS:] if len(t) == 1 or (t.startswith("##") and len(t) == 3)
+    ]
     if vocab_size < len(base):
         raise ValueError(f"vocab_size must be >= {len(base)} to cover every character, got {vocab_size}")
     seen = set(base)
@@ -161,8 +228,9 @@ def ensure(key: str) -> Path:
     with torch.no_grad():  # bias: the constant that leaves ACTIVE_FRACTION of the logits on CALIBRATION_TEXTS above 0
         decoder.bias.zero_()
         if spec.doc_nnz is not None:  # or doc_nnz terms of the max-pooled document above 0
-            batch = tokenizer([" ".join(CALIBRATION_TEXTS)], return_tensors="pt", truncation=True,
-                              max_length=spec.doc_tokens)
+            batch = tokenizer(
+                [" ".join(CALIBRATION_TEXTS)], return_tensors="pt", truncation=True, max_length=spec.doc_tokens
+            )
             pooled = model(**batch).logits[0].float().amax(dim=0)
             decoder.bias.fill_(-float(pooled.sort(descending=True).values[spec.doc_nnz]))
         else:
@@ -174,8 +242,9 @@ def ensure(key: str) -> Path:
     with quiet_transformers():
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-    (tmp / "SYNTHETIC.json").write_text(json.dumps({"key": key, "like": spec.like, **spec.fingerprint()}, indent=2,
-                                                   default=str))
+    (tmp / "SYNTHETIC.json").write_text(
+        json.dumps({"key": key, "like": spec.like, **spec.fingerprint()}, indent=2, default=str)
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.replace(tmp, target)

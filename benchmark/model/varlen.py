@@ -28,9 +28,18 @@ NAME = "varlen"
 PACKED_MODEL_TYPES: dict[str, tuple[str, ...]] = {"modernbert": ("full_attention", "sliding_attention")}
 
 
-def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None = None,
-              sliding_window: int | None = None, cu_seq_lens_q: Any = None, max_length_q: int | None = None,
-              **kwargs: Any) -> tuple[Any, None]:
+def attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    scaling: float | None = None,
+    sliding_window: int | None = None,
+    cu_seq_lens_q: Any = None,
+    max_length_q: int | None = None,
+    **kwargs: Any,
+) -> tuple[Any, None]:
     """transformers attention-interface function over one packed row: q, k, v [1, heads, T, d] → [1, T, heads, d].
 
     ``sliding_window`` follows transformers' flash convention: a token sees the tokens at distance
@@ -39,8 +48,10 @@ def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any
     import torch
 
     if cu_seq_lens_q is None:
-        raise BenchmarkError("attn_implementation='varlen' needs a packed batch (benchmark.splade.encoder.encode packs one); "
-                             "load the model with attn_implementation='sdpa' for padded inputs")
+        raise BenchmarkError(
+            "attn_implementation='varlen' needs a packed batch (benchmark.splade.encoder.encode packs one); "
+            "load the model with attn_implementation='sdpa' for padded inputs"
+        )
     q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))  # [T, heads, d]
     reach = -1 if sliding_window is None else sliding_window - 1
     if q.is_cuda:
@@ -49,8 +60,9 @@ def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any
         dtype = flash_dtype(q)
         q, k, v = (x.to(dtype).contiguous() for x in (q, k, v))
         cu = cu_seq_lens_q.to(torch.int32)
-        out = varlen_attn(q, k, v, cu, cu, int(max_length_q), int(max_length_q), scale=scaling,
-                          window_size=(reach, reach))
+        out = varlen_attn(
+            q, k, v, cu, cu, int(max_length_q), int(max_length_q), scale=scaling, window_size=(reach, reach)
+        )
         return out.unsqueeze(0), None
     out = torch.empty_like(q)
     bounds = cu_seq_lens_q.tolist()
@@ -62,8 +74,9 @@ def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any
         if reach >= 0 and end - start > reach + 1:
             pos = torch.arange(end - start, device=q.device)
             mask = (pos[:, None] - pos[None, :]).abs() <= reach
-        out[start:end] = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask,
-                                                                          scale=scaling).transpose(0, 1)
+        out[start:end] = torch.nn.functional.scaled_dot_product_attention(
+            qs, ks, vs, attn_mask=mask, scale=scaling
+        ).transpose(0, 1)
     return out.unsqueeze(0), None
 
 
@@ -81,8 +94,10 @@ def flash_dtype(query: Any) -> Any:
     device = query.device.type
     if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) in (torch.float16, torch.bfloat16):
         return torch.get_autocast_dtype(device)
-    raise BenchmarkError(f"attn_implementation='varlen' runs flash attention, which has no {query.dtype} kernel; "
-                         "set [encode] precision = \"bfloat16\", or attn_implementation = \"sdpa\"")
+    raise BenchmarkError(
+        f"attn_implementation='varlen' runs flash attention, which has no {query.dtype} kernel; "
+        'set [encode] precision = "bfloat16", or attn_implementation = "sdpa"'
+    )
 
 
 def register() -> None:
@@ -96,8 +111,10 @@ def problem(model_type: str, name: str) -> str | None:
     """One line when a ``model_type`` model cannot run packed."""
     if model_type in PACKED_MODEL_TYPES:
         return None
-    return (f"{name}: attn_implementation='varlen' packs {', '.join(PACKED_MODEL_TYPES)} models, not {model_type!r}; "
-            "set [encode] attn_implementation = \"sdpa\" for this backbone")
+    return (
+        f"{name}: attn_implementation='varlen' packs {', '.join(PACKED_MODEL_TYPES)} models, not {model_type!r}; "
+        'set [encode] attn_implementation = "sdpa" for this backbone'
+    )
 
 
 def check(model: Any, name: str) -> None:
@@ -138,5 +155,12 @@ def forward_kwargs(model: Any, tokens: list[np.ndarray], rows: Any, device: Any)
     """Keyword arguments of ``model(...)`` for the packed batch ``rows``."""
     input_ids, positions, cu, longest = packed_inputs(tokens, rows, device)
     masks = {key: None for key in PACKED_MODEL_TYPES[model.config.model_type]}
-    return {"input_ids": input_ids, "position_ids": positions, "attention_mask": masks, "cu_seq_lens_q": cu,
-            "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
+    return {
+        "input_ids": input_ids,
+        "position_ids": positions,
+        "attention_mask": masks,
+        "cu_seq_lens_q": cu,
+        "cu_seq_lens_k": cu,
+        "max_length_q": longest,
+        "max_length_k": longest,
+    }

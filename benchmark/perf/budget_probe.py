@@ -1,4 +1,5 @@
-"""``python -m benchmark.perf budget-probe``: the GPU throughput probe behind the compute budget (``benchmark.pipeline.budget``).
+"""``python -m benchmark.perf budget-probe``: the GPU throughput probe behind the compute budget
+(``benchmark.pipeline.budget``).
 
 For each paper backbone, built from its published config with random weights (speed does not
 depend on the weights): SPLADE document encoding through ``benchmark.splade.encoder.encode`` at fixed token
@@ -9,6 +10,7 @@ the msmarco-infonce recipe's batch size. Prints one JSON line per measurement.
 
 On a machine without CUDA it runs on the CPU, only to try it out (the CPU smoke test does).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +26,6 @@ from benchmark.perf.perf_cli import positive_ints, subset
 from benchmark.splade.encoder import encode
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to try the script out
-
-
 
 
 def sync() -> None:
@@ -52,11 +52,19 @@ def build(name: str) -> torch.nn.Module:
 
     kind, hidden, layers, inter, heads = CONFIGS[name]
     if kind == "bert":
-        cfg = BertConfig(hidden_size=hidden, num_hidden_layers=layers, intermediate_size=inter, num_attention_heads=heads)
+        cfg = BertConfig(
+            hidden_size=hidden, num_hidden_layers=layers, intermediate_size=inter, num_attention_heads=heads
+        )
         cls = BertForMaskedLM
     else:
-        cfg = ModernBertConfig(hidden_size=hidden, num_hidden_layers=layers, intermediate_size=inter,
-                               num_attention_heads=heads, vocab_size=50368, reference_compile=False)
+        cfg = ModernBertConfig(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            intermediate_size=inter,
+            num_attention_heads=heads,
+            vocab_size=50368,
+            reference_compile=False,
+        )
         cls = ModernBertForMaskedLM
     with torch.device(DEVICE):
         model = cls(cfg)
@@ -153,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.empty_cache()
         for d_len in doc_lengths:
             try:
-                row[f"train_s_q32_d{d_len}"] = round(train_step_seconds(model, vocab, args.batch, 32, d_len, args.steps), 3)
+                row[f"train_s_q32_d{d_len}"] = round(
+                    train_step_seconds(model, vocab, args.batch, 32, d_len, args.steps), 3
+                )
             except torch.OutOfMemoryError:
                 row[f"train_s_q32_d{d_len}"] = "oom"
             torch.cuda.empty_cache()

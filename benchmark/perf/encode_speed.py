@@ -33,8 +33,16 @@ def _load_ours(spec: dict[str, Any], info: dict[str, Any]):
 
     def run(texts: list[str]):
         info.clear()
-        return encode(model, tokenizer, texts, max_length=spec["max_length"], batch_size=spec["batch_size"],
-                      precision=spec["precision"], path=spec.get("path"), info=info)
+        return encode(
+            model,
+            tokenizer,
+            texts,
+            max_length=spec["max_length"],
+            batch_size=spec["batch_size"],
+            precision=spec["precision"],
+            path=spec.get("path"),
+            info=info,
+        )
 
     return run, model.config.vocab_size
 
@@ -46,8 +54,13 @@ def _load_st(spec: dict[str, Any], info: dict[str, Any]):
     from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
     logging.getLogger("sentence_transformers").setLevel(logging.ERROR)  # MLMTransformer deprecation notice
-    model = SparseEncoder(modules=[MLMTransformer(spec["model"], max_seq_length=spec["max_length"]),
-                                   SpladePooling(pooling_strategy="max")], device=spec.get("device", "cpu"))
+    model = SparseEncoder(
+        modules=[
+            MLMTransformer(spec["model"], max_seq_length=spec["max_length"]),
+            SpladePooling(pooling_strategy="max"),
+        ],
+        device=spec.get("device", "cpu"),
+    )
 
     def run(texts: list[str]):
         return model.encode_document(texts, batch_size=spec["batch_size"], show_progress_bar=False)
@@ -102,14 +115,32 @@ def encode_worker(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("queries"):
         queries = json.loads(Path(spec["queries"]).read_text())
         sp.save_npz(out.with_suffix(".queries.npz"), _to_csr(run(queries), vocab))
-    return {"docs": len(texts), "wall_s": wall, "cpu_s": cpu, "rss_before_mb": rss_before, "peak_mb": peak,
-            "cuda_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
-            "torch": torch.__version__, "threads": torch.get_num_threads(), "info": encode_info}
+    return {
+        "docs": len(texts),
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "rss_before_mb": rss_before,
+        "peak_mb": peak,
+        "cuda_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "info": encode_info,
+    }
 
 
 def _row(part: str, system: str, r: dict[str, Any], note: str = "") -> Row:
-    return Row(part, system, r["docs"], r["wall_s"], r["docs"] / r["wall_s"], 1000 * r["cpu_s"] / r["docs"],
-               r["peak_mb"], r["peak_mb"] - r["rss_before_mb"], load=load_text(r), note=note)
+    return Row(
+        part,
+        system,
+        r["docs"],
+        r["wall_s"],
+        r["docs"] / r["wall_s"],
+        1000 * r["cpu_s"] / r["docs"],
+        r["peak_mb"],
+        r["peak_mb"] - r["rss_before_mb"],
+        load=load_text(r),
+        note=note,
+    )
 
 
 def scifact(n_docs: int) -> tuple[list[str], list[str], dict[str, str], dict[str, dict[str, int]]]:
@@ -161,15 +192,19 @@ def _roofline(r: dict[str, Any]) -> list[str]:
     if not info.get("head_s"):
         return []
     gflop = info["head_gflop_per_doc"]
-    lines = [f"encode roofline (ours float32, path {info['path']!r}): head {gflop:.2f} GFLOP/doc dense "
-             f"(2·tokens·hidden·vocab), {gflop * info['docs'] / info['head_s']:.0f} GFLOP/s dense-equivalent over "
-             f"the head's {info['head_s']:.1f} s; forward {info['forward_s']:.1f} s; "
-             f"{100 * info['candidates_fraction']:.2f} % of (document, term) pairs recomputed exactly"]
+    lines = [
+        f"encode roofline (ours float32, path {info['path']!r}): head {gflop:.2f} GFLOP/doc dense "
+        f"(2·tokens·hidden·vocab), {gflop * info['docs'] / info['head_s']:.0f} GFLOP/s dense-equivalent over "
+        f"the head's {info['head_s']:.1f} s; forward {info['forward_s']:.1f} s; "
+        f"{100 * info['candidates_fraction']:.2f} % of (document, term) pairs recomputed exactly"
+    ]
     if info.get("timings"):
         times = ", ".join(f"{p} {1000 * t:.2f}" for p, t in sorted(info["timings"].items(), key=lambda kv: kv[1]))
-        lines.append(f"encode path measured on the first batch (head ms/doc, thread CPU time): {times}"
-                     + (f"; rejected: {info['rejected']}" if info.get("rejected") else "")
-                     + f"; measurement took {info.get('probe_s', 0):.2f} s")
+        lines.append(
+            f"encode path measured on the first batch (head ms/doc, thread CPU time): {times}"
+            + (f"; rejected: {info['rejected']}" if info.get("rejected") else "")
+            + f"; measurement took {info.get('probe_s', 0):.2f} s"
+        )
     return lines
 
 
@@ -184,9 +219,15 @@ def part_encode(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
     doc_ids = doc_ids[: args.docs]
     (work / "texts.json").write_text(json.dumps(texts))
     (work / "queries.json").write_text(json.dumps(list(queries.values())))
-    base = {"kind": "encode", "model": str(args.model), "texts": str(work / "texts.json"),
-            "queries": str(work / "queries.json"), "max_length": args.max_length, "batch_size": args.batch_size,
-            "threads": args.threads}
+    base = {
+        "kind": "encode",
+        "model": str(args.model),
+        "texts": str(work / "texts.json"),
+        "queries": str(work / "queries.json"),
+        "max_length": args.max_length,
+        "batch_size": args.batch_size,
+        "threads": args.threads,
+    }
     systems = {
         "sentence-transformers": {**base, "encoder": "st"},
         "ours float32": {**base, "encoder": "ours", "precision": "float32", "path": args.path},
@@ -199,8 +240,13 @@ def part_encode(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
             results[name].append(spawn(spec, work, f"enc-{name.replace(' ', '-')}"))
     best = {name: min(rs, key=lambda r: r["wall_s"]) for name, rs in results.items()}
 
-    mats = {name: (sp.load_npz(work / f"enc-{name.replace(' ', '-')}.docs.npz"),
-                   sp.load_npz(work / f"enc-{name.replace(' ', '-')}.queries.npz")) for name in systems}
+    mats = {
+        name: (
+            sp.load_npz(work / f"enc-{name.replace(' ', '-')}.docs.npz"),
+            sp.load_npz(work / f"enc-{name.replace(' ', '-')}.queries.npz"),
+        )
+        for name in systems
+    }
     ref_d, _ = mats["sentence-transformers"]
     notes: dict[str, str] = {}
     for name, (d, q) in mats.items():
@@ -214,13 +260,15 @@ def part_encode(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
     rows = [_row("encode", name, best[name], notes[name]) for name in systems]
     relate(rows, rows[0])
     ours = rows[1]
-    lines = [f"encode: ours float32 is {ours.ratio:.2f}× sentence-transformers' docs/s at {ours.mem_ratio:.2f}× its "
-             f"peak memory (goal ≥ 5× at ≤ 0.33×); bfloat16 {rows[2].ratio:.2f}× at {rows[2].mem_ratio:.2f}×; "
-             f"CPU time per document {rows[0].cpu_ms_per_doc / ours.cpu_ms_per_doc:.2f}× less (wall-time ratios "
-             "grow with the load: OpenMP threads that wait at barriers lose more on a busy machine)",
-             *_roofline(best["ours float32"]),
-             f"encode: nDCG@10 on {len(doc_ids)} SciFact docs (all judged ones included) and {len(queries)} "
-             f"test queries, ranking by exact integer dot products of impacts round(w·{QUANT_SCALE})"]
+    lines = [
+        f"encode: ours float32 is {ours.ratio:.2f}× sentence-transformers' docs/s at {ours.mem_ratio:.2f}× its "
+        f"peak memory (goal ≥ 5× at ≤ 0.33×); bfloat16 {rows[2].ratio:.2f}× at {rows[2].mem_ratio:.2f}×; "
+        f"CPU time per document {rows[0].cpu_ms_per_doc / ours.cpu_ms_per_doc:.2f}× less (wall-time ratios "
+        "grow with the load: OpenMP threads that wait at barriers lose more on a busy machine)",
+        *_roofline(best["ours float32"]),
+        f"encode: nDCG@10 on {len(doc_ids)} SciFact docs (all judged ones included) and {len(queries)} "
+        f"test queries, ranking by exact integer dot products of impacts round(w·{QUANT_SCALE})",
+    ]
     np.save(work / "doc_ids.npy", np.array(doc_ids))
     return rows, lines
 
@@ -230,9 +278,20 @@ def _tiny_modernbert(path: Path, tokenizer_from: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, ModernBertConfig, ModernBertForMaskedLM
 
-    config = ModernBertConfig(vocab_size=LARGE_VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                              num_attention_heads=2, max_position_embeddings=512, local_attention=64,
-                              pad_token_id=0, bos_token_id=101, cls_token_id=101, eos_token_id=102, sep_token_id=102)
+    config = ModernBertConfig(
+        vocab_size=LARGE_VOCAB,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=512,
+        local_attention=64,
+        pad_token_id=0,
+        bos_token_id=101,
+        cls_token_id=101,
+        eos_token_id=102,
+        sep_token_id=102,
+    )
     torch.manual_seed(0)
     ModernBertForMaskedLM(config).eval().save_pretrained(path)
     AutoTokenizer.from_pretrained(tokenizer_from).save_pretrained(path)
@@ -264,25 +323,46 @@ def part_large(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[st
     if len(long_texts) < args.large_batch:
         raise BenchmarkError(f"only {len(long_texts)} long texts from SciFact; lower --large-batch")
     (work / "long.json").write_text(json.dumps(long_texts))
-    base = {"kind": "encode", "model": str(model), "texts": str(work / "long.json"), "max_length": args.large_length,
-            "threads": args.threads, "save": False}  # only memory and time matter here
+    base = {
+        "kind": "encode",
+        "model": str(model),
+        "texts": str(work / "long.json"),
+        "max_length": args.large_length,
+        "threads": args.threads,
+        "save": False,
+    }  # only memory and time matter here
     # ST holds the [B, L, V] logits about twice (mask product, then in-place relu/log1p): keep it off swap.
     logits_mb = lambda b: b * args.large_length * LARGE_VOCAB * 4 / 2**20  # noqa: E731
     st_batch = args.large_batch
     while st_batch > 1 and 2.2 * logits_mb(st_batch) + 2048 > _mem_available_mb():
         st_batch //= 2
-    ours_r = spawn({**base, "encoder": "ours", "precision": "float32", "batch_size": args.large_batch},
-                   work, "large-ours")
+    ours_r = spawn(
+        {**base, "encoder": "ours", "precision": "float32", "batch_size": args.large_batch}, work, "large-ours"
+    )
     st_texts = work / "long-st.json"
     st_texts.write_text(json.dumps(long_texts[:st_batch]))
     st_r = spawn({**base, "texts": str(st_texts), "encoder": "st", "batch_size": st_batch}, work, "large-st")
-    st_note = "" if st_batch == args.large_batch else (
-        f"ran at batch {st_batch} (batch {args.large_batch} needs ≈{2 * logits_mb(args.large_batch) / 1024:.1f} GB "
-        "of logits, more than this machine had free); memory grows linearly with batch")
-    rows = [_row("large", "sentence-transformers", st_r, st_note),
-            _row("large", "ours float32", ours_r, f"batch {args.large_batch}; random weights give dense vectors "
-                 f"({100 * (ours_r['info'].get('candidates_fraction') or 0):.0f} % of terms recomputed exactly)")]
+    st_note = (
+        ""
+        if st_batch == args.large_batch
+        else (
+            f"ran at batch {st_batch} (batch {args.large_batch} needs ≈{2 * logits_mb(args.large_batch) / 1024:.1f} GB "
+            "of logits, more than this machine had free); memory grows linearly with batch"
+        )
+    )
+    rows = [
+        _row("large", "sentence-transformers", st_r, st_note),
+        _row(
+            "large",
+            "ours float32",
+            ours_r,
+            f"batch {args.large_batch}; random weights give dense vectors "
+            f"({100 * (ours_r['info'].get('candidates_fraction') or 0):.0f} % of terms recomputed exactly)",
+        ),
+    ]
     relate(rows, rows[0])
-    lines = [f"large vocab {LARGE_VOCAB}, length {args.large_length}: full logits of batch {args.large_batch} = "
-             f"{logits_mb(args.large_batch):.0f} MB"]
+    lines = [
+        f"large vocab {LARGE_VOCAB}, length {args.large_length}: full logits of batch {args.large_batch} = "
+        f"{logits_mb(args.large_batch):.0f} MB"
+    ]
     return rows, lines

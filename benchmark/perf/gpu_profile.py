@@ -1,4 +1,5 @@
-"""``python -m benchmark.perf gpu-profile``: steady-state SPLADE encode throughput on ModernBERT-base's and BERT-base's architectures,
+"""``python -m benchmark.perf gpu-profile``: steady-state SPLADE encode throughput on ModernBERT-base's and
+BERT-base's architectures,
 the MS MARCO time it implies, and ModernBERT-base training steps/s — one JSON.
 
 Models are built from their configs with random weights (no download): ModernBERT-base's sizes
@@ -158,10 +159,18 @@ def word_tokenizer(vocab_size: int) -> Any:
     vocab.update({f"w{i}": i for i in range(len(SPECIALS), vocab_size)})
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=8192)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=8192,
+    )
 
 
 def passages(n: int, vocab_size: int, seed: int = 0, lo: int = 20, hi: int = 100) -> list[str]:
@@ -182,11 +191,24 @@ def modernbert(small: bool, attn: str) -> Any:
     import torch
     from transformers import ModernBertConfig, ModernBertForMaskedLM
 
-    sizes = (dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=2) if small else
-             dict(hidden_size=768, intermediate_size=1152, num_hidden_layers=22, num_attention_heads=12))
-    config = ModernBertConfig(vocab_size=50368, max_position_embeddings=8192, local_attention=128,
-                              global_attn_every_n_layers=3, pad_token_id=0, bos_token_id=2, cls_token_id=2,
-                              eos_token_id=3, sep_token_id=3, attn_implementation=attn, **sizes)
+    sizes = (
+        dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=2)
+        if small
+        else dict(hidden_size=768, intermediate_size=1152, num_hidden_layers=22, num_attention_heads=12)
+    )
+    config = ModernBertConfig(
+        vocab_size=50368,
+        max_position_embeddings=8192,
+        local_attention=128,
+        global_attn_every_n_layers=3,
+        pad_token_id=0,
+        bos_token_id=2,
+        cls_token_id=2,
+        eos_token_id=3,
+        sep_token_id=3,
+        attn_implementation=attn,
+        **sizes,
+    )
     torch.manual_seed(0)
     return ModernBertForMaskedLM(config)
 
@@ -207,8 +229,9 @@ ARCHITECTURES = {"modernbert-base": modernbert, "bert-base": bert}
 _SHIFTS: dict[Any, dict[str, Any]] = {}  # (architecture, small) → calibration: same seed, same weights
 
 
-def calibrate_bias(model: Any, tokenizer: Any, docs: list[str], max_length: int, key: Any,
-                   rounds: int = 10) -> dict[str, Any]:
+def calibrate_bias(
+    model: Any, tokenizer: Any, docs: list[str], max_length: int, key: Any, rounds: int = 10
+) -> dict[str, Any]:
     """Shift the vocabulary bias (bisection on one constant, at most ``rounds`` steps) until documents
     have ~TARGET_NNZ non-zeros."""
     import torch
@@ -234,8 +257,9 @@ def calibrate_bias(model: Any, tokenizer: Any, docs: list[str], max_length: int,
     return dict(_SHIFTS[key])
 
 
-def encode_rate(model: Any, tokenizer: Any, docs: list[str], *, batch_size: int, precision: str = "bfloat16",
-                max_length: int = 256) -> dict[str, Any]:
+def encode_rate(
+    model: Any, tokenizer: Any, docs: list[str], *, batch_size: int, precision: str = "bfloat16", max_length: int = 256
+) -> dict[str, Any]:
     """Steady state: one pass over ``docs`` to meet every width, then a timed pass."""
     _sync()
     t = time.perf_counter()
@@ -243,24 +267,38 @@ def encode_rate(model: Any, tokenizer: Any, docs: list[str], *, batch_size: int,
     first = _sync() - t
     info: dict[str, Any] = {}
     t = time.perf_counter()
-    reps = encode(model, tokenizer, docs, max_length=max_length, batch_size=batch_size, precision=precision,
-                         info=info)
+    reps = encode(model, tokenizer, docs, max_length=max_length, batch_size=batch_size, precision=precision, info=info)
     secs = _sync() - t
     rate = len(docs) / secs
-    out = {"docs": len(docs), "batch_size": batch_size, "precision": precision, "first_pass_s": round(first, 2),
-           "steady_s": round(secs, 2), "docs_per_s": round(rate, 1),
-           "msmarco_minutes": round(MSMARCO_PASSAGES / rate / 60, 1),
-           "doc_nnz": round(sum(len(i) for i, _ in reps) / len(docs), 1),
-           "forward_s": round(info.get("forward_s", 0.0), 2), "head_and_extraction_s": round(info.get("head_s", 0.0), 2),
-           "path": info.get("path")}
+    out = {
+        "docs": len(docs),
+        "batch_size": batch_size,
+        "precision": precision,
+        "first_pass_s": round(first, 2),
+        "steady_s": round(secs, 2),
+        "docs_per_s": round(rate, 1),
+        "msmarco_minutes": round(MSMARCO_PASSAGES / rate / 60, 1),
+        "doc_nnz": round(sum(len(i) for i, _ in reps) / len(docs), 1),
+        "forward_s": round(info.get("forward_s", 0.0), 2),
+        "head_and_extraction_s": round(info.get("head_s", 0.0), 2),
+        "path": info.get("path"),
+    }
     for key in ("timings", "rejected", "candidates_fraction", "probe_s"):
         if info.get(key) not in (None, {}):
             out[key] = info[key]
     return out
 
 
-def build(arch: str, attn: str, small: bool, device: Any, tokenizer: Any, docs: list[str], compiled: bool = False,
-          backend: str = "inductor") -> tuple[Any, dict[str, Any]]:
+def build(
+    arch: str,
+    attn: str,
+    small: bool,
+    device: Any,
+    tokenizer: Any,
+    docs: list[str],
+    compiled: bool = False,
+    backend: str = "inductor",
+) -> tuple[Any, dict[str, Any]]:
     """A random-weight model of ``arch`` on ``device``, bias calibrated; optionally its body compiled."""
     import torch
 
@@ -279,21 +317,46 @@ def build(arch: str, attn: str, small: bool, device: Any, tokenizer: Any, docs: 
     return model, notes
 
 
-def measure_encode(arch: str, attn: str, args: argparse.Namespace, device: Any, *, compiled: bool = False,
-                   precision: str = "bfloat16", n_docs: int | None = None, batch_size: int | None = None
-                   ) -> Callable[[], dict[str, Any]]:
+def measure_encode(
+    arch: str,
+    attn: str,
+    args: argparse.Namespace,
+    device: Any,
+    *,
+    compiled: bool = False,
+    precision: str = "bfloat16",
+    n_docs: int | None = None,
+    batch_size: int | None = None,
+) -> Callable[[], dict[str, Any]]:
     def fn() -> dict[str, Any]:
         tokenizer = word_tokenizer(50368 if arch == "modernbert-base" else 30522)
         docs = passages(n_docs or args.docs, len(tokenizer))
-        model, notes = build(arch, attn, args.dry_run, device, tokenizer, docs, compiled,
-                             backend="aot_eager" if args.dry_run else "inductor")  # CPU inductor builds take minutes
+        model, notes = build(
+            arch,
+            attn,
+            args.dry_run,
+            device,
+            tokenizer,
+            docs,
+            compiled,
+            backend="aot_eager" if args.dry_run else "inductor",
+        )  # CPU inductor builds take minutes
         t = time.perf_counter()
         if compiled:  # compilation happens on the first call: time it apart
-            encode(model, tokenizer, docs[:512], max_length=256, batch_size=batch_size or args.batch_size,
-                   precision=precision)
+            encode(
+                model,
+                tokenizer,
+                docs[:512],
+                max_length=256,
+                batch_size=batch_size or args.batch_size,
+                precision=precision,
+            )
             notes["compile_and_first_batches_s"] = round(_sync() - t, 1)
-        return {**notes, **encode_rate(model, tokenizer, docs, batch_size=batch_size or args.batch_size,
-                                       precision=precision)}
+        return {
+            **notes,
+            **encode_rate(model, tokenizer, docs, batch_size=batch_size or args.batch_size, precision=precision),
+        }
+
     return fn
 
 
@@ -327,29 +390,50 @@ def measure_train(args: argparse.Namespace, device: Any) -> Callable[[], dict[st
             tokenizer.save_pretrained(init)
             texts = passages(3 * args.train_examples, len(tokenizer), seed=1)
             n = args.train_examples
-            examples = [{"query": " ".join(texts[i].split()[:12]), "positive": texts[n + i], "negative": texts[2 * n + i]}
-                        for i in range(n)]
+            examples = [
+                {"query": " ".join(texts[i].split()[:12]), "positive": texts[n + i], "negative": texts[2 * n + i]}
+                for i in range(n)
+            ]
             timer = _StepTimer()
             if torch.cuda.is_available():
                 torch.cuda.reset_peak_memory_stats()
-            record = train_splade(init, examples, load_recipe("msmarco-infonce"), Path(tmp) / "out", progress=False,
-                                  overrides={"max_steps": args.train_steps, "batch_size": 32, "logging_steps": 5,
-                                             "save_steps": args.train_steps + 1, "query_max_length": 32,
-                                             "doc_max_length": args.train_length},
-                                  callbacks=[timer])
+            record = train_splade(
+                init,
+                examples,
+                load_recipe("msmarco-infonce"),
+                Path(tmp) / "out",
+                progress=False,
+                overrides={
+                    "max_steps": args.train_steps,
+                    "batch_size": 32,
+                    "logging_steps": 5,
+                    "save_steps": args.train_steps + 1,
+                    "query_max_length": 32,
+                    "doc_max_length": args.train_length,
+                },
+                callbacks=[timer],
+            )
             steps = [b - a for a, b in zip(timer.ends, timer.ends[1:])][1:]  # after the first (warm-up) ones
             rate = len(steps) / sum(steps) if steps else None
             keep = ("status", "steps", "precision", "steps_per_second", "final_loss", "final_nnz_q", "final_nnz_d")
-            return {"batch_size": 32, "query_max_length": 32, "doc_max_length": args.train_length,
-                    "steady_steps_per_s": round(rate, 2) if rate else None,
-                    "steady_samples_per_s": round(32 * rate, 1) if rate else None,
-                    "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if torch.cuda.is_available()
-                    else None, **{k: record.get(k) for k in keep}}
+            return {
+                "batch_size": 32,
+                "query_max_length": 32,
+                "doc_max_length": args.train_length,
+                "steady_steps_per_s": round(rate, 2) if rate else None,
+                "steady_samples_per_s": round(32 * rate, 1) if rate else None,
+                "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)
+                if torch.cuda.is_available()
+                else None,
+                **{k: record.get(k) for k in keep},
+            }
+
     return fn
 
 
 def measure_stage(args: argparse.Namespace, device: Any, compile: str = "none") -> Callable[[], dict[str, Any]]:
     """The encode stage as a suite runs it (``compile``: its ``[encode] compile``)."""
+
     def fn() -> dict[str, Any]:
         tokenizer = word_tokenizer(50368)
         docs = passages(args.docs, len(tokenizer), seed=2)
@@ -362,17 +446,33 @@ def measure_stage(args: argparse.Namespace, device: Any, compile: str = "none") 
                 fh.writelines(json.dumps({"id": str(i), "contents": d}) + "\n" for i, d in enumerate(docs))
             shard = max(1, args.docs // 4)
             t = time.perf_counter()
-            stats = encode_docs_stage(Path(tmp) / "model", Path(tmp) / "data", Path(tmp) / "enc", max_length=256,
-                                      batch_size=args.batch_size, shard_size=shard,
-                                      precision="bfloat16", compile=compile, progress=False)
+            stats = encode_docs_stage(
+                Path(tmp) / "model",
+                Path(tmp) / "data",
+                Path(tmp) / "enc",
+                max_length=256,
+                batch_size=args.batch_size,
+                shard_size=shard,
+                precision="bfloat16",
+                compile=compile,
+                progress=False,
+            )
             secs = time.perf_counter() - t
         rate = args.docs / secs
         encoder = stats.get("encoder", {})
-        return {**notes, "docs": args.docs, "shard_size": shard, "docs_per_s": round(rate, 1), "compile": compile,
-                "msmarco_minutes": round(MSMARCO_PASSAGES / rate / 60, 1), "doc_nnz": stats.get("doc_nnz"),
-                "forward_s": round(encoder.get("forward_s") or 0.0, 2),
-                "head_and_extraction_s": round(encoder.get("head_s") or 0.0, 2),
-                "note": "includes loading the model per stage call, first-pass warm-up and writing shards"}
+        return {
+            **notes,
+            "docs": args.docs,
+            "shard_size": shard,
+            "docs_per_s": round(rate, 1),
+            "compile": compile,
+            "msmarco_minutes": round(MSMARCO_PASSAGES / rate / 60, 1),
+            "doc_nnz": stats.get("doc_nnz"),
+            "forward_s": round(encoder.get("forward_s") or 0.0, 2),
+            "head_and_extraction_s": round(encoder.get("head_s") or 0.0, 2),
+            "note": "includes loading the model per stage call, first-pass warm-up and writing shards",
+        }
+
     return fn
 
 
@@ -398,8 +498,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    out = args.out or (Path(os.environ["OUT"]) / "gpu_profile.json" if os.environ.get("OUT") else (
-        Path("results") / "gpu" / ("gpu_profile.dry-run.json" if args.dry_run else "gpu_profile.json")))
+    out = args.out or (
+        Path(os.environ["OUT"]) / "gpu_profile.json"
+        if os.environ.get("OUT")
+        else (Path("results") / "gpu" / ("gpu_profile.dry-run.json" if args.dry_run else "gpu_profile.json"))
+    )
     prof = Profile(out, args.budget)
     import torch
     import transformers
@@ -409,35 +512,59 @@ def main(argv: list[str] | None = None) -> int:
     if not cuda and not args.dry_run:
         prof.log("no CUDA device: pass --dry-run for a CPU check of the script")
         return 2
-    prof.data.update({"gpu": torch.cuda.get_device_name(0) if cuda else "none (CPU dry run)", "torch": torch.__version__,
-                      "transformers": transformers.__version__, "dry_run": args.dry_run, "docs": args.docs,
-                      "batch_size": args.batch_size, "msmarco_passages": MSMARCO_PASSAGES,
-                      "passages": "synthetic, 20-100 words of a word-level vocabulary (one token per word), "
-                                  "max length 256", "target_doc_nnz": TARGET_NNZ})
+    prof.data.update(
+        {
+            "gpu": torch.cuda.get_device_name(0) if cuda else "none (CPU dry run)",
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "dry_run": args.dry_run,
+            "docs": args.docs,
+            "batch_size": args.batch_size,
+            "msmarco_passages": MSMARCO_PASSAGES,
+            "passages": "synthetic, 20-100 words of a word-level vocabulary (one token per word), max length 256",
+            "target_doc_nnz": TARGET_NNZ,
+        }
+    )
     prof.write()
     scale = 0.25 if args.dry_run else 1.0  # the expected seconds below are for the H200 run
     plan: list[tuple[str, float, Callable[[], dict[str, Any]]]] = [
         ("encode_modernbert_sdpa_bf16", 45, measure_encode("modernbert-base", "sdpa", args, device)),
         ("encode_modernbert_varlen_bf16", 45, measure_encode("modernbert-base", "varlen", args, device)),
         ("encode_bert_sdpa_bf16", 35, measure_encode("bert-base", "sdpa", args, device)),
-        ("encode_modernbert_varlen_compiled_bf16", 120, measure_encode("modernbert-base", "varlen", args, device,
-                                                                       compiled=True)),
+        (
+            "encode_modernbert_varlen_compiled_bf16",
+            120,
+            measure_encode("modernbert-base", "varlen", args, device, compiled=True),
+        ),
         ("encode_stage_modernbert_bf16_compiled", 110 if cuda else 60, measure_stage(args, device, "inductor")),
         ("train_modernbert_bf16_batch32", 60, measure_train(args, device)),
-        ("encode_modernbert_sdpa_compiled_bf16", 120, measure_encode("modernbert-base", "sdpa", args, device,
-                                                                     compiled=True)),
+        (
+            "encode_modernbert_sdpa_compiled_bf16",
+            120,
+            measure_encode("modernbert-base", "sdpa", args, device, compiled=True),
+        ),
         ("encode_modernbert_eager_bf16", 45, measure_encode("modernbert-base", "eager", args, device)),
         ("encode_bert_sdpa_compiled_bf16", 80, measure_encode("bert-base", "sdpa", args, device, compiled=True)),
-        ("encode_modernbert_sdpa_float32", 60, measure_encode("modernbert-base", "sdpa", args, device,
-                                                              precision="float32", n_docs=max(64, args.docs // 4))),
+        (
+            "encode_modernbert_sdpa_float32",
+            60,
+            measure_encode(
+                "modernbert-base", "sdpa", args, device, precision="float32", n_docs=max(64, args.docs // 4)
+            ),
+        ),
         ("encode_stage_modernbert_bf16", 60 if cuda else 20, measure_stage(args, device)),
-        ("encode_modernbert_sdpa_bf16_batch256", 40, measure_encode("modernbert-base", "sdpa", args, device,
-                                                                    batch_size=min(256, args.batch_size))),
+        (
+            "encode_modernbert_sdpa_bf16_batch256",
+            40,
+            measure_encode("modernbert-base", "sdpa", args, device, batch_size=min(256, args.batch_size)),
+        ),
     ]
     only = set(args.only.split(",")) if args.only else None
     if only is not None and not only <= {name for name, _, _ in plan}:
         bad = sorted(only - {name for name, _, _ in plan})[0]
-        prof.log(f"error: {unknown('measurement', bad, [name for name, _, _ in plan], 'Pass --only with names from this list')}")
+        prof.log(
+            f"error: {unknown('measurement', bad, [n for n, _, _ in plan], 'Pass --only with names from this list')}"
+        )
         return 2
     for name, need, fn in plan:
         if only is None or name in only:
@@ -445,10 +572,16 @@ def main(argv: list[str] | None = None) -> int:
     rates = {k: v["docs_per_s"] for k, v in prof.data["measurements"].items() if "docs_per_s" in v}
     if rates:
         best = max(rates, key=rates.get)
-        prof.data["best_encode"] = {"measurement": best, "docs_per_s": rates[best],
-                                    "msmarco_minutes": round(MSMARCO_PASSAGES / rates[best] / 60, 1)}
+        prof.data["best_encode"] = {
+            "measurement": best,
+            "docs_per_s": rates[best],
+            "msmarco_minutes": round(MSMARCO_PASSAGES / rates[best] / 60, 1),
+        }
     prof.write()
     prof.log(f"wrote {out}")
-    print(json.dumps({k: prof.data[k] for k in ("best_encode", "errors", "skipped") if k in prof.data},
-                     indent=2, default=str)[:4000])
+    print(
+        json.dumps(
+            {k: prof.data[k] for k in ("best_encode", "errors", "skipped") if k in prof.data}, indent=2, default=str
+        )[:4000]
+    )
     return 0

@@ -1,8 +1,10 @@
-"""``python -m benchmark.perf matmul-shapes``: matmul speed per precision: the whole-vocabulary shape against the screen's cache-sized blocks.
+"""``python -m benchmark.perf matmul-shapes``: matmul speed per precision: the whole-vocabulary shape against the
+screen's cache-sized blocks.
 
 A CPU is often described by one matmul, [512 × 128] × [128 × 30522] on 2 threads. Written as
 ``x @ w.T`` it allocates its output on every call: 62 MB of float32 or int32 (31 MB of bf16/fp16)
-whose pages are faulted in, so it measures the allocator and memory traffic as much as arithmetic. The encoder's screen runs blocks of ``BLOCK_ROWS`` × (``BLOCK_ELEMENTS``
+whose pages are faulted in, so it measures the allocator and memory traffic as much as arithmetic. The encoder's
+screen runs blocks of ``BLOCK_ROWS`` × (``BLOCK_ELEMENTS``
 / ``BLOCK_ROWS``) logits (4 MiB), one per single-threaded worker, all workers at once. This command
 times both shapes for float32, bf16, fp16 and int8 (``torch._int_mm``), on the same random inputs,
 best of ``--rounds``. Its numbers show what a machine's screen can reach (see README, Performance).
@@ -99,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dtypes = subset(args.dtypes, DTYPES, "dtype", "dtypes")
         if args.threads < 1 or args.rounds < 1:
-            raise BenchmarkError(f"--threads and --rounds must be positive integers, got {args.threads} and {args.rounds}")
+            raise BenchmarkError(
+                f"--threads and --rounds must be positive integers, got {args.threads} and {args.rounds}"
+            )
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -111,11 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         pass
     flags = info.get("flags", "")
-    result = {"cpu": info.get("model name") or platform.processor() or platform.machine(), "torch": torch.__version__,
-              "threads": args.threads,
-              "isa": sorted(f for f in ("avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_bf16", "amx_int8")
-                            if f in flags.split()),
-              "whole_vocabulary_new_output_gflops": {}, "whole_vocabulary_gflops": {}, "screen_blocks_gflops": {}}
+    result = {
+        "cpu": info.get("model name") or platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "isa": sorted(
+            f for f in ("avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_bf16", "amx_int8") if f in flags.split()
+        ),
+        "whole_vocabulary_new_output_gflops": {},
+        "whole_vocabulary_gflops": {},
+        "screen_blocks_gflops": {},
+    }
     for dtype in dtypes:
         result["whole_vocabulary_new_output_gflops"][dtype] = round(whole(dtype, args.threads, args.rounds, True), 1)
         result["whole_vocabulary_gflops"][dtype] = round(whole(dtype, args.threads, args.rounds), 1)

@@ -57,7 +57,6 @@ def positive_ints(text: str, flag: str) -> list[int]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     import benchmark.perf
-
     from benchmark.model.loader import resolve_backbone
 
     default_model = Path(resolve_backbone("bert-tiny"))  # $BENCHMARK_MODEL_DIR/bert-tiny when it is there
@@ -65,8 +64,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
     p = parser("python -m benchmark.perf", benchmark.perf.__doc__.splitlines()[0])
     p.epilog = f"subcommands (python -m benchmark.perf NAME --help): {', '.join(COMMANDS)}"
-    p.add_argument("--only", default=",".join(DEFAULT_PARTS),
-                   help=f"comma-separated parts of {', '.join(PARTS)}, or 'all' (default: {','.join(DEFAULT_PARTS)})")
+    p.add_argument(
+        "--only",
+        default=",".join(DEFAULT_PARTS),
+        help=f"comma-separated parts of {', '.join(PARTS)}, or 'all' (default: {','.join(DEFAULT_PARTS)})",
+    )
     p.add_argument("--docs", type=int, default=2000, help="SciFact documents to encode (judged ones included)")
     p.add_argument("--model", type=Path, default=default_model, help="a *ForMaskedLM folder (default bert-tiny)")
     p.add_argument("--threads", type=int, default=2)
@@ -80,8 +82,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--train-steps", type=int, default=20)
     p.add_argument("--train-batch", type=int, default=32)
     p.add_argument("--train-length", type=int, default=64, help="max length of queries and documents in training")
-    p.add_argument("--out", type=Path, default=Path("results/perf"),
-                   help="folder for perf.<machine class>.md and .csv (class: intel, amd or other)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/perf"),
+        help="folder for perf.<machine class>.md and .csv (class: intel, amd or other)",
+    )
     p.add_argument("--work", type=Path, help="keep intermediate files here (default: a temp dir)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -92,8 +98,19 @@ def _check(args: argparse.Namespace) -> list[str]:
     for p in parts:
         if p not in PARTS:
             raise unknown("perf part", p, PARTS, PARTS.fix)
-    for flag in ("docs", "threads", "batch_size", "max_length", "repeat", "large_batch", "large_length",
-                 "search_repeat", "train_steps", "train_batch", "train_length"):
+    for flag in (
+        "docs",
+        "threads",
+        "batch_size",
+        "max_length",
+        "repeat",
+        "large_batch",
+        "large_length",
+        "search_repeat",
+        "train_steps",
+        "train_batch",
+        "train_length",
+    ):
         if getattr(args, flag) < 1:
             raise BenchmarkError(f"--{flag.replace('_', '-')} must be a positive integer, got {getattr(args, flag)}")
     if args.path is not None:
@@ -107,12 +124,14 @@ def _check(args: argparse.Namespace) -> list[str]:
 
 def _header(args: argparse.Namespace) -> str:
     cls, what = machine_class()
-    return ("# Performance: benchmark.splade / training / impact search vs sentence-transformers / Pyserini\n\n"
-            f"machine class {cls}: {what}; torch's CPU capability {_capability()}.\n\n"
-            f"model {Path(args.model).name}, {args.threads} threads, encode batch {args.batch_size}, max length "
-            f"{args.max_length}; {os.cpu_count()} CPUs; each system in its own subprocess (peak = its VmHWM; "
-            "Δ = peak − RSS before the measured work); speed× and mem× are relative to the first row of each "
-            "part; load = 1-minute load average before → after.\n\n")
+    return (
+        "# Performance: benchmark.splade / training / impact search vs sentence-transformers / Pyserini\n\n"
+        f"machine class {cls}: {what}; torch's CPU capability {_capability()}.\n\n"
+        f"model {Path(args.model).name}, {args.threads} threads, encode batch {args.batch_size}, max length "
+        f"{args.max_length}; {os.cpu_count()} CPUs; each system in its own subprocess (peak = its VmHWM; "
+        "Δ = peak − RSS before the measured work); speed× and mem× are relative to the first row of each "
+        "part; load = 1-minute load average before → after.\n\n"
+    )
 
 
 def _capability() -> str:
@@ -144,8 +163,11 @@ def main(argv: list[str] | None = None) -> int:
                 before = load()
                 try:
                     r, lns = getattr(importlib.import_module(module), func)(args, work)
-                    lns = [*lns, f"{part}: 1-min load average {before:.1f} → {load():.1f} on {os.cpu_count()} CPUs "
-                                 "(a shared machine slows wall time, CPU ms less)"]
+                    lns = [
+                        *lns,
+                        f"{part}: 1-min load average {before:.1f} → {load():.1f} on {os.cpu_count()} CPUs "
+                        "(a shared machine slows wall time, CPU ms less)",
+                    ]
                 except BenchmarkError as exc:  # report the other parts all the same
                     r, lns = [], [f"{part}: FAILED: {exc}"]
                     failed.append(part)

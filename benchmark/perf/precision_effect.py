@@ -6,7 +6,8 @@ suite that differ only in ``[encode] precision`` (same trained model, same data)
 measure, float32, bf16, Δ and a paired t-test over queries; and, from the runs folder, how many
 quantised impacts differ and by how much.
 
-    python -m benchmark.perf precision-effect --runs-dir RUNS --float32 RESULTS/a --bfloat16 RESULTS/b --out results/precision
+    python -m benchmark.perf precision-effect --runs-dir RUNS --float32 RESULTS/a --bfloat16 RESULTS/b \
+        --out results/precision
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ def _parents(runs: Path, search_id: str) -> dict[str, str]:
 
 
 def _doc_vectors(folder: Path) -> dict[str, dict[str, int]]:
-    return {row.id: row.vector for shard in sorted((Path(folder) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
-            for row in vectors.read_vectors(shard)}
+    return {
+        row.id: row.vector
+        for shard in sorted((Path(folder) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
+        for row in vectors.read_vectors(shard)
+    }
 
 
 def compare_impacts(a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]) -> dict[str, Any]:
@@ -70,19 +74,41 @@ def main(argv: list[str] | None = None) -> int:
     for dataset, (a, b) in pairs.items():
         for measure in exact.measures:
             t = paired_ttest(bf16.perquery[b.key][measure], exact.perquery[a.key][measure])
-            rows.append({"dataset": dataset, "quantity": measure, "float32": a.metrics[measure], "bfloat16": b.metrics[measure],
-                         "delta": b.metrics[measure] - a.metrics[measure], "p_value": t.p_value, "queries": t.queries})
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "quantity": measure,
+                    "float32": a.metrics[measure],
+                    "bfloat16": b.metrics[measure],
+                    "delta": b.metrics[measure] - a.metrics[measure],
+                    "p_value": t.p_value,
+                    "queries": t.queries,
+                }
+            )
         for name in ("FLOPS", "doc_nnz", "query_nnz"):
             x, y = getattr(a, name), getattr(b, name)
-            rows.append({"dataset": dataset, "quantity": name, "float32": x, "bfloat16": y, "delta": y - x,
-                         "p_value": "", "queries": ""})
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "quantity": name,
+                    "float32": x,
+                    "bfloat16": y,
+                    "delta": y - x,
+                    "p_value": "",
+                    "queries": "",
+                }
+            )
         pa, pb = _parents(args.runs_dir, a.search_id), _parents(args.runs_dir, b.search_id)
-        for side, load in (("docs", lambda i: _doc_vectors(args.runs_dir / "encode" / i)),
-                           ("queries", lambda i: read_query_vectors(args.runs_dir / "queries" / i))):
+        for side, load in (
+            ("docs", lambda i: _doc_vectors(args.runs_dir / "encode" / i)),
+            ("queries", lambda i: read_query_vectors(args.runs_dir / "queries" / i)),
+        ):
             impacts.append({"dataset": dataset, "vectors": side, **compare_impacts(load(pa[side]), load(pb[side]))})
     columns = ["dataset", "quantity", "float32", "bfloat16", "delta", "p_value", "queries"]
     write_csv(args.out / "bf16-vs-float32.csv", rows, columns)
-    write_csv(args.out / "bf16-impacts.csv", impacts, ["dataset", "vectors", "pairs", "differ", "only_one", "max_abs_delta"])
+    write_csv(
+        args.out / "bf16-impacts.csv", impacts, ["dataset", "vectors", "pairs", "differ", "only_one", "max_abs_delta"]
+    )
     a0 = next(iter(pairs.values()))[0]
     lines = [
         "# bf16 encoding against the exact float32 path",
@@ -90,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         f"SPLADE {a0.backbone} ({'trained: ' + a0.train_id if a0.trained else 'untrained'}, seed {a0.seed}), the same "
         "model encoded twice, `[encode] precision` float32 (the exact path) and bfloat16 (the GPU suites' setting), "
         "everything else equal. Δ = bf16 − float32; p: two-sided paired t-test over queries (no correction). "
-        f"Measured on the CPU ({machine_class()[1]}; torch's CPU bf16 kernels; a GPU's bf16 kernels sum in another order, "
+        f"Measured on the CPU ({machine_class()[1]}; torch's CPU bf16 kernels; a GPU's bf16 kernels sum in another "
+        f"order, "
         "so GPU impacts differ from these in detail).",
         "",
         "Reproduce: `python -m benchmark.run --suite results/precision/precision-float32.toml --runs-dir R "
@@ -102,13 +129,22 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for r in rows:
         p_text = "" if r["p_value"] == "" else f"{r['p_value']:.3f}"
-        lines.append(f"| {short_name(r['dataset'])} | {r['quantity']} | {r['float32']:.4f} | {r['bfloat16']:.4f} | "
-                     f"{r['delta']:+.4f} | {p_text} |")
-    lines += ["", "Quantised impacts (round(w·100)), over the (text, term) pairs non-zero in either encoding:", "",
-              "| dataset | vectors | pairs | differ | non-zero in one only | max abs Δ |", "|---|---|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {short_name(r['dataset'])} | {r['quantity']} | {r['float32']:.4f} | {r['bfloat16']:.4f} | "
+            f"{r['delta']:+.4f} | {p_text} |"
+        )
+    lines += [
+        "",
+        "Quantised impacts (round(w·100)), over the (text, term) pairs non-zero in either encoding:",
+        "",
+        "| dataset | vectors | pairs | differ | non-zero in one only | max abs Δ |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for r in impacts:
-        lines.append(f"| {short_name(r['dataset'])} | {r['vectors']} | {r['pairs']:,} | {r['differ']:,} "
-                     f"({r['differ'] / max(r['pairs'], 1):.1%}) | {r['only_one']:,} | {r['max_abs_delta']} |")
+        lines.append(
+            f"| {short_name(r['dataset'])} | {r['vectors']} | {r['pairs']:,} | {r['differ']:,} "
+            f"({r['differ'] / max(r['pairs'], 1):.1%}) | {r['only_one']:,} | {r['max_abs_delta']} |"
+        )
     write_text(args.out / "bf16-vs-float32.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

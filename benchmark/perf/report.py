@@ -23,10 +23,18 @@ class Row:
     note: str = ""
 
 
-COLUMNS = [("system", "system", "{}"), ("docs", "n", "{}"), ("wall_s", "wall s", "{:.1f}"),
-           ("docs_per_s", "items/s", "{:.1f}"), ("cpu_ms_per_doc", "CPU ms/item", "{:.1f}"),
-           ("peak_mb", "peak MB", "{:.0f}"), ("working_mb", "Δ MB", "{:.0f}"), ("ratio", "speed×", "{:.2f}"),
-           ("mem_ratio", "mem×", "{:.2f}"), ("load", "load", "{}")]
+COLUMNS = [
+    ("system", "system", "{}"),
+    ("docs", "n", "{}"),
+    ("wall_s", "wall s", "{:.1f}"),
+    ("docs_per_s", "items/s", "{:.1f}"),
+    ("cpu_ms_per_doc", "CPU ms/item", "{:.1f}"),
+    ("peak_mb", "peak MB", "{:.0f}"),
+    ("working_mb", "Δ MB", "{:.0f}"),
+    ("ratio", "speed×", "{:.2f}"),
+    ("mem_ratio", "mem×", "{:.2f}"),
+    ("load", "load", "{}"),
+]
 
 
 def load_text(result: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""``python -m benchmark.perf rescale-study``: which match statistic to default to, and what each method does to a backbone.
+"""``python -m benchmark.perf rescale-study``: which match statistic to default to, and what each method does to a
+backbone.
 
 Part ``match``: which match statistic predicts what SPLADE's activations do at initialisation?
 
@@ -45,13 +46,32 @@ def random_mlm(root: Path, name: str, family: str, vocab: int, hidden: int, seed
     path = root / name
     heads = max(2, hidden // 64)
     if family == "bert":
-        config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=heads,
-                            intermediate_size=2 * hidden, max_position_embeddings=512, initializer_range=init)
+        config = BertConfig(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            num_hidden_layers=2,
+            num_attention_heads=heads,
+            intermediate_size=2 * hidden,
+            max_position_embeddings=512,
+            initializer_range=init,
+        )
         cls = BertForMaskedLM
     else:
-        config = ModernBertConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=int(1.5 * hidden), num_hidden_layers=2,
-                                  num_attention_heads=heads, max_position_embeddings=512, local_attention=64, pad_token_id=0,
-                                  bos_token_id=101, cls_token_id=101, eos_token_id=102, sep_token_id=102, initializer_range=init)
+        config = ModernBertConfig(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            intermediate_size=int(1.5 * hidden),
+            num_hidden_layers=2,
+            num_attention_heads=heads,
+            max_position_embeddings=512,
+            local_attention=64,
+            pad_token_id=0,
+            bos_token_id=101,
+            cls_token_id=101,
+            eos_token_id=102,
+            sep_token_id=102,
+            initializer_range=init,
+        )
         cls = ModernBertForMaskedLM
     torch.manual_seed(seed)
     return save_random_mlm(cls(config), path)
@@ -70,8 +90,11 @@ def models(root: Path, limit: int | None = None) -> list[tuple[str, str, float]]
         ("Ettin-like V50368 H128 gain 6", lambda: random_mlm(root, "ettin-128", "modernbert", 50368, 128, seed=3), 6.0),
         ("Ettin-like V8192 H128", lambda: random_mlm(root, "ettin-v8k", "modernbert", 8192, 128, seed=4), 1.0),
         ("Ettin-like V50368 H64 gain 0.5", lambda: random_mlm(root, "ettin-64", "modernbert", 50368, 64, seed=5), 0.5),
-        ("Ettin-like V50368 H128 init 0.05",
-         lambda: random_mlm(root, "ettin-init", "modernbert", 50368, 128, seed=6, init=0.05), 1.0),
+        (
+            "Ettin-like V50368 H128 init 0.05",
+            lambda: random_mlm(root, "ettin-init", "modernbert", 50368, 128, seed=6, init=0.05),
+            1.0,
+        ),
     ]
     return [(label, str(build()), gain) for label, build, gain in specs[:limit]]
 
@@ -94,8 +117,13 @@ def measure_model(path: str, gain: float, texts) -> dict:
         total, count = total + s, count + n
         maxima.append((torch.relu(logits) * mask.unsqueeze(-1)).amax(dim=1))
     stats["logit-std"] = total / count
-    return {"stats": stats, "m": torch.cat(maxima), "vocab": int(model.config.vocab_size), "hidden": int(model.config.hidden_size),
-            "gain": float(mlm_head(model).norm.weight.detach().double().pow(2).mean().sqrt())}
+    return {
+        "stats": stats,
+        "m": torch.cat(maxima),
+        "vocab": int(model.config.vocab_size),
+        "hidden": int(model.config.hidden_size),
+        "gain": float(mlm_head(model).norm.weight.detach().double().pow(2).mean().sqrt()),
+    }
 
 
 def activations(m, alpha: float) -> dict[str, float]:
@@ -132,23 +160,36 @@ def match_part(texts, sample: int | None, limit: int | None = None) -> str:
             print(f"measuring {label}", file=sys.stderr, flush=True)
             rows.append({"label": label, **measure_model(path, gain, texts)})
     ref = rows[0]
-    lines = ["# Match statistics vs SPLADE activations at initialisation", "",
-             f"Sample: {'all 256' if not sample else f'first {sample}'} shipped SciFact abstracts, ≤ 128 tokens.",
-             "Reference: bert-tiny (pretrained). α = stat(ref) / stat(model), applied exactly to the logits.", "",
-             "## Backbones", "",
-             "| backbone | vocab | hidden | rms(γ) | frobenius | row-rms | logit-std | nnz/doc | active weight (α=1) "
-             "| α frobenius | α row-rms | α logit-std |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Match statistics vs SPLADE activations at initialisation",
+        "",
+        f"Sample: {'all 256' if not sample else f'first {sample}'} shipped SciFact abstracts, ≤ 128 tokens.",
+        "Reference: bert-tiny (pretrained). α = stat(ref) / stat(model), applied exactly to the logits.",
+        "",
+        "## Backbones",
+        "",
+        "| backbone | vocab | hidden | rms(γ) | frobenius | row-rms | logit-std | nnz/doc | active weight (α=1) "
+        "| α frobenius | α row-rms | α logit-std |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         a = activations(r["m"], 1.0)
         st = r["stats"]
         alphas = " | ".join(f"{ref['stats'][s] / st[s]:.3g}" for s in STATS)
-        lines.append(f"| {r['label']} | {r['vocab']} | {r['hidden']} | {r['gain']:.3g} | {st['frobenius']:.4g} | {st['row-rms']:.4g} | "
-                     f"{st['logit-std']:.4g} | {a['nnz']:.0f} | {a['active_weight']:.4g} | {alphas} |")
-    lines += ["", "## Spread of SPLADE activations after matching to bert-tiny (lower is better)", "",
-              "max/min ratio over the backbones, and the std of the log (in parentheses).", "",
-              "| matched by | mean active weight | mean max weight per doc | corr(log stat, log active weight), unmatched |",
-              "|---|---:|---:|---:|"]
+        lines.append(
+            f"| {r['label']} | {r['vocab']} | {r['hidden']} | {r['gain']:.3g} | {st['frobenius']:.4g} | "
+            f"{st['row-rms']:.4g} | "
+            f"{st['logit-std']:.4g} | {a['nnz']:.0f} | {a['active_weight']:.4g} | {alphas} |"
+        )
+    lines += [
+        "",
+        "## Spread of SPLADE activations after matching to bert-tiny (lower is better)",
+        "",
+        "max/min ratio over the backbones, and the std of the log (in parentheses).",
+        "",
+        "| matched by | mean active weight | mean max weight per doc | corr(log stat, log active weight), unmatched |",
+        "|---|---:|---:|---:|",
+    ]
     base = [activations(r["m"], 1.0) for r in rows]
     for stat in ("none", *STATS):
         acts = []
@@ -159,17 +200,26 @@ def match_part(texts, sample: int | None, limit: int | None = None) -> str:
         for key in ("active_weight", "max_weight"):
             ratio, sd = spread([a[key] for a in acts])
             cells.append(f"{ratio:.3g} ({sd:.3g})")
-        corr = "" if stat == "none" else f"{pearson([math.log(r['stats'][stat]) for r in rows], [math.log(a['active_weight']) for a in base]):.3f}"
+        corr = (
+            ""
+            if stat == "none"
+            else f"{pearson([math.log(r['stats'][stat]) for r in rows], [math.log(a['active_weight']) for a in base]):.3f}"  # noqa: E501
+        )
         lines.append(f"| {stat} | {' | '.join(cells)} | {corr} |")
     return "\n".join(lines) + "\n"
 
 
 def norms_part(texts, sample: int | None, limit: int | None = None) -> str:
-    lines = ["# Rescaling methods on bert-tiny and tiny ModernBERT / Ettin-like configs", "",
-             f"Sample: {'all 256' if not sample else f'first {sample}'} shipped SciFact abstracts, ≤ 128 tokens. "
-             "logit_dev = ‖z′ − αz‖/‖αz‖ on the first 256 tokens; drift = ‖h′ − h‖/‖h‖ of the encoder output.", "",
-             "| backbone | method | α | params | tied | frobenius | row-rms | logit-std | rms(γ) | logit-std ratio | logit_dev | hidden drift |",
-             "|---|---|---:|---|---|---|---|---|---|---:|---:|---:|"]
+    lines = [
+        "# Rescaling methods on bert-tiny and tiny ModernBERT / Ettin-like configs",
+        "",
+        f"Sample: {'all 256' if not sample else f'first {sample}'} shipped SciFact abstracts, ≤ 128 tokens. "
+        "logit_dev = ‖z′ − αz‖/‖αz‖ on the first 256 tokens; drift = ‖h′ − h‖/‖h‖ of the encoder output.",
+        "",
+        "| backbone | method | α | params | tied | frobenius | row-rms | logit-std | rms(γ) | logit-std ratio | "
+        "logit_dev | hidden drift |",
+        "|---|---|---:|---|---|---|---|---|---|---:|---:|---:|",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         backbones = [
             ("bert-tiny", lambda: resolve_backbone("bert-tiny")),
@@ -183,10 +233,11 @@ def norms_part(texts, sample: int | None, limit: int | None = None) -> str:
                     print(f"norms {label} {method} x{alpha:g}", file=sys.stderr, flush=True)
                     spec = Rescale("factor", factor=alpha, method=method).canonical_for(path)  # BERT: once → untie
                     r = diagnose(path, spec, texts)
-                    pair = lambda k, f="{:.4g}": f"{f.format(r[k + '_before'])} → {f.format(r[k])}"  # noqa: E731
+                    pair = lambda k, f="{:.4g}": f"{f.format(r[k + '_before'])} → {f.format(r[k])}"  # noqa: E731, B023  (used in this iteration only)
                     shown = method if spec.method == method else f"{method} (as {spec.method})"
                     lines.append(
-                        f"| {label} | {shown} | {alpha:g} | {r['params_before']:,} → {r['params']:,} | {r['tied_before']} → {r['tied']} "
+                        f"| {label} | {shown} | {alpha:g} | {r['params_before']:,} → {r['params']:,} | "
+                        f"{r['tied_before']} → {r['tied']} "
                         f"| {pair('frobenius')} | {pair('row_rms')} | {pair('logit_std')} | {pair('head_gain')} "
                         f"| {r['logit_scale']:.6g} | {r['logit_dev']:.3g} | {r['hidden_drift']:.3g} |"
                     )

@@ -40,9 +40,19 @@ BACKBONE = "scale-bert"
 #: BEIR-13's test queries per corpus, BEIR paper Table 1 (documents: the compute budget's ``CORPORA``, the
 #: same table): each query searches its own corpus, so a search costs by its corpus's size, not all 13 together
 BEIR13_QUERIES: dict[str, int] = {
-    "beir/trec-covid": 50, "beir/nfcorpus": 323, "beir/nq": 3_452, "beir/hotpotqa": 7_405, "beir/fiqa": 648,
-    "beir/arguana": 1_406, "beir/webis-touche2020/v2": 49, "beir/dbpedia-entity": 400, "beir/scidocs": 1_000,
-    "beir/climate-fever": 1_535, "beir/scifact": 300, "beir/quora": 10_000, "beir/fever": 6_666,
+    "beir/trec-covid": 50,
+    "beir/nfcorpus": 323,
+    "beir/nq": 3_452,
+    "beir/hotpotqa": 7_405,
+    "beir/fiqa": 648,
+    "beir/arguana": 1_406,
+    "beir/webis-touche2020/v2": 49,
+    "beir/dbpedia-entity": 400,
+    "beir/scidocs": 1_000,
+    "beir/climate-fever": 1_535,
+    "beir/scifact": 300,
+    "beir/quora": 10_000,
+    "beir/fever": 6_666,
 }
 #: BEIR-13's corpora as (documents, test queries)
 BEIR13: tuple[tuple[int, int], ...] = tuple((CORPORA[c][0], q) for c, q in BEIR13_QUERIES.items())
@@ -52,8 +62,21 @@ TARGETS: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = (
     ("BEIR-13, each corpus on its own", BEIR13),
     ("the largest BEIR-13 corpus (Climate-FEVER)", ((CORPORA["beir/climate-fever"][0], 1_535),)),
 )
-COLUMNS = ["documents", "queries", "stage", "system", "wall_s", "cpu_s", "peak_mb", "child_peak_mb", "disk_bytes",
-           "bytes_per_doc", "lucene_ms_per_query", "start_mb", "measured_at"]
+COLUMNS = [
+    "documents",
+    "queries",
+    "stage",
+    "system",
+    "wall_s",
+    "cpu_s",
+    "peak_mb",
+    "child_peak_mb",
+    "disk_bytes",
+    "bytes_per_doc",
+    "lucene_ms_per_query",
+    "start_mb",
+    "measured_at",
+]
 
 
 @dataclass
@@ -139,10 +162,15 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
         store.force = True  # measured means computed: a finished stage is computed again, never timed as a reuse
         run_stage(stage, store, Context(threads=threads, progress=False), parents)
         disk = _size(store.path(stage))
-    record = {"wall_s": time.perf_counter() - wall,
-              "cpu_s": _cpu(resource.RUSAGE_SELF) - cpu + _cpu(resource.RUSAGE_CHILDREN) - children,
-              "peak_mb": _status_mb(), "start_mb": start_mb, "child_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-              "disk_bytes": disk, "measured_at": _utc_minute(time.time())}
+    record = {
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": _cpu(resource.RUSAGE_SELF) - cpu + _cpu(resource.RUSAGE_CHILDREN) - children,
+        "peak_mb": _status_mb(),
+        "start_mb": start_mb,
+        "child_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "disk_bytes": disk,
+        "measured_at": _utc_minute(time.time()),
+    }
     write_json(Path(out), record)
     return 0
 
@@ -153,13 +181,32 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
 def run_args(folder: Path, work: Path, threads: int, doc_tokens: int, splade: bool = True) -> list[str]:
     """The ad-hoc run of one synthetic folder: BM25, and untrained ``scale-bert`` SPLADE unless ``splade`` is off."""
     folder, work = folder.resolve(), work.resolve()  # a bare relative folder would read as a dataset id
-    return ["--datasets", f"{folder}@test", *(["--backbones", BACKBONE] if splade else []), "--runs-dir",
-            str(work / "runs"), "--results-dir", str(work / ("results" if splade else "results-bm25")), "--threads",
-            str(threads), "--no-progress", "--set", f"encode.max_doc_length={doc_tokens}"]
+    return [
+        "--datasets",
+        f"{folder}@test",
+        *(["--backbones", BACKBONE] if splade else []),
+        "--runs-dir",
+        str(work / "runs"),
+        "--results-dir",
+        str(work / ("results" if splade else "results-bm25")),
+        "--threads",
+        str(threads),
+        "--no-progress",
+        "--set",
+        f"encode.max_doc_length={doc_tokens}",
+    ]
 
 
-def rehearse(documents: int, queries: int, work: Path, source: str, threads: int, doc_tokens: int,
-             log: Any = print, splade: bool = True) -> list[Measurement]:
+def rehearse(
+    documents: int,
+    queries: int,
+    work: Path,
+    source: str,
+    threads: int,
+    doc_tokens: int,
+    log: Any = print,
+    splade: bool = True,
+) -> list[Measurement]:
     """Every stage of one size, each in its own process; the measurements, in the order they ran
     (``splade`` off: BM25's stages and the shared ones only)."""
     from benchmark.data.synthetic_corpus import Recipe, write
@@ -167,27 +214,51 @@ def rehearse(documents: int, queries: int, work: Path, source: str, threads: int
     n_queries = min(queries, documents)
     folder = write(Recipe(documents, n_queries, source), work / "data", progress=False)
     args = run_args(folder, work, threads, doc_tokens, splade)
-    report = {"id": "report", "kind": "report", "system": "" if splade else "bm25", "text": "tables, page, TREC exports"}
+    report = {
+        "id": "report",
+        "kind": "report",
+        "system": "" if splade else "bm25",
+        "text": "tables, page, TREC exports",
+    }
     rows = [*_plan(args), report]
     out: list[Measurement] = []
     for row in rows:
-        result = work / "measured" / f"{documents}-{row['id'] if row['id'] != 'report' or splade else 'report-bm25'}.json"
+        result = (
+            work / "measured" / f"{documents}-{row['id'] if row['id'] != 'report' or splade else 'report-bm25'}.json"
+        )
         if not result.is_file():
             log(f"scale {documents:,} docs: {row['kind']} {row['system']} ({row['text']})")
             result.parent.mkdir(parents=True, exist_ok=True)
-            proc = subprocess.run([sys.executable, "-m", "benchmark.run", *args], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, env=dict(os.environ, **{STAGE_ENV: f"{row['id']}={result}"}))
+            proc = subprocess.run(
+                [sys.executable, "-m", "benchmark.run", *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ, **{STAGE_ENV: f"{row['id']}={result}"}),
+            )
             if proc.returncode != 0 or not result.is_file():
                 tail = " | ".join(proc.stdout.decode(errors="replace").strip().splitlines()[-3:])
-                raise BenchmarkError(f"scale rehearsal at {documents} documents: {row['kind']} {row['id']} failed "
-                                     f"(exit {proc.returncode}): {tail}")
+                raise BenchmarkError(
+                    f"scale rehearsal at {documents} documents: {row['kind']} {row['id']} failed "
+                    f"(exit {proc.returncode}): {tail}"
+                )
         got = json.loads(result.read_text())
-        out.append(Measurement(documents, n_queries, row["kind"], row["system"], got["wall_s"], got["cpu_s"],
-                               got["peak_mb"], got["child_peak_mb"], got["disk_bytes"],
-                               _latency(work / "runs", row) if row["kind"] == "search" else None,
-                               got.get("start_mb"),
-                               # a record from before the field: its file is written once, atomically
-                               got.get("measured_at") or _utc_minute(result.stat().st_mtime)))
+        out.append(
+            Measurement(
+                documents,
+                n_queries,
+                row["kind"],
+                row["system"],
+                got["wall_s"],
+                got["cpu_s"],
+                got["peak_mb"],
+                got["child_peak_mb"],
+                got["disk_bytes"],
+                _latency(work / "runs", row) if row["kind"] == "search" else None,
+                got.get("start_mb"),
+                # a record from before the field: its file is written once, atomically
+                got.get("measured_at") or _utc_minute(result.stat().st_mtime),
+            )
+        )
     return out
 
 
@@ -205,8 +276,12 @@ def _latency(runs: Path, row: dict[str, str]) -> float | None:
 
 def _plan(args: list[str]) -> list[dict[str, str]]:
     """The rehearsal's stages, parents first (``plan_rows``, printed by a dry run under ``STAGE_ENV=plan``)."""
-    proc = subprocess.run([sys.executable, "-m", "benchmark.run", *args, "--dry-run"], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, env=dict(os.environ, **{STAGE_ENV: "plan"}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmark.run", *args, "--dry-run"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, **{STAGE_ENV: "plan"}),
+    )
     if proc.returncode != 0:
         raise BenchmarkError(f"planning the rehearsal failed: {proc.stdout.decode(errors='replace').strip()[-400:]}")
     rows: list[dict[str, str]] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
@@ -261,12 +336,23 @@ def summarise(rows: list[Measurement]) -> list[dict[str, Any]]:
     for key in dict.fromkeys(_key(m) for m in rows):
         mine = sorted((m for m in rows if _key(m) == key), key=lambda m: m.documents)
         big, before = mine[-1], (mine[-2] if len(mine) > 1 else mine[-1])
-        out.append({"stage": key[0], "system": key[1], "own_mb": own_mb(big), "own_before_mb": own_mb(before),
-                    "time_exponent": exponent([(m.documents, m.cpu_s) for m in mine]),
-                    "wall_exponent": exponent([(m.documents, m.wall_s) for m in mine]),
-                    "largest": big.documents, "wall_s": big.wall_s, "cpu_s": big.cpu_s,
-                    "peak_mb": big.peak,
-                    "before": before.documents, "bytes_per_doc": big.bytes_per_doc, **_growth(before, big)})
+        out.append(
+            {
+                "stage": key[0],
+                "system": key[1],
+                "own_mb": own_mb(big),
+                "own_before_mb": own_mb(before),
+                "time_exponent": exponent([(m.documents, m.cpu_s) for m in mine]),
+                "wall_exponent": exponent([(m.documents, m.wall_s) for m in mine]),
+                "largest": big.documents,
+                "wall_s": big.wall_s,
+                "cpu_s": big.cpu_s,
+                "peak_mb": big.peak,
+                "before": before.documents,
+                "bytes_per_doc": big.bytes_per_doc,
+                **_growth(before, big),
+            }
+        )
     return out
 
 
@@ -283,9 +369,12 @@ def _growth(before: Measurement, big: Measurement) -> dict[str, float | None]:
     """The memory ratio from ``before`` to ``big`` and the bytes added per document between them (None
     where the sizes are the same)."""
     low, high, _ = _memory_pair(before, big)
-    return {"memory_ratio": high / low if low > 0 else float("nan"),
-            "added_per_doc": (high - low) * 2**20 / (big.documents - before.documents)
-            if big.documents != before.documents else None}
+    return {
+        "memory_ratio": high / low if low > 0 else float("nan"),
+        "added_per_doc": (high - low) * 2**20 / (big.documents - before.documents)
+        if big.documents != before.documents
+        else None,
+    }
 
 
 def own_mb(m: Measurement) -> float | None:
@@ -334,8 +423,15 @@ def project(rows: list[Measurement], documents: int, queries: int) -> list[dict[
             growth = per_decade ** max(0.0, math.log10(documents / big.documents))
         grown = big.peak - high + high * growth if own else big.peak * growth
         disk = big.disk_bytes / (big.queries if per_query else big.documents) * (queries if per_query else documents)
-        out.append({"stage": key[0], "system": key[1], "core_hours": (a + b * documents) * q_scale / 3600,
-                    "peak_gb": grown / 1024, "disk_gb": disk / 1e9})
+        out.append(
+            {
+                "stage": key[0],
+                "system": key[1],
+                "core_hours": (a + b * documents) * q_scale / 3600,
+                "peak_gb": grown / 1024,
+                "disk_gb": disk / 1e9,
+            }
+        )
     return out
 
 
@@ -343,83 +439,128 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def write_outputs(rows: list[Measurement], out: Path, machine: str, notes: Sequence[str],
-                  command: str | None = None) -> list[Path]:
+def write_outputs(
+    rows: list[Measurement], out: Path, machine: str, notes: Sequence[str], command: str | None = None
+) -> list[Path]:
     """scale.csv (every measurement), scale.md (the table, the fits, the projections) and scale.png."""
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "scale.csv", [{**asdict(m), "bytes_per_doc": round(m.bytes_per_doc, 1)} for m in rows], COLUMNS)
     summary = summarise(rows)
     sizes = sorted({m.documents for m in rows})
-    lines = ["# The pipeline at growing corpus sizes", "",
-             f"Machine: {machine}. Command: `{command or 'python -m benchmark.perf scale --docs ' + ','.join(map(str, sizes))}`. "
-             "Each stage ran in its own process; time is CPU seconds (the process and its children), "
-             "memory is the peak resident set (the process's, or the indexer JVM's where larger)."]
+    lines = [
+        "# The pipeline at growing corpus sizes",
+        "",
+        f"Machine: {machine}. Command: "
+        f"`{command or 'python -m benchmark.perf scale --docs ' + ','.join(map(str, sizes))}`. "
+        "Each stage ran in its own process; time is CPU seconds (the process and its children), "
+        "memory is the peak resident set (the process's, or the indexer JVM's where larger).",
+    ]
     starts = [m.start_mb for m in rows if m.start_mb is not None]
     if starts:
-        lines[-1] += (f" A stage's process holds {min(starts):,.0f}–{max(starts):,.0f} MB before its stage starts (the "
-                      "interpreter, its imports and the plan; torch's where SPLADE is planned), inside its peak.")
+        lines[-1] += (
+            f" A stage's process holds {min(starts):,.0f}–{max(starts):,.0f} MB before its stage starts (the "
+            "interpreter, its imports and the plan; torch's where SPLADE is planned), inside its peak."
+        )
     dates = sorted(m.measured_at for m in rows if m.measured_at)
     if dates:
-        lines[-1] += (f" Measured {dates[0]} to {dates[-1]} UTC, each stage at each size once (its time is "
-                      "scale.csv's `measured_at`; a measurement is reused until its file under the work folder's "
-                      "`measured/` is deleted).")
+        lines[-1] += (
+            f" Measured {dates[0]} to {dates[-1]} UTC, each stage at each size once (its time is "
+            "scale.csv's `measured_at`; a measurement is reused until its file under the work folder's "
+            "`measured/` is deleted)."
+        )
     lines.append("")
-    lines += ["## Measured", "", "| stage | system | " + " | ".join(f"{n:,} docs: CPU s / peak MB" for n in sizes) + " |",
-              "|---|---|" + "---:|" * len(sizes)]
+    lines += [
+        "## Measured",
+        "",
+        "| stage | system | " + " | ".join(f"{n:,} docs: CPU s / peak MB" for n in sizes) + " |",
+        "|---|---|" + "---:|" * len(sizes),
+    ]
     for s in summary:
         cells = []
         for n in sizes:
             m = next((m for m in rows if m.documents == n and _key(m) == (s["stage"], s["system"])), None)
             cells.append("" if m is None else f"{m.cpu_s:,.1f} / {m.peak:,.0f}")
         lines.append(f"| {s['stage']} | {s['system'] or '-'} | " + " | ".join(cells) + " |")
-    lines += ["", "## Growth", "",
-              "Exponent b of CPU time ∝ N^b (least squares over the sizes measured), peak memory at the largest size, "
-              "the memory the stage itself added (its process's peak above what it started with, or the indexer JVM's "
-              "peak) at the two largest sizes, their ratio and the bytes it added per document between them (a "
-              "stage that held an id per document would add 16 bytes as a digest, 60 or more as a Python string), "
-              "and bytes on disk per document at the largest.", "",
-              "| stage | system | sizes | time exponent | wall exponent | peak MB | own MB | ratio | added B/doc | bytes/doc |",
-              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "## Growth",
+        "",
+        "Exponent b of CPU time ∝ N^b (least squares over the sizes measured), peak memory at the largest size, "
+        "the memory the stage itself added (its process's peak above what it started with, or the indexer JVM's "
+        "peak) at the two largest sizes, their ratio and the bytes it added per document between them (a "
+        "stage that held an id per document would add 16 bytes as a digest, 60 or more as a Python string), "
+        "and bytes on disk per document at the largest.",
+        "",
+        "| stage | system | sizes | time exponent | wall exponent | peak MB | own MB | ratio | added B/doc | "
+        "bytes/doc |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for s in summary:
         own, before = s["own_mb"], s["own_before_mb"]
         added = f"{before:,.0f} → {own:,.0f}" if own is not None and before is not None else "-"
         span = f"{s['before']:,}–{s['largest']:,}" if s["before"] != s["largest"] else f"{s['largest']:,}"
-        lines.append(f"| {s['stage']} | {s['system'] or '-'} | {span} | {_fmt(s['time_exponent'])} | "
-                     f"{_fmt(s['wall_exponent'])} | {s['peak_mb']:,.0f} | {added} | ×{s['memory_ratio']:.2f} | "
-                     f"{'-' if s['added_per_doc'] is None else format(s['added_per_doc'], ',.1f')} | {s['bytes_per_doc']:,.0f} |")
+        lines.append(
+            f"| {s['stage']} | {s['system'] or '-'} | {span} | {_fmt(s['time_exponent'])} | "
+            f"{_fmt(s['wall_exponent'])} | {s['peak_mb']:,.0f} | {added} | ×{s['memory_ratio']:.2f} | "
+            f"{'-' if s['added_per_doc'] is None else format(s['added_per_doc'], ',.1f')} | {s['bytes_per_doc']:,.0f} |"
+        )
     latency = [m for m in rows if m.lucene_ms_per_query is not None]
     if latency:
         systems = list(dict.fromkeys(m.system for m in latency))
-        lines += ["", "## Query latency", "",
-                  "Milliseconds per query inside Lucene's batch search (one thread, top 1,000; the search stage's "
-                  "`lucene_s` over its queries), as the paper's efficiency columns report it; the search stage's CPU "
-                  "time above also counts turning each hit into a Python object.", "",
-                  "| documents | " + " | ".join(f"{'BM25' if s == 'bm25' else 'SPLADE impact'} ms/q" for s in systems) + " |",
-                  "|---:|" + "---:|" * len(systems)]
+        lines += [
+            "",
+            "## Query latency",
+            "",
+            "Milliseconds per query inside Lucene's batch search (one thread, top 1,000; the search stage's "
+            "`lucene_s` over its queries), as the paper's efficiency columns report it; the search stage's CPU "
+            "time above also counts turning each hit into a Python object.",
+            "",
+            "| documents | " + " | ".join(f"{'BM25' if s == 'bm25' else 'SPLADE impact'} ms/q" for s in systems) + " |",
+            "|---:|" + "---:|" * len(systems),
+        ]
         for n in sizes:
-            cells = [next((f"{m.lucene_ms_per_query:.1f}" for m in latency if m.documents == n and m.system == s), "")
-                     for s in systems]
+            cells = [
+                next((f"{m.lucene_ms_per_query:.1f}" for m in latency if m.documents == n and m.system == s), "")
+                for s in systems
+            ]
             lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
-    lines += ["", "## Projected", "",
-              "CPU time per stage from a line fitted to the measured sizes (a fixed cost plus a cost per document, "
-              "least squares), scaled by the target's queries for the per-query stages; peak memory as measured at "
-              "the largest size, grown where it grew; disk from bytes per document (per query for runs and "
-              "evaluations). The encode and queries stages ran on this CPU with a tiny encoder: on a GPU with a real "
-              "one they are the GPU profile's (docs/compute-budget.md), so the CPU side is the rest: BM25's stages and one SPLADE model's index, search, evaluation and report. BEIR-13 is projected corpus by corpus (each query searches its own corpus) and summed; peak memory is the largest of its stages.", "",
-              "| collection | documents | queries | CPU side: core-hours | of which index | of which search | peak GB | disk GB |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "## Projected",
+        "",
+        "CPU time per stage from a line fitted to the measured sizes (a fixed cost plus a cost per document, "
+        "least squares), scaled by the target's queries for the per-query stages; peak memory as measured at "
+        "the largest size, grown where it grew; disk from bytes per document (per query for runs and "
+        "evaluations). The encode and queries stages ran on this CPU with a tiny encoder: on a GPU with a real "
+        "one they are the GPU profile's (docs/compute-budget.md), so the CPU side is the rest: BM25's stages and one "
+        "SPLADE model's index, search, evaluation and report. BEIR-13 is projected corpus by corpus (each query "
+        "searches its own corpus) and summed; peak memory is the largest of its stages.",
+        "",
+        "| collection | documents | queries | CPU side: core-hours | of which index | of which search | peak GB | "
+        "disk GB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     # the BM25-only report is the full report's BM25 half: counted once, in the full one where there is one
     both = any(m.stage == "report" and not m.system for m in rows)
     for name, parts in TARGETS:
-        per_part = [[p for p in project(rows, docs, queries) if p["stage"] not in ("encode", "queries", "backbone")
-                     and not (both and p["stage"] == "report" and p["system"] == "bm25")] for docs, queries in parts]
+        per_part = [
+            [
+                p
+                for p in project(rows, docs, queries)
+                if p["stage"] not in ("encode", "queries", "backbone")
+                and not (both and p["stage"] == "report" and p["system"] == "bm25")
+            ]
+            for docs, queries in parts
+        ]
         stages = [p for part in per_part for p in part]
         total = sum(p["core_hours"] for p in stages)
         index = sum(p["core_hours"] for p in stages if p["stage"] == "index")
         search = sum(p["core_hours"] for p in stages if p["stage"] == "search")
         docs, queries = sum(d for d, _ in parts), sum(q for _, q in parts)
-        lines.append(f"| {name} | {docs:,} | {queries:,} | {total:.1f} | {index:.1f} | {search:.1f} | "
-                     f"{max(p['peak_gb'] for p in stages):.1f} | {sum(p['disk_gb'] for p in stages):.0f} |")
+        lines.append(
+            f"| {name} | {docs:,} | {queries:,} | {total:.1f} | {index:.1f} | {search:.1f} | "
+            f"{max(p['peak_gb'] for p in stages):.1f} | {sum(p['disk_gb'] for p in stages):.0f} |"
+        )
     lines += ["", *notes, ""]
     write_text(out / "scale.md", "\n".join(lines))
     files = [out / "scale.csv", out / "scale.md"]
@@ -475,10 +616,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=Path("runs/scale"), help="synthetic data, stages and measurements")
     p.add_argument("--out", type=Path, default=Path("results/perf"), help="where scale.{csv,md,png} go")
     p.add_argument("--threads", type=int, default=1, help="Lucene threads (1: single-thread latency)")
-    p.add_argument("--splade-max", type=int, default=None,
-                   help="the largest size with SPLADE's stages; larger sizes run BM25's and the shared ones (default: all)")
-    p.add_argument("--doc-tokens", type=int, default=SCALE_DOC_TOKENS,
-                   help="tokens of each document the encoder reads (the backbone is calibrated for this)")
+    p.add_argument(
+        "--splade-max",
+        type=int,
+        default=None,
+        help="the largest size with SPLADE's stages; larger sizes run BM25's and the shared ones (default: all)",
+    )
+    p.add_argument(
+        "--doc-tokens",
+        type=int,
+        default=SCALE_DOC_TOKENS,
+        help="tokens of each document the encoder reads (the backbone is calibrated for this)",
+    )
     args = p.parse_args(argv)
     try:
         sizes = positive_ints(args.docs, "docs")
@@ -488,10 +637,16 @@ def main(argv: list[str] | None = None) -> int:
             splade = args.splade_max is None or n <= args.splade_max
             rows += rehearse(n, args.queries, args.work, args.source, args.threads, args.doc_tokens, splade=splade)
             if splade and bm25_only:  # the BM25-only report at every size too, so that its curve has each point
-                rows += [m for m in rehearse(n, args.queries, args.work, args.source, args.threads, args.doc_tokens,
-                                             splade=False) if m.stage == "report"]
+                rows += [
+                    m
+                    for m in rehearse(
+                        n, args.queries, args.work, args.source, args.threads, args.doc_tokens, splade=False
+                    )
+                    if m.stage == "report"
+                ]
             command = f"python -m benchmark.perf scale --docs {args.docs}" + (
-                f" --splade-max {args.splade_max}" if args.splade_max is not None else "")
+                f" --splade-max {args.splade_max}" if args.splade_max is not None else ""
+            )
             write_outputs(rows, args.out, machine_class()[1], [], command)
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Search comparison: ``benchmark.retrieval.lucene.impact_search`` against Pyserini's pre-encoded ``LuceneImpactSearcher``.
+"""Search comparison: ``benchmark.retrieval.lucene.impact_search`` against Pyserini's pre-encoded
+``LuceneImpactSearcher``.
 
 Uses the ``encode`` part's float32 vectors (quantised) for both the index and the queries.
 """
@@ -81,7 +82,7 @@ def part_search(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
         hits = {}
         opened.clear()
         for rep in range(args.search_repeat):  # alternate the order: neither side always runs first
-            for name in (list(systems) if rep % 2 == 0 else list(systems)[::-1]):
+            for name in list(systems) if rep % 2 == 0 else list(systems)[::-1]:
                 t = time.perf_counter()
                 hits[name] = systems[name](threads)
                 best[name] = min(best[name], time.perf_counter() - t)
@@ -91,8 +92,17 @@ def part_search(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
             note = f"queries/s incl. opening the searcher; same rankings as Pyserini: {same}"
             if name == "pyserini pre-encoded":
                 note += f"; opening alone {min(opened):.2f} s"
-            rows.append(Row("search", f"{name} ({threads} thr)", len(qvecs), best[name], len(qvecs) / best[name],
-                            load=f"{load():.1f}", note=note))
+            rows.append(
+                Row(
+                    "search",
+                    f"{name} ({threads} thr)",
+                    len(qvecs),
+                    best[name],
+                    len(qvecs) / best[name],
+                    load=f"{load():.1f}",
+                    note=note,
+                )
+            )
         rows[-2].ratio, rows[-1].ratio = 1.0, rows[-1].docs_per_s / rows[-2].docs_per_s
     import ir_measures
 

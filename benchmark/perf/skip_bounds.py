@@ -1,10 +1,12 @@
-"""``python -m benchmark.perf skip-bounds``: how much of the vocabulary a proven bound could skip before the screening matmul.
+"""``python -m benchmark.perf skip-bounds``: how much of the vocabulary a proven bound could skip before the
+screening matmul.
 
 The encoder screens every (token, term) pair: the dense head is the cost floor of every screen. A
 *skip* would rule terms out for a whole document (or group of tokens, or block of terms) from a
 bound cheaper than the matmul. This command measures, on real documents and the perf model, the
 share of (document, term) pairs each classic bound leaves alive; a term is alive when its bound on
-``max_t h_t·w_j + b_j`` is > 0. The floor is the exact share (terms with a non-zero weight). A skip pays when its own cost plus the
+``max_t h_t·w_j + b_j`` is > 0. The floor is the exact share (terms with a non-zero weight). A skip pays when its own
+cost plus the
 alive share (screened as now) is below 1, the dense head's cost (``head_cost_with_skip``).
 
 Bounds (c_t = h_t − μ, β_j = μ·w_j + b_j, as in ``benchmark.splade``):
@@ -64,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         groups, block_sizes, ranks = (positive_ints(getattr(args, f), f) for f in ("groups", "block_sizes", "ranks"))
         if args.docs < 1 or args.max_length < 1:
-            raise BenchmarkError(f"--docs and --max-length must be positive integers, got {args.docs} and {args.max_length}")
+            raise BenchmarkError(
+                f"--docs and --max-length must be positive integers, got {args.docs} and {args.max_length}"
+            )
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -86,7 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     block_geom = {}
     for n, assign in blocks.items():
         nb = int(assign.max()) + 1
-        centres = torch.zeros(nb, k, dtype=w.dtype).index_add_(0, assign, w) / torch.bincount(assign, minlength=nb).clamp(min=1)[:, None].double()
+        centres = (
+            torch.zeros(nb, k, dtype=w.dtype).index_add_(0, assign, w)
+            / torch.bincount(assign, minlength=nb).clamp(min=1)[:, None].double()
+        )
         radius = torch.zeros(nb, dtype=w.dtype).scatter_reduce_(0, assign, (w - centres[assign]).norm(dim=1), "amax")
         block_geom[n] = (assign, centres, radius)
     _, _, vt = torch.linalg.svd(w, full_matrices=False)
@@ -140,13 +147,21 @@ def main(argv: list[str] | None = None) -> int:
 
     info: dict = {}
     encode(model, tokenizer, texts, max_length=args.max_length, path="int8", info=info)
-    cost = {"exact (floor)": 0.0, "ball": 2 / tokens_total * len(texts), "box": 4 / tokens_total * len(texts),
-            **{f"box/{g} tokens": 2 / g for g in groups}, **{f"vocab-blocks/{n} terms": 1 / n for n in block_sizes},
-            **{f"pca/rank {r}": r / k for r in ranks}}
+    cost = {
+        "exact (floor)": 0.0,
+        "ball": 2 / tokens_total * len(texts),
+        "box": 4 / tokens_total * len(texts),
+        **{f"box/{g} tokens": 2 / g for g in groups},
+        **{f"vocab-blocks/{n} terms": 1 / n for n in block_sizes},
+        **{f"pca/rank {r}": r / k for r in ranks},
+    }
     fractions = {name: n / pairs for name, n in alive.items()}
     result = {
-        "model": "bert-tiny (pretrained MLM head)", "docs": len(texts), "mean_tokens": tokens_total / len(texts),
-        "vocab": vocab, "hidden": k,
+        "model": "bert-tiny (pretrained MLM head)",
+        "docs": len(texts),
+        "mean_tokens": tokens_total / len(texts),
+        "vocab": vocab,
+        "hidden": k,
         "alive_fraction": fractions,
         "int8_screen_candidates_fraction": info["candidates_fraction"],
         # FLOPs of the bound, then of screening the pairs it leaves alive, as fractions of the dense head

@@ -51,8 +51,11 @@ def triples(n: int) -> list[dict[str, str]]:
     texts = {doc_id: text for doc_id, text in docs if doc_id in needed}
     out = []
     for i, q in enumerate(qids):
-        neg = next(positive[qids[(i + k) % len(qids)]] for k in range(1, len(qids))
-                   if positive[qids[(i + k) % len(qids)]] not in relevant[q])
+        neg = next(
+            positive[qids[(i + k) % len(qids)]]
+            for k in range(1, len(qids))
+            if positive[qids[(i + k) % len(qids)]] not in relevant[q]
+        )
         out.append({"query": queries[q], "positive": texts[positive[q]], "negative": texts[neg]})
         if len(out) == n:
             break
@@ -91,11 +94,20 @@ def _meter(spec: dict[str, Any]):
                 self._prof.__exit__(None, None, None)
                 events = sorted(self._prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
                 total = sum(e.self_cpu_time_total for e in events) or 1
-                self.profile = [{"op": e.key, "self_ms": e.self_cpu_time_total / 1000,
-                                 "share": e.self_cpu_time_total / total, "calls": e.count} for e in events[:12]]
+                self.profile = [
+                    {
+                        "op": e.key,
+                        "self_ms": e.self_cpu_time_total / 1000,
+                        "share": e.self_cpu_time_total / total,
+                        "calls": e.count,
+                    }
+                    for e in events[:12]
+                ]
                 self._prof = None
 
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+        ) -> None:
             if logs and "loss" in logs:
                 self.losses.append(float(logs["loss"]))
 
@@ -106,12 +118,27 @@ def _train_ours(spec: dict[str, Any], examples: list[dict[str, str]], meter: Any
     from benchmark.training.loop import train_splade
     from benchmark.training.recipe import load_recipe
 
-    overrides = {"max_steps": spec["steps"], "batch_size": spec["batch_size"], "logging_steps": 1,
-                 "save_steps": spec["steps"] + 1, "query_max_length": spec["max_length"],
-                 "doc_max_length": spec["max_length"], "max_examples": 0, "chunk_size": spec["chunk_size"],
-                 "dev_queries": 0}  # no held-out rows: both sides train on the same rows, in the same order
-    train_splade(Path(spec["model"]), examples, load_recipe(RECIPE), Path(spec["out"] + ".run"),
-                 seed=spec["seed"], progress=False, overrides=overrides, callbacks=[meter])
+    overrides = {
+        "max_steps": spec["steps"],
+        "batch_size": spec["batch_size"],
+        "logging_steps": 1,
+        "save_steps": spec["steps"] + 1,
+        "query_max_length": spec["max_length"],
+        "doc_max_length": spec["max_length"],
+        "max_examples": 0,
+        "chunk_size": spec["chunk_size"],
+        "dev_queries": 0,
+    }  # no held-out rows: both sides train on the same rows, in the same order
+    train_splade(
+        Path(spec["model"]),
+        examples,
+        load_recipe(RECIPE),
+        Path(spec["out"] + ".run"),
+        seed=spec["seed"],
+        progress=False,
+        overrides=overrides,
+        callbacks=[meter],
+    )
 
 
 def _train_st(spec: dict[str, Any], examples: list[dict[str, str]], meter: Any) -> None:
@@ -136,18 +163,43 @@ def _train_st(spec: dict[str, Any], examples: list[dict[str, str]], meter: Any) 
     mlm = MLMTransformer(spec["model"], max_seq_length=spec["max_length"])
     attach_projection_scale(mlm.auto_model)  # a checkpoint rescaled by 'projection' carries α in its config
     model = SparseEncoder(modules=[mlm, SpladePooling(pooling_strategy="max")], device="cpu")
-    loss = SpladeLoss(model, loss=SparseMultipleNegativesRankingLoss(model, scale=recipe.mnrl_scale),
-                      document_regularizer_weight=recipe.lambda_d, query_regularizer_weight=recipe.lambda_q)
+    loss = SpladeLoss(
+        model,
+        loss=SparseMultipleNegativesRankingLoss(model, scale=recipe.mnrl_scale),
+        document_regularizer_weight=recipe.lambda_d,
+        query_regularizer_weight=recipe.lambda_q,
+    )
     args = SparseEncoderTrainingArguments(
-        output_dir=spec["out"] + ".run", per_device_train_batch_size=spec["batch_size"],
-        learning_rate=recipe.learning_rate, max_steps=spec["steps"], warmup_steps=recipe.warmup_ratio,
-        lr_scheduler_type=recipe.lr_scheduler, weight_decay=recipe.weight_decay, max_grad_norm=recipe.max_grad_norm,
-        logging_steps=1, save_strategy="no", seed=spec["seed"], data_seed=spec["seed"], use_cpu=True,
-        dataloader_drop_last=True, batch_sampler=NoDuplicatesPermutedBatchSampler, report_to="none", disable_tqdm=True)
+        output_dir=spec["out"] + ".run",
+        per_device_train_batch_size=spec["batch_size"],
+        learning_rate=recipe.learning_rate,
+        max_steps=spec["steps"],
+        warmup_steps=recipe.warmup_ratio,
+        lr_scheduler_type=recipe.lr_scheduler,
+        weight_decay=recipe.weight_decay,
+        max_grad_norm=recipe.max_grad_norm,
+        logging_steps=1,
+        save_strategy="no",
+        seed=spec["seed"],
+        data_seed=spec["seed"],
+        use_cpu=True,
+        dataloader_drop_last=True,
+        batch_sampler=NoDuplicatesPermutedBatchSampler,
+        report_to="none",
+        disable_tqdm=True,
+    )
     columns = ("query", "positive", "negative")
     dataset = Dataset.from_dict({c: [e[c] for e in examples] for c in columns})
-    trainer = SparseEncoderTrainer(model=model, args=args, train_dataset=dataset, loss=loss, callbacks=[
-        SpladeRegularizerWeightSchedulerCallback(loss, recipe.lambda_schedule, recipe.lambda_warmup_ratio), meter])
+    trainer = SparseEncoderTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        loss=loss,
+        callbacks=[
+            SpladeRegularizerWeightSchedulerCallback(loss, recipe.lambda_schedule, recipe.lambda_warmup_ratio),
+            meter,
+        ],
+    )
     trainer.train()
 
 
@@ -167,10 +219,17 @@ def train_worker(spec: dict[str, Any]) -> dict[str, Any]:
     measured = [i for i in range(2, len(meter.ends)) if i != meter.profiled_step]
     intervals = [meter.ends[i] - meter.ends[i - 1] for i in measured]
     cpu_intervals = [meter.cpu_ends[i] - meter.cpu_ends[i - 1] for i in measured]
-    return {"losses": meter.losses, "intervals": intervals, "cpu_intervals": cpu_intervals,
-            "profile": meter.profile, "cpu_s": cpu,
-            "rss_start_mb": meter.rss_start, "peak_mb": status_mb("VmHWM"), "steps": len(meter.ends) - 1,
-            "batch_size": spec["batch_size"]}
+    return {
+        "losses": meter.losses,
+        "intervals": intervals,
+        "cpu_intervals": cpu_intervals,
+        "profile": meter.profile,
+        "cpu_s": cpu,
+        "rss_start_mb": meter.rss_start,
+        "peak_mb": status_mb("VmHWM"),
+        "steps": len(meter.ends) - 1,
+        "batch_size": spec["batch_size"],
+    }
 
 
 def _median(xs: list[float]) -> float:
@@ -182,8 +241,11 @@ def _rate(r: dict[str, Any]) -> tuple[float, float, float]:
 
     Medians: on a shared machine a burst of load stretches a few steps; the median step does not see it.
     """
-    return r["batch_size"] / _median(r["intervals"]), sum(r["intervals"]), \
-        1000 * _median(r["cpu_intervals"]) / r["batch_size"]
+    return (
+        r["batch_size"] / _median(r["intervals"]),
+        sum(r["intervals"]),
+        1000 * _median(r["cpu_intervals"]) / r["batch_size"],
+    )
 
 
 def _profile_line(name: str, r: dict[str, Any]) -> str:
@@ -194,12 +256,23 @@ def _profile_line(name: str, r: dict[str, Any]) -> str:
 def part_train(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[str]]:
     examples = triples(args.train_steps * args.train_batch + args.train_batch)
     (work / "triples.json").write_text(json.dumps(examples))
-    base = {"kind": "train", "model": str(args.model), "examples": str(work / "triples.json"),
-            "steps": args.train_steps, "batch_size": args.train_batch, "max_length": args.train_length,
-            "threads": args.threads, "seed": 42, "profile_step": min(5, args.train_steps), "chunk_size": 16}
-    systems = {"sentence-transformers": ("st", {**base, "system": "st"}),
-               "ours": ("ours", {**base, "system": "ours"}),
-               "ours unchunked (control)": ("control", {**base, "system": "ours", "chunk_size": 0})}
+    base = {
+        "kind": "train",
+        "model": str(args.model),
+        "examples": str(work / "triples.json"),
+        "steps": args.train_steps,
+        "batch_size": args.train_batch,
+        "max_length": args.train_length,
+        "threads": args.threads,
+        "seed": 42,
+        "profile_step": min(5, args.train_steps),
+        "chunk_size": 16,
+    }
+    systems = {
+        "sentence-transformers": ("st", {**base, "system": "st"}),
+        "ours": ("ours", {**base, "system": "ours"}),
+        "ours unchunked (control)": ("control", {**base, "system": "ours", "chunk_size": 0}),
+    }
     results = {}
     for name, (short, spec) in systems.items():
         print(f"[perf] train {args.train_steps} steps × batch {args.train_batch}: {name}", flush=True)
@@ -208,9 +281,21 @@ def part_train(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[st
     for name, r in results.items():
         rate, wall, cpu_ms = _rate(r)
         n = args.train_batch * len(r["intervals"])
-        rows.append(Row("train", name, n, wall, rate, cpu_ms, r["peak_mb"], r["peak_mb"] - r["rss_start_mb"],
-                        load=load_text(r), note=f"{r['steps']} steps; items/s and CPU ms from the median of steps "
-                        f"2..{r['steps']} (the profiled one left out)"))
+        rows.append(
+            Row(
+                "train",
+                name,
+                n,
+                wall,
+                rate,
+                cpu_ms,
+                r["peak_mb"],
+                r["peak_mb"] - r["rss_start_mb"],
+                load=load_text(r),
+                note=f"{r['steps']} steps; items/s and CPU ms from the median of steps "
+                f"2..{r['steps']} (the profiled one left out)",
+            )
+        )
     relate(rows, rows[0])
     st, ours, control = (results[n]["losses"] for n in systems)
     k = min(len(st), len(ours), len(control), 20)
@@ -229,7 +314,9 @@ def part_train(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[st
         f"train: first {k} losses, ours unchunked (control): {fmt(control[:k])}",
         f"train: loss curves {'agree' if within else 'DIFFER'}: |ours − ST| ≤ 2·(largest |ours − control| so far) "
         f"+ {LOSS_ROUNDING:g}·|loss| at every step (max gap {max(gaps):.2e}, step 1 gap {gaps[0]:.2e}; control "
-        f"spread max {max(spread):.2e})" if k else "train: no losses logged",
+        f"spread max {max(spread):.2e})"
+        if k
+        else "train: no losses logged",
         _profile_line("sentence-transformers", results["sentence-transformers"]),
         _profile_line("ours", results["ours"]),
     ]

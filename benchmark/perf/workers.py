@@ -49,13 +49,23 @@ def spawn(spec: dict[str, Any], work: Path, name: str) -> dict[str, Any]:
     spec = {**spec, "out": str(work / name)}
     spec_path.write_text(json.dumps(spec))
     threads = str(spec["threads"])
-    env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, TOKENIZERS_PARALLELISM="false",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS=threads,
+        MKL_NUM_THREADS=threads,
+        TOKENIZERS_PARALLELISM="false",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
     log = work / f"{name}.log"
     load_before = load()
     with open(log, "w") as fh:
-        proc = subprocess.run([sys.executable, "-m", "benchmark.perf", "--worker", str(spec_path)],
-                              env=env, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchmark.perf", "--worker", str(spec_path)],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
     if proc.returncode != 0:
         tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
         raise BenchmarkError(f"perf worker {name!r} failed (exit {proc.returncode}): {tail}; see {log}")

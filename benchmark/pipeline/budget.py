@@ -187,19 +187,30 @@ def estimate(plan: Any, gpus: int, workers: int = 1) -> Estimate | None:
         if not trains and not shards:
             return None
         work = sum(s for _, s in trains) + sum(sum(v) for v in shards.values())
-        path = max(((s / max(1, min(workers, gpus)) + max(shards.get(t.id, [0.0])), t) for t, s in trains),
-                   default=(max((max(v) for v in shards.values()), default=0.0), None), key=lambda x: x[0])
+        path = max(
+            ((s / max(1, min(workers, gpus)) + max(shards.get(t.id, [0.0])), t) for t, s in trains),
+            default=(max((max(v) for v in shards.values()), default=0.0), None),
+            key=lambda x: x[0],
+        )
         out.append((_simulate(trains, shards, gpus, workers), work, path, missing, models))
     (wall_lo, work_lo, (crit_lo, stage), missing, models), (wall_hi, work_hi, (crit_hi, _), _, _) = out
     if stage is not None:
         longest = max(shards.get(stage.id, [0.0]))
-        text = (f"mining (CPU) → train {models[stage.id]} ({(crit_lo - longest) / 3600:.1f}–"
-                f"{(crit_hi - longest) / 3600:.1f} h on {max(1, min(workers, gpus))} GPU) → its longest encode shard "
-                f"({longest / 60:.1f} min) → index → search → evaluate (CPU)")
+        text = (
+            f"mining (CPU) → train {models[stage.id]} ({(crit_lo - longest) / 3600:.1f}–"
+            f"{(crit_hi - longest) / 3600:.1f} h on {max(1, min(workers, gpus))} GPU) → its longest encode shard "
+            f"({longest / 60:.1f} min) → index → search → evaluate (CPU)"
+        )
     else:
         text = "encode shards (no training) → index → search → evaluate (CPU)"
-    return Estimate(gpus, (wall_lo / 3600, wall_hi / 3600), (work_lo / 3600, work_hi / 3600),
-                    (crit_lo / 3600, crit_hi / 3600), text, tuple(missing))
+    return Estimate(
+        gpus,
+        (wall_lo / 3600, wall_hi / 3600),
+        (work_lo / 3600, work_hi / 3600),
+        (crit_lo / 3600, crit_hi / 3600),
+        text,
+        tuple(missing),
+    )
 
 
 def describe_estimate(plan: Any, gpus: int, train: Any = None) -> str:
@@ -213,7 +224,8 @@ def describe_estimate(plan: Any, gpus: int, train: Any = None) -> str:
         f"  GPU work: {est.gpu_hours[0]:.0f}–{est.gpu_hours[1]:.0f} GPU-h (training + document encoding)",
         f"  critical path: {est.critical_path}: {_hours(est.critical_hours)}",
         f"  estimated wall time: {_hours(est.wall_hours)} "
-        f"(lower bound max(critical path, work / GPUs): {_hours(tuple(max(c, w / gpus) for c, w in zip(est.critical_hours, est.gpu_hours)))})",
+        f"(lower bound max(critical path, work / GPUs): "
+        f"{_hours(tuple(max(c, w / gpus) for c, w in zip(est.critical_hours, est.gpu_hours)))})",
         "  not counted: CPU stages (mining, Lucene indexing and search, evaluation), query encoding, cluster start-up",
     ]
     if est.missing:

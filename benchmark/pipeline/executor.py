@@ -50,8 +50,11 @@ def stops_pipeline(meta: Mapping[str, Any] | None) -> bool:
 
 
 def inputs_of(stage: Stage, store: Store, metas: Mapping[str, Mapping[str, Any]]) -> Inputs:
-    return Inputs({role: store.path(p) for role, p in stage.parents.items()},
-                  {role: metas[p.id] for role, p in stage.parents.items()}, stage.payload()["external"])
+    return Inputs(
+        {role: store.path(p) for role, p in stage.parents.items()},
+        {role: metas[p.id] for role, p in stage.parents.items()},
+        stage.payload()["external"],
+    )
 
 
 def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -94,8 +97,13 @@ class Progress:
     named (``train not timed yet``): one training run outlasts many searches. Hence ``~``.
     """
 
-    def __init__(self, pending: list[Stage], log: Any, labels: Mapping[str, str] | None = None,
-                 earlier: Mapping[str, list[float]] | None = None) -> None:
+    def __init__(
+        self,
+        pending: list[Stage],
+        log: Any,
+        labels: Mapping[str, str] | None = None,
+        earlier: Mapping[str, list[float]] | None = None,
+    ) -> None:
         self.pending = {s.id: s.kind.name for s in pending}
         self.total, self.k, self.log = len(pending), 0, log
         self.labels = labels or {}
@@ -128,8 +136,10 @@ class Progress:
         self.k += 1
         label = self.labels.get(stage.id)
         what = f"{stage.kind.name}: {label}" if label else stage.kind.name
-        self.log(f"stage {self.k} of {self.total} ({what}), {duration(time.perf_counter() - self.start)} "
-                 f"elapsed, {self.eta(stage.kind.name)}")
+        self.log(
+            f"stage {self.k} of {self.total} ({what}), {duration(time.perf_counter() - self.start)} "
+            f"elapsed, {self.eta(stage.kind.name)}"
+        )
         self._began = time.perf_counter()
 
     def end(self, stage: Stage, seconds: float | None = None) -> None:
@@ -159,7 +169,8 @@ class LocalExecutor:
         if stage.id in self.done:
             done = self.done[stage.id]
             if (light or not (done or {}).get("dropped")) and (
-                    not reading or done is None or self.store.lookup(stage, hashes=True, dropped_ok=light) is not None):
+                not reading or done is None or self.store.lookup(stage, hashes=True, dropped_ok=light) is not None
+            ):
                 return done
             # damaged since it was reused, or dropped for a child that reads it: recomputed below
             del self.done[stage.id]
@@ -184,8 +195,12 @@ class LocalExecutor:
         return self.done[stage.id]
 
     def run(self, targets: list[Stage]) -> Outcome:
-        self.progress = Progress(self.pending(targets), getattr(self.ctx, "log", print),
-                                 getattr(self.store, "labels", {}), self.earlier(targets))
+        self.progress = Progress(
+            self.pending(targets),
+            getattr(self.ctx, "log", print),
+            getattr(self.store, "labels", {}),
+            self.earlier(targets),
+        )
         for stage in targets:
             self.execute(stage)
         return Outcome(done=self.done)

@@ -65,7 +65,15 @@ class Options:
             value = getattr(self, name)
             if value is not None:
                 out.append((name, ",".join(map(str, value))))
-        for name in ("recipe", "rescale_factor", "match_norm", "rescale_method", "match_stat", "max_docs", "max_queries"):
+        for name in (
+            "recipe",
+            "rescale_factor",
+            "match_norm",
+            "rescale_method",
+            "match_stat",
+            "max_docs",
+            "max_queries",
+        ):
             value = getattr(self, name)
             if value is not None:
                 out.append((name.replace("_", "-"), f"{value:g}" if isinstance(value, float) else str(value)))
@@ -206,9 +214,18 @@ class Condition:
         return f"{self.variant} [{rescale_tag(self.method, self.factor)}]" if self.method else self.variant
 
     def row(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "system": self.system, "backbone": self.backbone, "variant": self.variant,
-                "variants": list(self.variants), "factor": self.factor, "method": self.method,
-                "trained": self.trained, "seed": self.seed, "command": self.command}
+        return {
+            "dataset": self.dataset,
+            "system": self.system,
+            "backbone": self.backbone,
+            "variant": self.variant,
+            "variants": list(self.variants),
+            "factor": self.factor,
+            "method": self.method,
+            "trained": self.trained,
+            "seed": self.seed,
+            "command": self.command,
+        }
 
 
 @dataclass
@@ -239,8 +256,10 @@ class Plan:
             return ""
         text = f"Training: recipe {self.recipe.get('name')} ({self.recipe.get('description', '')})"
         if self.slice_training and self.suite.splade is not None:
-            text += (f", not the suite's {self.suite.splade.recipe}: a run sliced with --max-docs/--max-queries trains"
-                     " with the suite's slice_recipe (pass --recipe to choose)")
+            text += (
+                f", not the suite's {self.suite.splade.recipe}: a run sliced with --max-docs/--max-queries trains"
+                " with the suite's slice_recipe (pass --recipe to choose)"
+            )
         return text + "."
 
     def summary(self) -> str:
@@ -250,11 +269,13 @@ class Plan:
         systems = {c.system_key for c in self.conditions}
         if self.suite.splade is not None:
             states = sorted({"trained" if key[3] else "untrained" for key in splade})
-            lines.append(f"matrix: {len(self.backbones)} backbone(s) × {len(self.variants)} variant(s)"
-                         f" ({' + '.join(states)}) = {len(splade)} SPLADE system(s)"
-                         f"{' + BM25' if self.suite.bm25 is not None else ''}; {len(systems)} system(s) × "
-                         f"{len(self.datasets)} dataset(s) = {len({(c.system_key, c.dataset) for c in self.conditions})}"
-                         f" conditions" + (f", {len(self.seeds)} seeds each" if len(self.seeds) > 1 and self.recipe else ""))
+            lines.append(
+                f"matrix: {len(self.backbones)} backbone(s) × {len(self.variants)} variant(s)"
+                f" ({' + '.join(states)}) = {len(splade)} SPLADE system(s)"
+                f"{' + BM25' if self.suite.bm25 is not None else ''}; {len(systems)} system(s) × "
+                f"{len(self.datasets)} dataset(s) = {len({(c.system_key, c.dataset) for c in self.conditions})}"
+                f" conditions" + (f", {len(self.seeds)} seeds each" if len(self.seeds) > 1 and self.recipe else "")
+            )
             lines.append(f"backbones: {', '.join(self.backbones)}")
             for name, others in self.same_backbones.items():
                 lines.append(f"  {' and '.join(map(repr, others))}: the checkpoint of {name!r} (same content), one row")
@@ -272,25 +293,49 @@ class Plan:
                     lines.append(f"    {tie_note(backbone)}")
             if self.recipe is not None:
                 r = self.recipe
-                lines.append(f"training: recipe {r.get('name')} — {r.get('description', '')}"
-                             + (f" (the suite's slice_recipe for a command-line slice; --recipe {self.suite.splade.recipe}"
-                                " trains as the suite does)" if self.slice_training else ""))
-                keys = ("loss", "dataset", "negatives", "batch_size", "max_steps", "epochs", "learning_rate",
-                        "lambda_q", "lambda_d", "max_grad_norm")
+                lines.append(
+                    f"training: recipe {r.get('name')} — {r.get('description', '')}"
+                    + (
+                        f" (the suite's slice_recipe for a command-line slice; --recipe {self.suite.splade.recipe}"
+                        " trains as the suite does)"
+                        if self.slice_training
+                        else ""
+                    )
+                )
+                keys = (
+                    "loss",
+                    "dataset",
+                    "negatives",
+                    "batch_size",
+                    "max_steps",
+                    "epochs",
+                    "learning_rate",
+                    "lambda_q",
+                    "lambda_d",
+                    "max_grad_norm",
+                )
                 lines.append("  " + ", ".join(f"{k}={r[k]}" for k in keys if k in r) + f"; seeds {self.seeds}")
             else:
                 lines.append("training: none (untrained backbones)")
         elif self.suite.bm25 is not None:
-            lines.append(f"matrix: BM25 × {len(self.datasets)} dataset(s) = "
-                         f"{sum(c.system == 'bm25' for c in self.conditions)} conditions")
+            lines.append(
+                f"matrix: BM25 × {len(self.datasets)} dataset(s) = "
+                f"{sum(c.system == 'bm25' for c in self.conditions)} conditions"
+            )
         if self.published:
-            lines.append(f"published (trained elsewhere, evaluated as they are): {', '.join(self.published)}; "
-                         f"{len(self.published)} model(s) × {len(self.datasets)} dataset(s) = "
-                         f"{sum(c.system == PUBLISHED for c in self.conditions)} conditions")
+            lines.append(
+                f"published (trained elsewhere, evaluated as they are): {', '.join(self.published)}; "
+                f"{len(self.published)} model(s) × {len(self.datasets)} dataset(s) = "
+                f"{sum(c.system == PUBLISHED for c in self.conditions)} conditions"
+            )
             for name, others in self.same_backbones.items():
                 if name in self.published:
-                    lines.append(f"  {' and '.join(map(repr, others))}: the checkpoint of {name!r} (same content), one row")
-        cut = f" (max_docs={self.max_docs}, max_queries={self.max_queries})" if self.max_docs or self.max_queries else ""
+                    lines.append(
+                        f"  {' and '.join(map(repr, others))}: the checkpoint of {name!r} (same content), one row"
+                    )
+        cut = (
+            f" (max_docs={self.max_docs}, max_queries={self.max_queries})" if self.max_docs or self.max_queries else ""
+        )
         lines.append(f"datasets ({len(self.datasets)}){cut}: {', '.join(self.datasets)}")
         if self.subset:
             lines.append(f"subset of the suite: {self.subset}")
@@ -300,7 +345,9 @@ class Plan:
         counts: dict[str, int] = {}
         for stage in self.stages():
             counts[stage.kind.name] = counts.get(stage.kind.name, 0) + 1
-        lines.append("stages: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + f" ({sum(counts.values())} in all)")
+        lines.append(
+            "stages: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + f" ({sum(counts.values())} in all)"
+        )
         return "\n".join(lines)
 
     def stage_labels(self) -> dict[str, str]:
@@ -388,7 +435,9 @@ def _fmt_factor(f: float) -> str:
 
 
 def _describe_variant(spec: Any, overrides: dict[str, Any]) -> str:
-    return spec.description + "".join(f", {k} = {v:g}" if isinstance(v, float) else f", {k} = {v}" for k, v in sorted(overrides.items()))
+    return spec.description + "".join(
+        f", {k} = {v:g}" if isinstance(v, float) else f", {k} = {v}" for k, v in sorted(overrides.items())
+    )
 
 
 def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variants: bool = False) -> dict[str, Any]:
@@ -412,25 +461,35 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
     for f in suite.splade.sweep:
         table[f"x{_fmt_factor(f)}"] = (Rescale("factor", f, scale_bias=scale_bias, method=method), {})
     for v in suite.splade.extra_variants:
-        spec = Rescale("factor", v.factor, scale_bias=scale_bias, method=v.method or method) if v.factor is not None \
+        spec = (
+            Rescale("factor", v.factor, scale_bias=scale_bias, method=v.method or method)
+            if v.factor is not None
             else Rescale()
+        )
         table[v.name] = (spec, dict(v.overrides))
     reference = opts.match_norm or rs.match
     if reference is not None:
         # This harness's extensions, run only when named in --variants: the head matched to the reference
         # backbone's statistic (the paper uses one fixed k), via head-norm or via the projection.
-        table.setdefault("head-norm", (Rescale("match", match=reference, match_stat=stat, scale_bias=scale_bias,
-                                               method="head-norm"), {}))
+        table.setdefault(
+            "head-norm",
+            (Rescale("match", match=reference, match_stat=stat, scale_bias=scale_bias, method="head-norm"), {}),
+        )
         from benchmark.model.rescale import STATISTICS
 
         for name in STATISTICS:
-            table.setdefault(f"match-{name}", (Rescale("match", match=reference, match_stat=name, scale_bias=scale_bias,
-                                                       method=method), {}))
+            table.setdefault(
+                f"match-{name}",
+                (Rescale("match", match=reference, match_stat=name, scale_bias=scale_bias, method=method), {}),
+            )
     if all_variants:
         return table
     bad = [n for n in names if n not in table]
     if bad:
-        raise BenchmarkError(f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, comma-separated")
+        raise BenchmarkError(
+            f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, "
+            f"comma-separated"
+        )
     return {n: table[n] for n in names}
 
 
@@ -442,7 +501,9 @@ def _factor_label(spec: Any) -> str:
     return f"match:{spec.match}"
 
 
-def _select_datasets(suite: Suite, requested: Sequence[str], problems: list[str]) -> tuple[list[str], list[str], dict[str, list[str]]]:
+def _select_datasets(
+    suite: Suite, requested: Sequence[str], problems: list[str]
+) -> tuple[list[str], list[str], dict[str, list[str]]]:
     """(datasets to evaluate, table columns, selected groups); names outside the suite go to ``problems``."""
     known = suite.known_datasets()
     datasets: list[str] = []
@@ -460,9 +521,14 @@ def _select_datasets(suite: Suite, requested: Sequence[str], problems: list[str]
         else:
             bad.append(name)
     if bad:
-        valid = list(suite.datasets) + list(suite.optional_datasets) + [g for g in suite.groups if g not in suite.optional_datasets]
+        valid = (
+            list(suite.datasets)
+            + list(suite.optional_datasets)
+            + [g for g in suite.groups if g not in suite.optional_datasets]
+        )
         problems.append(
-            f"dataset(s) {', '.join(map(repr, bad))} not in suite {suite.name!r}; valid: {', '.join(dict.fromkeys(valid))} "
+            f"dataset(s) {', '.join(map(repr, bad))} not in suite {suite.name!r}; valid: "
+            f"{', '.join(dict.fromkeys(valid))} "
             f"(or {'a group member or ' if suite.groups else ''}a local BEIR folder PATH[@split]; any other "
             "ir_datasets id runs without --suite, its measures from its conventions)"
         )
@@ -523,8 +589,20 @@ def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
     args = ["python", "-m", "benchmark.run"] + (["--suite", suite_arg] if suite_arg != ADHOC else [])
     flags = dict(opts.narrowing())
     flags.update({k: str(v) for k, v in row.items() if v is not None})
-    for flag in ("datasets", "backbones", "variants", "seeds", "published", "recipe", "rescale-factor", "match-norm",
-                 "rescale-method", "match-stat", "max-docs", "max-queries"):
+    for flag in (
+        "datasets",
+        "backbones",
+        "variants",
+        "seeds",
+        "published",
+        "recipe",
+        "rescale-factor",
+        "match-norm",
+        "rescale-method",
+        "match-stat",
+        "max-docs",
+        "max-queries",
+    ):
         if flag in flags:
             args += [f"--{flag}", flags[flag]]
     for item in opts.sets:
@@ -560,26 +638,47 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
 
     def evaluate(search: Stage, name: str) -> Stage:
         t, c = data_stages(name, max_docs, max_queries)
-        return Stage(Evaluate, Evaluate.Config(tuple(sorted(suite.measures_of(name)))),
-                     {"run": search, "topics": t, "corpus": c})
+        return Stage(
+            Evaluate, Evaluate.Config(tuple(sorted(suite.measures_of(name)))), {"run": search, "topics": t, "corpus": c}
+        )
 
     for name in datasets:
         if suite.bm25 is not None:
             topics, corpus = data_stages(name, max_docs, max_queries)
             idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
-            search = Stage(Search, Search.Config(suite.k, suite.bm25.k1, suite.bm25.b, suite.removes_query(name)),
-                           {"index": idx, "queries": topics})
-            plan.conditions.append(Condition(name, "bm25", evaluate=evaluate(search, name), search=search,
-                                             command=reproduce_command(suite_arg, opts)))
+            search = Stage(
+                Search,
+                Search.Config(suite.k, suite.bm25.k1, suite.bm25.b, suite.removes_query(name)),
+                {"index": idx, "queries": topics},
+            )
+            plan.conditions.append(
+                Condition(
+                    name,
+                    "bm25",
+                    evaluate=evaluate(search, name),
+                    search=search,
+                    command=reproduce_command(suite_arg, opts),
+                )
+            )
     if opts.runs and len(datasets) != 1:
-        problems.append(f"--run evaluates a run file on one dataset, and this run has {len(datasets)} "
-                        f"({', '.join(datasets) or 'none'}); pass --datasets with the one the run file was made on")
+        problems.append(
+            f"--run evaluates a run file on one dataset, and this run has {len(datasets)} "
+            f"({', '.join(datasets) or 'none'}); pass --datasets with the one the run file was made on"
+        )
     elif opts.runs:
         topics, corpus = data_stages(datasets[0], max_docs, max_queries)
         for run_name, path in opts.runs:
             source = Stage(RunFile, RunFile.Config(path), {"topics": topics, "corpus": corpus})
-            plan.conditions.append(Condition(datasets[0], RUN_SYSTEM, variant=run_name, evaluate=evaluate(source, datasets[0]),
-                                             search=source, command=reproduce_command(suite_arg, opts)))
+            plan.conditions.append(
+                Condition(
+                    datasets[0],
+                    RUN_SYSTEM,
+                    variant=run_name,
+                    evaluate=evaluate(source, datasets[0]),
+                    search=source,
+                    command=reproduce_command(suite_arg, opts),
+                )
+            )
 
     e = suite.encode
     doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile)
@@ -591,11 +690,16 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
         encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
         queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
         idx = Stage(Index, Index.Config("impact"), {"source": encode})
-        search = Stage(Search, Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True),
-                       {"index": idx, "queries": queries, "docs": encode})
+        search = Stage(
+            Search,
+            Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True),
+            {"index": idx, "queries": queries, "docs": encode},
+        )
         return evaluate(search, name), search
 
-    published = opts.published if opts.published is not None else list(suite.published.models if suite.published else [])
+    published = (
+        opts.published if opts.published is not None else list(suite.published.models if suite.published else [])
+    )
     late: list[Condition] = []  # the published rows follow the harness's own
     if published:
         from benchmark.model.rescale import Rescale
@@ -606,8 +710,21 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model)))
             for name in datasets:
                 ev, search = impact_search(init, name)
-                late.append(Condition(name, PUBLISHED, model, "", (), "1", trained=False, evaluate=ev, search=search,
-                                      backbone_stage=init, command=reproduce_command(suite_arg, opts, published=model)))
+                late.append(
+                    Condition(
+                        name,
+                        PUBLISHED,
+                        model,
+                        "",
+                        (),
+                        "1",
+                        trained=False,
+                        evaluate=ev,
+                        search=search,
+                        backbone_stage=init,
+                        command=reproduce_command(suite_arg, opts, published=model),
+                    )
+                )
     if suite.splade is None:
         plan.conditions.extend(late)
         return plan
@@ -621,8 +738,13 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
         valid = variant_specs(suite, [], opts, all_variants=True)
         variants = {n: valid[n] for n in names if n in valid}
     recipe_name = opts.recipe or sp.recipe
-    if (recipe_name and not opts.recipe and sp.slice_recipe and sp.slice_recipe != recipe_name
-            and (opts.max_docs is not None or opts.max_queries is not None)):
+    if (
+        recipe_name
+        and not opts.recipe
+        and sp.slice_recipe
+        and sp.slice_recipe != recipe_name
+        and (opts.max_docs is not None or opts.max_queries is not None)
+    ):
         recipe_name, plan.slice_training = sp.slice_recipe, True
     train_inputs = None
     if recipe_name:
@@ -647,7 +769,9 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             if train_inputs is not None:
                 recipe, mined = train_inputs
                 for each in seeds:
-                    trained = Stage(Train, Train.Config(recipe, each, dict(overrides)), {"init": init, "triples": mined})
+                    trained = Stage(
+                        Train, Train.Config(recipe, each, dict(overrides)), {"init": init, "triples": mined}
+                    )
                     models.append((trained, trained, each))
             if (train_inputs is None or sp.untrained) and not overrides:
                 models.append((init, None, None))
@@ -655,11 +779,24 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                 row = {"backbones": backbone, "variants": vnames[0]}
                 for name in datasets:
                     ev, search = impact_search(trained_or_init, name)
-                    plan.conditions.append(Condition(
-                        name, "splade", backbone, label, tuple(vnames), _factor_label(spec),
-                        spec.method if spec.mode != "none" else "", trained=train is not None,
-                        seed=seed, evaluate=ev, train=train, search=search, backbone_stage=init,
-                        command=reproduce_command(suite_arg, opts, **row)))
+                    plan.conditions.append(
+                        Condition(
+                            name,
+                            "splade",
+                            backbone,
+                            label,
+                            tuple(vnames),
+                            _factor_label(spec),
+                            spec.method if spec.mode != "none" else "",
+                            trained=train is not None,
+                            seed=seed,
+                            evaluate=ev,
+                            train=train,
+                            search=search,
+                            backbone_stage=init,
+                            command=reproduce_command(suite_arg, opts, **row),
+                        )
+                    )
     plan.conditions.extend(late)
     return plan
 
@@ -691,8 +828,9 @@ def _distinct_backbones(backbones: Sequence[str], plan: Plan) -> list[str]:
     return plan.backbones
 
 
-def _train_inputs(suite: Suite, recipe_name: str,
-                  overrides: Sequence[tuple[list[str], Any]] = ()) -> tuple[Recipe, Stage]:
+def _train_inputs(
+    suite: Suite, recipe_name: str, overrides: Sequence[tuple[list[str], Any]] = ()
+) -> tuple[Recipe, Stage]:
     """The recipe (every field enters the train stage's id, so edits to it, and ``--set recipe.KEY=VALUE``,
     re-key the stage) and the triples stage it trains on."""
     from benchmark.training.recipe import load_recipe
@@ -701,21 +839,29 @@ def _train_inputs(suite: Suite, recipe_name: str,
     as_dict = dataclasses.asdict(recipe)
     dataset = as_dict.get("dataset") or as_dict.get("train_dataset")
     if not dataset:
-        raise BenchmarkError(f"recipe {recipe_name!r} names no training dataset; add dataset = \"<ir_datasets id>\" to it")
+        raise BenchmarkError(
+            f'recipe {recipe_name!r} names no training dataset; add dataset = "<ir_datasets id>" to it'
+        )
     negatives = as_dict.get("negatives", "bm25")
     seed = suite.splade.data_seed if suite.splade else 42
     # Enough examples for the whole run, when the recipe bounds it by steps, plus room for the rows of
     # the held-out dev queries, which training drops (MS MARCO triples: ~50 rows per query).
-    limit = (as_dict["max_steps"] * as_dict["batch_size"] + 100 * as_dict.get("dev_queries", 0)
-             if as_dict.get("max_steps", -1) > 0 else 0)
+    limit = (
+        as_dict["max_steps"] * as_dict["batch_size"] + 100 * as_dict.get("dev_queries", 0)
+        if as_dict.get("max_steps", -1) > 0
+        else 0
+    )
     if negatives != "bm25":
         return recipe, Stage(Triples, Triples.Config(negatives, dataset=dataset, limit=limit))
     topics, corpus = data_stages(dataset, None, as_dict.get("max_train_queries"))
     idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
     bm25 = suite.bm25 or Bm25()  # mining uses BM25 even in a suite that does not report it
     search = Stage(Search, Search.Config(TRAIN_SEARCH_K, bm25.k1, bm25.b), {"index": idx, "queries": topics})
-    mined = Stage(Triples, Triples.Config("bm25", depth=MINE_DEPTH, seed=seed, limit=limit),
-                  {"topics": topics, "corpus": corpus, "run": search})
+    mined = Stage(
+        Triples,
+        Triples.Config("bm25", depth=MINE_DEPTH, seed=seed, limit=limit),
+        {"topics": topics, "corpus": corpus, "run": search},
+    )
     return recipe, mined
 
 
@@ -737,4 +883,6 @@ def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tup
 
 def check_factor(value: float | None) -> None:
     if value is not None and (not math.isfinite(value) or value <= 0):
-        raise BenchmarkError(f"rescale factor {value!r} is not a positive finite number; pass e.g. --rescale-factor 0.25")
+        raise BenchmarkError(
+            f"rescale factor {value!r} is not a positive finite number; pass e.g. --rescale-factor 0.25"
+        )

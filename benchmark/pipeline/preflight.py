@@ -37,8 +37,9 @@ def output_dir_problem(path: Path | str, what: str, flag: str, env: str | None =
             reason = exc.strerror or type(exc).__name__
     if reason is None:
         return None
-    return (f"{what} folder {str(path)!r} is not writable ({reason}); fix its permissions or pass {flag} DIR"
-            + (f" (or set {env})" if env else ""))
+    return f"{what} folder {str(path)!r} is not writable ({reason}); fix its permissions or pass {flag} DIR" + (
+        f" (or set {env})" if env else ""
+    )
 
 
 def overlap_problem(runs_dir: Path | str, results_dir: Path | str) -> str | None:
@@ -47,16 +48,24 @@ def overlap_problem(runs_dir: Path | str, results_dir: Path | str) -> str | None
     runs, results = (Path(p).expanduser().resolve() for p in (runs_dir, results_dir))
     if runs == results or runs in results.parents or results in runs.parents:
         how = "is" if runs == results else "overlaps"
-        return (f"--results-dir {str(results_dir)!r} {how} --runs-dir {str(runs_dir)!r}; give them separate folders, "
-                "e.g. --runs-dir runs --results-dir results")
+        return (
+            f"--results-dir {str(results_dir)!r} {how} --runs-dir {str(runs_dir)!r}; give them separate folders, "
+            "e.g. --runs-dir runs --results-dir results"
+        )
     return None
 
 
 def check_output_dirs(runs_dir: Path | str, results_dir: Path | str) -> None:
     """Both output folders, up front: a run must not end, hours later, unable to write its tables."""
-    problems = [p for p in (output_dir_problem(runs_dir, "runs", "--runs-dir", "BENCHMARK_RUNS_DIR"),
-                            output_dir_problem(results_dir, "results", "--results-dir", "BENCHMARK_RESULTS_DIR"),
-                            overlap_problem(runs_dir, results_dir)) if p]
+    problems = [
+        p
+        for p in (
+            output_dir_problem(runs_dir, "runs", "--runs-dir", "BENCHMARK_RUNS_DIR"),
+            output_dir_problem(results_dir, "results", "--results-dir", "BENCHMARK_RESULTS_DIR"),
+            overlap_problem(runs_dir, results_dir),
+        )
+        if p
+    ]
     if problems:
         raise BenchmarkError(" | ".join(problems))
 
@@ -70,8 +79,9 @@ def depth_problems(plan: Any) -> list[str]:
     k = getattr(plan.suite, "k", None)
     if not isinstance(k, int):
         return []
-    measures = [m for c in plan.conditions if c.system != "run" and c.evaluate is not None
-                for m in c.evaluate.config.measures]
+    measures = [
+        m for c in plan.conditions if c.system != "run" and c.evaluate is not None for m in c.evaluate.config.measures
+    ]
     deeper: dict[str, int] = {}
     for name in dict.fromkeys(measures):
         try:
@@ -84,9 +94,11 @@ def depth_problems(plan: Any) -> list[str]:
         return []
     names, deepest = ", ".join(deeper), max(deeper.values())
     example = next((f" ({m} would equal R@{k} on every row)" for m in deeper if m.startswith("R@")), "")
-    return [f"measure(s) {names} rank deeper than the search depth k = {k}: a search returns {k} hits per query, so "
-            f"they would be computed on those alone{example}; set k to {deepest} or more (--set k={deepest}), or leave "
-            f"{names} out of the measures"]
+    return [
+        f"measure(s) {names} rank deeper than the search depth k = {k}: a search returns {k} hits per query, so "
+        f"they would be computed on those alone{example}; set k to {deepest} or more (--set k={deepest}), or leave "
+        f"{names} out of the measures"
+    ]
 
 
 def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
@@ -142,7 +154,8 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
                 f"shipped sample equals reference backbone {name!r}'s (--match-norm, else the suite's "
                 f"[splade.rescale] match), so the reference must load, and it cannot: {problem}. Or give the factor "
                 "itself: --rescale-factor F (or --match-norm NUMBER)"
-                for problem in backbone_problems(name, deep=deep))
+                for problem in backbone_problems(name, deep=deep)
+            )
         problems.extend(_length_problems(plan, backbones))
         from benchmark.model import varlen
 
@@ -172,8 +185,11 @@ def _length_problems(plan: Any, models: list[str]) -> list[str]:
         except BenchmarkError:
             continue  # reported by backbone_problems
         if source.is_dir():
-            problems.extend(length_problems(name, source, {"max_doc_length": e.max_doc_length,
-                                                           "max_query_length": e.max_query_length}))
+            problems.extend(
+                length_problems(
+                    name, source, {"max_doc_length": e.max_doc_length, "max_query_length": e.max_query_length}
+                )
+            )
     return problems
 
 
@@ -195,10 +211,12 @@ def run_query_problems(plan: Any) -> list[str]:
             continue
         if judged and not set(queries) & judged:
             cut = f" (the {len(judged)} kept by --max-queries)" if plan.max_queries else ""
-            problems.append(f"run file {str(path)!r} ({cond.variant}) ranks {len(queries)} query id(s), e.g. "
-                            f"{queries[0]!r}, and none is a judged query of {cond.dataset}{cut}, e.g. "
-                            f"{min(judged)!r}: it would score 0 everywhere; it was made on other queries, or "
-                            "its ids are written differently")
+            problems.append(
+                f"run file {str(path)!r} ({cond.variant}) ranks {len(queries)} query id(s), e.g. "
+                f"{queries[0]!r}, and none is a judged query of {cond.dataset}{cut}, e.g. "
+                f"{min(judged)!r}: it would score 0 everywhere; it was made on other queries, or "
+                "its ids are written differently"
+            )
     return problems
 
 
@@ -227,8 +245,10 @@ def check_flags(args: Any) -> None:
 def recipe_override_problem(opts: Options, suite: Suite) -> str | None:
     """``--set recipe.KEY=VALUE`` where no recipe reads it (nothing is trained)."""
     if opts.recipe_overrides() and not (opts.recipe or (suite.splade is not None and suite.splade.recipe)):
-        return (f"--set {', '.join(i for i in opts.sets if i.startswith('recipe.'))}: this run trains no "
-                "model, so no recipe reads it; add --recipe NAME (and --backbones) or drop it")
+        return (
+            f"--set {', '.join(i for i in opts.sets if i.startswith('recipe.'))}: this run trains no "
+            "model, so no recipe reads it; add --recipe NAME (and --backbones) or drop it"
+        )
     return None
 
 

@@ -119,8 +119,16 @@ class Cluster:
             return fn(*args)
         from benchmark.training.ray_cluster import fit
 
-        return fit(fn, args, workers=res.workers, cpus=res.cpus, gpus=res.gpus, memory_gb=res.memory_gb,
-                   storage=self.root / ".ray-train", retries=self.retries)
+        return fit(
+            fn,
+            args,
+            workers=res.workers,
+            cpus=res.cpus,
+            gpus=res.gpus,
+            memory_gb=res.memory_gb,
+            storage=self.root / ".ray-train",
+            retries=self.retries,
+        )
 
 
 def task_log(message: str) -> None:
@@ -133,8 +141,9 @@ def _shard_task(fn: Callable[[Any], Any], task: Any, threads: int) -> Any:
     return fn(task)
 
 
-def _stage_task(stage: Stage, root: str, force: bool, verify: bool, ctx: Any,
-                parents: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, Any], float]:
+def _stage_task(
+    stage: Stage, root: str, force: bool, verify: bool, ctx: Any, parents: Mapping[str, Mapping[str, Any]]
+) -> tuple[dict[str, Any], float]:
     """One stage, in a worker: through its own Store on the shared runs/ (claimed, atomic)."""
     if stage.kind.device == "gpu":
         _set_threads(ctx.threads)
@@ -144,8 +153,13 @@ def _stage_task(stage: Stage, root: str, force: bool, verify: bool, ctx: Any,
 
 
 def _task_options(res: Resources, retries: int, name: str) -> dict[str, Any]:
-    options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": retries,
-                               "retry_exceptions": False, "name": name}
+    options: dict[str, Any] = {
+        "num_cpus": res.cpus,
+        "num_gpus": res.gpus,
+        "max_retries": retries,
+        "retry_exceptions": False,
+        "name": name,
+    }
     if res.memory_gb:
         options["memory"] = int(res.memory_gb * 2**30)
     return options
@@ -169,28 +183,38 @@ def connect(address: str | None, gpus: int | None = None, log: Callable[[str], N
     try:
         import ray
     except ImportError:
-        raise BenchmarkError("--executor ray needs Ray: pip install 'splade-rescale-benchmark[ray]' "
-                             "(or pip install 'ray[default,train]'), or use --executor local") from None
+        raise BenchmarkError(
+            "--executor ray needs Ray: pip install 'splade-rescale-benchmark[ray]' "
+            "(or pip install 'ray[default,train]'), or use --executor local"
+        ) from None
     start = time.perf_counter()
-    kwargs: dict[str, Any] = {"runtime_env": {"env_vars": forwarded_env()}, "logging_level": "WARNING",
-                              "log_to_driver": True}
+    kwargs: dict[str, Any] = {
+        "runtime_env": {"env_vars": forwarded_env()},
+        "logging_level": "WARNING",
+        "log_to_driver": True,
+    }
     try:
         if address is None:
             ray.init(num_gpus=gpus, include_dashboard=False, **kwargs)
         else:
             ray.init(address=address, **kwargs)
     except ConnectionError as exc:
-        raise BenchmarkError(f"cannot reach a Ray cluster at --ray-address {address!r} ({_first_line(str(exc))}); "
-                             "start one (ray start --head) or omit --ray-address for a local one") from None
+        raise BenchmarkError(
+            f"cannot reach a Ray cluster at --ray-address {address!r} ({_first_line(str(exc))}); "
+            "start one (ray start --head) or omit --ray-address for a local one"
+        ) from None
     total = ray.cluster_resources()
-    log(f"[ray] {'started a local cluster' if address is None else 'connected to ' + address} in "
+    log(
+        f"[ray] {'started a local cluster' if address is None else 'connected to ' + address} in "
         f"{time.perf_counter() - start:.1f}s: {len(ray.nodes())} node(s), {total.get('CPU', 0):g} CPU, "
-        f"{total.get('GPU', 0):g} GPU")
+        f"{total.get('GPU', 0):g} GPU"
+    )
     return address is None
 
 
-def fit_resources(resources: Mapping[str, Resources], explicit_gpus: set[str], kinds: set[str],
-                  log: Callable[[str], None] = print) -> dict[str, Resources]:
+def fit_resources(
+    resources: Mapping[str, Resources], explicit_gpus: set[str], kinds: set[str], log: Callable[[str], None] = print
+) -> dict[str, Resources]:
     """The resources checked against the cluster before any work: GPU kinds fall back to CPU on a
     cluster without GPUs (unless GPUs were asked for explicitly), and every request must fit a node."""
     import ray
@@ -205,18 +229,33 @@ def fit_resources(resources: Mapping[str, Resources], explicit_gpus: set[str], k
         log(f"[ray] no GPU in the cluster: {', '.join(fallback)} run on CPU workers")
     for kind in sorted(kinds):
         res = out[kind]
-        if not any(n.get("CPU", 0) >= res.cpus and n.get("GPU", 0) >= res.gpus
-                   and (not res.memory_gb or n.get("memory", 0) >= res.memory_gb * 2**30) for n in nodes):
+        if not any(
+            n.get("CPU", 0) >= res.cpus
+            and n.get("GPU", 0) >= res.gpus
+            and (not res.memory_gb or n.get("memory", 0) >= res.memory_gb * 2**30)
+            for n in nodes
+        ):
             raise BenchmarkError(
                 f"no node of the cluster can run a {kind} task ({res.describe()}): its nodes offer "
-                + "; ".join(f"{n.get('CPU', 0):g} CPU, {n.get('GPU', 0):g} GPU, {n.get('memory', 0) / 2**30:.0f} GiB"
-                            for n in nodes) + f". Lower it with --resources {kind}=… or add such a node")
+                + "; ".join(
+                    f"{n.get('CPU', 0):g} CPU, {n.get('GPU', 0):g} GPU, {n.get('memory', 0) / 2**30:.0f} GiB"
+                    for n in nodes
+                )
+                + f". Lower it with --resources {kind}=… or add such a node"
+            )
         if kind == "train" and res.workers > 1:
-            slots = sum(min(n.get("CPU", 0) // res.cpus if res.cpus else res.workers,
-                            n.get("GPU", 0) // res.gpus if res.gpus else res.workers) for n in nodes)
+            slots = sum(
+                min(
+                    n.get("CPU", 0) // res.cpus if res.cpus else res.workers,
+                    n.get("GPU", 0) // res.gpus if res.gpus else res.workers,
+                )
+                for n in nodes
+            )
             if slots < res.workers:
-                raise BenchmarkError(f"training asks for {res.workers} workers of {res.cpus:g} CPU + {res.gpus:g} GPU, "
-                                     f"the cluster has room for {int(slots)}; pass --resources train=workers:{int(slots)}")
+                raise BenchmarkError(
+                    f"training asks for {res.workers} workers of {res.cpus:g} CPU + {res.gpus:g} GPU, "
+                    f"the cluster has room for {int(slots)}; pass --resources train=workers:{int(slots)}"
+                )
     return out
 
 
@@ -224,8 +263,15 @@ class RayExecutor:
     """The plan's stages as Ray tasks: parents first, independent branches at once, failures contained
     (an ``Executor``; ``execute`` connects to a cluster around it)."""
 
-    def __init__(self, store: Store, ctx: Any, resources: Mapping[str, Resources], *,
-                 log: Callable[[str], None] = print, progress_every: float = PROGRESS_EVERY) -> None:
+    def __init__(
+        self,
+        store: Store,
+        ctx: Any,
+        resources: Mapping[str, Resources],
+        *,
+        log: Callable[[str], None] = print,
+        progress_every: float = PROGRESS_EVERY,
+    ) -> None:
         self.store, self.ctx, self.resources, self.log = store, ctx, dict(resources), log
         self.root = Path(store.root).resolve()
         self.progress_every = progress_every
@@ -244,7 +290,9 @@ class RayExecutor:
         ctx = replace(self.ctx, threads=work.threads, cluster=Cluster(self.root, self.resources), log=task_log)
         parents = {p.id: metas[p.id] for p in stage.parents.values()}
         task = ray.remote(_stage_task).options(**_task_options(reserve, RETRIES, stage.id))
-        self.log(f"[ray] submit {self.store.name(stage)} ({work.describe()}{', fanned out' if reserve is not work else ''})")
+        self.log(
+            f"[ray] submit {self.store.name(stage)} ({work.describe()}{', fanned out' if reserve is not work else ''})"
+        )
         return task.remote(stage, str(self.root), self.store.force, self.store.verify, ctx, parents)
 
     def plan(self, targets: list[Stage]) -> tuple[list[Stage], Outcome]:
@@ -256,8 +304,11 @@ class RayExecutor:
             if stage.id in seen:
                 if not light and stage.id in dropped:
                     pass  # served to a light child so far; a full one needs it recomputed
-                elif reading and stage.id in outcome.done and \
-                        self.store.lookup(stage, hashes=True, dropped_ok=light) is None:
+                elif (
+                    reading
+                    and stage.id in outcome.done
+                    and self.store.lookup(stage, hashes=True, dropped_ok=light) is None
+                ):
                     pass  # damaged (reported); recomputed before the stage that reads it
                 else:
                     return
@@ -309,15 +360,20 @@ class RayExecutor:
                         meta, seconds = ray.get(ref)
                     except ray.exceptions.RayError as exc:
                         outcome.failed[stage.id] = describe_error(exc)
-                        self.log(f"[ray] FAILED {self.store.name(stage)} after {time.monotonic() - started:.1f}s: "
-                                 f"{outcome.failed[stage.id]}")
+                        self.log(
+                            f"[ray] FAILED {self.store.name(stage)} after {time.monotonic() - started:.1f}s: "
+                            f"{outcome.failed[stage.id]}"
+                        )
                         continue
                     outcome.done[stage.id] = meta
                     if seconds:
                         self.store.timings[stage.id] = seconds
                     computed = f"computed in {seconds:.1f}s" if seconds else "found finished"
-                    self.log(f"[ray] done {self.store.name(stage)}: {computed}, {time.monotonic() - started:.1f}s after submission "
-                             f"({self._counts(outcome, running, waiting, total)})")
+                    self.log(
+                        f"[ray] done {self.store.name(stage)}: {computed}, {time.monotonic() - started:.1f}s after "
+                        f"submission "
+                        f"({self._counts(outcome, running, waiting, total)})"
+                    )
                 if time.monotonic() - last >= self.progress_every:
                     last = time.monotonic()
                     busy = ", ".join(f"{s.id} {time.monotonic() - t0:.0f}s" for s, t0 in running.values())
@@ -351,9 +407,16 @@ class RayExecutor:
         return "run"
 
 
-def execute(store: Store, ctx: Any, targets: list[Stage], resources: Mapping[str, Resources],
-            explicit_gpus: set[str], address: str | None, gpus: int | None = None,
-            log: Callable[[str], None] = print) -> Outcome:
+def execute(
+    store: Store,
+    ctx: Any,
+    targets: list[Stage],
+    resources: Mapping[str, Resources],
+    explicit_gpus: set[str],
+    address: str | None,
+    gpus: int | None = None,
+    log: Callable[[str], None] = print,
+) -> Outcome:
     """Connect (or start a local cluster), run ``targets`` and their missing ancestors, disconnect."""
     import ray
 
@@ -368,4 +431,3 @@ def execute(store: Store, ctx: Any, targets: list[Stage], resources: Mapping[str
     if started:
         log("[ray] local cluster stopped")
     return outcome
-

@@ -41,9 +41,11 @@ def render(results: SuiteResults, folder: Path, name: str | None = None) -> list
     write_csv(folder / "table.csv", [r for t in tables for r in tidy.table_rows(t)], tidy.TABLE_COLUMNS)
     write_text(folder / "table.tex", latex.document(tables, labels))
     write_text(folder / latex.NOTES_FILE, latex.notes_document(tables))
-    made = {SWEEP: sweep_plot(tables[0], results, folder / SWEEP),
-            AVERAGES: averages_plot(tables[0], folder / AVERAGES),
-            NORMS: norms_plot(results, folder / NORMS)}
+    made = {
+        SWEEP: sweep_plot(tables[0], results, folder / SWEEP),
+        AVERAGES: averages_plot(tables[0], folder / AVERAGES),
+        NORMS: norms_plot(results, folder / NORMS),
+    }
     for name in PLOTS:  # a plot that no longer applies must not linger beside the page
         if not made[name] and (folder / name).exists():
             (folder / name).unlink()
@@ -52,8 +54,9 @@ def render(results: SuiteResults, folder: Path, name: str | None = None) -> list
     exports = write_mteb(results, folder)
     files = [METRICS, JUDGEMENTS, *TABLES, RESULTS] + ([PERQUERY] if (folder / PERQUERY).exists() else [])
     runs = [c.run_file for c in results.conditions if c.run_file and (folder / c.run_file).is_file()]
-    write_text(folder / PAGE, html.page(results, tables, plots, files, published, exports=[*runs, *exports],
-                                        legends=made))
+    write_text(
+        folder / PAGE, html.page(results, tables, plots, files, published, exports=[*runs, *exports], legends=made)
+    )
     return [METRICS, JUDGEMENTS, *TABLES, *plots, PAGE] + ([f"{len(exports)} MTEB JSON"] if exports else [])
 
 
@@ -82,8 +85,9 @@ def is_complete(folder: Path) -> bool:
     return all(c.state != MISSING for c in results.conditions)
 
 
-def write_suite_results(plan: Any, store: Any, results_dir: Path, folder: str | None = None,
-                        extra: Callable[[Path], None] | None = None) -> Path:
+def write_suite_results(
+    plan: Any, store: Any, results_dir: Path, folder: str | None = None, extra: Callable[[Path], None] | None = None
+) -> Path:
     """``results/<folder>/`` (default: the suite's name) from a finished or partly finished plan."""
     return publish(collect(plan, store), Path(results_dir) / (folder or plan.suite.name), extra)
 
@@ -98,8 +102,13 @@ def write_stage_log(plan: Any, store: Any, out_dir: Path) -> None:
             meta = store.load(stage)
             if meta is not None:
                 state = "computed" if store.timings.get(stage.id) else "cached"
-                yield {"stage": stage.kind.name, "id": stage.id, "seconds": f"{meta['seconds']:.2f}",
-                       "bytes": disk_usage(store.path(stage)), "this_run": state}
+                yield {
+                    "stage": stage.kind.name,
+                    "id": stage.id,
+                    "seconds": f"{meta['seconds']:.2f}",
+                    "bytes": disk_usage(store.path(stage)),
+                    "this_run": state,
+                }
 
     write_csv(out_dir / STAGE_LOG, rows(), ["stage", "id", "seconds", "bytes", "this_run"])
 
@@ -112,8 +121,13 @@ def publish_run(plan: Any, store: Any, results_dir: Path, folder: str, failed: b
     results_dir = Path(results_dir)
     aside = f".{folder}.incomplete"
     kept = failed and is_complete(results_dir / folder)
-    out = write_suite_results(plan, store, results_dir, folder=aside if kept else folder,
-                              extra=lambda staging: write_stage_log(plan, store, staging))
+    out = write_suite_results(
+        plan,
+        store,
+        results_dir,
+        folder=aside if kept else folder,
+        extra=lambda staging: write_stage_log(plan, store, staging),
+    )
     if not failed:
         shutil.rmtree(results_dir / aside, ignore_errors=True)  # superseded by the complete folder
     return out, kept
@@ -152,8 +166,12 @@ def _rerender(folder: Path) -> list[str]:
     return written
 
 
-def rebuild(results_dir: Path, suites: Iterable[str] | None = None, out: Callable[[str], None] = print,
-            err: Callable[[str], None] | None = None) -> int:
+def rebuild(
+    results_dir: Path,
+    suites: Iterable[str] | None = None,
+    out: Callable[[str], None] = print,
+    err: Callable[[str], None] | None = None,
+) -> int:
     """Rebuild every suite folder (or ``suites``) from its files; 0 when all were rebuilt, else 1."""
     err = err or (lambda line: print(line, file=sys.stderr))
     results_dir = Path(results_dir)
@@ -186,8 +204,13 @@ def rebuild(results_dir: Path, suites: Iterable[str] | None = None, out: Callabl
     return 1 if failed else 0
 
 
-def refresh_suites(results_dir: Path, suites: Iterable[str], runs_dir: Path, out: Callable[[str], None] = print,
-                   err: Callable[[str], None] | None = None) -> int:
+def refresh_suites(
+    results_dir: Path,
+    suites: Iterable[str],
+    runs_dir: Path,
+    out: Callable[[str], None] = print,
+    err: Callable[[str], None] | None = None,
+) -> int:
     """Re-read ``suites`` from ``runs_dir`` by the stage ids their results record, then rebuild them."""
     err = err or (lambda line: print(line, file=sys.stderr))
     failed = 0
@@ -198,8 +221,10 @@ def refresh_suites(results_dir: Path, suites: Iterable[str], runs_dir: Path, out
             if not runs_dir.is_dir():
                 raise BenchmarkError(f"runs folder {str(runs_dir)!r} does not exist; pass --runs-dir DIR")
             if not (folder / RESULTS).is_file():
-                raise BenchmarkError(f"no {RESULTS} in {folder}; run the suite first (python -m benchmark.run --suite {name})")
-            publish(refresh(folder, runs_dir), folder, extra=lambda staging: _keep(folder, staging, STAGE_LOG))
+                raise BenchmarkError(
+                    f"no {RESULTS} in {folder}; run the suite first (python -m benchmark.run --suite {name})"
+                )
+            publish(refresh(folder, runs_dir), folder, extra=lambda staging: _keep(folder, staging, STAGE_LOG))  # noqa: B023  (called within this iteration)
         except BenchmarkError as exc:
             err(f"failed {folder}: {exc}")
             failed += 1

@@ -64,9 +64,11 @@ def _matches(entry: Any, cond: Any) -> bool:
         return True
     if entry.system == "published":
         return not entry.backbone or entry.backbone in model_names(cond.backbone)
-    return ((not entry.backbone or cond.backbone == entry.backbone)
-            and (entry.variant or "baseline") in (getattr(cond, "variants", ()) or (cond.variant,))
-            and (entry.trained is None or cond.trained == entry.trained))
+    return (
+        (not entry.backbone or cond.backbone == entry.backbone)
+        and (entry.variant or "baseline") in (getattr(cond, "variants", ()) or (cond.variant,))
+        and (entry.trained is None or cond.trained == entry.trained)
+    )
 
 
 def _describe(entry: Any) -> str:
@@ -80,8 +82,11 @@ def _describe(entry: Any) -> str:
 
 def not_evaluated(entry: Any, plan: Any) -> bool:
     """A published model's entry when this run does not evaluate that model."""
-    return entry.system == "published" and bool(entry.backbone) and not any(
-        entry.backbone in model_names(name) for name in getattr(plan, "published", []))
+    return (
+        entry.system == "published"
+        and bool(entry.backbone)
+        and not any(entry.backbone in model_names(name) for name in getattr(plan, "published", []))
+    )
 
 
 def applies(entry: Any, plan: Any) -> bool:
@@ -115,8 +120,11 @@ def judge(entry: Any, what: str, found: list[list[Observed] | str]) -> Verdict:
             if entry.collapsed:
                 if o.collapsed:
                     continue
-                why = "expected the training run to collapse, but it did not" if o.trained else \
-                    "expected a collapse, but the training run is missing"
+                why = (
+                    "expected the training run to collapse, but it did not"
+                    if o.trained
+                    else "expected a collapse, but the training run is missing"
+                )
                 return Verdict(VERDICT_FAIL, what, why, "not collapsed" if o.trained else "training run missing")
             if o.collapsed:
                 why = f"collapsed ({o.reason or 'see the train stage'})"
@@ -129,14 +137,22 @@ def judge(entry: Any, what: str, found: list[list[Observed] | str]) -> Verdict:
     observed_mean = sum(values) / len(values)
     verdict = grade(observed_mean, entry.value, entry.tolerance, entry.okish)
     got = f"{observed_mean:.4f}" + (f" (mean of {len(values)})" if len(values) > 1 else "")
-    return Verdict(verdict, what, f"expected {entry.value:.4f} ({band(entry)}), got {got}"
-                   + (f" [{entry.source}]" if entry.source and verdict != VERDICT_OK else ""), got)
+    return Verdict(
+        verdict,
+        what,
+        f"expected {entry.value:.4f} ({band(entry)}), got {got}"
+        + (f" [{entry.source}]" if entry.source and verdict != VERDICT_OK else ""),
+        got,
+    )
 
 
 def band(entry: Any) -> str:
     """``±0.01, okish ±0.03``: the tolerance and, when there is one, the looser band."""
-    return f"±{entry.tolerance:g}" + (f", okish ±{entry.okish if entry.okish is not None else 2 * entry.tolerance:g}"
-                                      if entry.tolerance or entry.okish else "")
+    return f"±{entry.tolerance:g}" + (
+        f", okish ±{entry.okish if entry.okish is not None else 2 * entry.tolerance:g}"
+        if entry.tolerance or entry.okish
+        else ""
+    )
 
 
 def what_line(entry: Any) -> str:
@@ -173,10 +189,14 @@ def check_entry(entry: Any, plan: Any, store: Store) -> Verdict:
             collapsed = outcome is not None and outcome.outcome == COLLAPSED
             meta = None if collapsed or entry.collapsed else store.load(cond.evaluate)
             value = parse(meta, EvaluateRecord).metrics.get(entry.measure) if meta is not None else None
-            missing = (f"missing: evaluate stage {cond.evaluate.id} has not run" if meta is None
-                       else f"{entry.measure} was not evaluated")
-            observed.append(Observed(collapsed, outcome.reason if outcome is not None else "", train is not None,
-                                     value, missing))
+            missing = (
+                f"missing: evaluate stage {cond.evaluate.id} has not run"
+                if meta is None
+                else f"{entry.measure} was not evaluated"
+            )
+            observed.append(
+                Observed(collapsed, outcome.reason if outcome is not None else "", train is not None, value, missing)
+            )
         found.append(observed)
     return judge(entry, what_line(entry), found)
 
@@ -186,8 +206,16 @@ def _row_matches(entry: Any, c: Any) -> bool:
     ("baseline = x1")."""
     from types import SimpleNamespace
 
-    return _matches(entry, SimpleNamespace(system=c.system, backbone=c.backbone, trained=c.trained, variant=c.variant,
-                                           variants=tuple(v.strip() for v in c.variant.split(" = "))))
+    return _matches(
+        entry,
+        SimpleNamespace(
+            system=c.system,
+            backbone=c.backbone,
+            trained=c.trained,
+            variant=c.variant,
+            variants=tuple(v.strip() for v in c.variant.split(" = ")),
+        ),
+    )
 
 
 def expected_entries(results: Any) -> tuple[list[Any], str]:
@@ -197,19 +225,24 @@ def expected_entries(results: Any) -> tuple[list[Any], str]:
     from benchmark.suites import Expected, load_suite, suite_names
 
     if results.expected is not None:
-        return [from_dict(Expected, e, "results.json expected") for e in results.expected], \
-            "the suite's, recorded with these results"
+        return [
+            from_dict(Expected, e, "results.json expected") for e in results.expected
+        ], "the suite's, recorded with these results"
     if results.suite in suite_names():
-        return list(load_suite(results.suite).expected), \
-            f"the packaged suite file's ({results.suite}.toml; these results predate recording them)"
+        return list(
+            load_suite(results.suite).expected
+        ), f"the packaged suite file's ({results.suite}.toml; these results predate recording them)"
     return [], ""
 
 
 def applies_to_results(entry: Any, results: Any) -> bool:
     """``applies`` for a results folder: its subset, one of its datasets, and a published model it evaluated."""
     columns = set(results.column_names()) | {c.dataset for c in results.conditions}
-    if entry.system == "published" and entry.backbone and not any(
-            entry.backbone in model_names(c.backbone) for c in results.conditions if c.system == "published"):
+    if (
+        entry.system == "published"
+        and entry.backbone
+        and not any(entry.backbone in model_names(c.backbone) for c in results.conditions if c.system == "published")
+    ):
         return False
     return entry.dataset in columns and entry.max_docs == results.max_docs and entry.max_queries == results.max_queries
 
@@ -239,10 +272,20 @@ def check_results(results: Any) -> tuple[list[PageCheck], int, str]:
                 found.append(conds)
                 break
             commands += [c.command for c in conds if c.command]
-            found.append([Observed(c.outcome == COLLAPSED, c.outcome_reason, c.trained and c.outcome != MISSING,
-                                   c.metrics.get(entry.measure) if c.scored else None,
-                                   f"missing: evaluate stage {c.evaluate_id} has not run" if not c.metrics
-                                   else f"{entry.measure} was not evaluated") for c in conds])
+            found.append(
+                [
+                    Observed(
+                        c.outcome == COLLAPSED,
+                        c.outcome_reason,
+                        c.trained and c.outcome != MISSING,
+                        c.metrics.get(entry.measure) if c.scored else None,
+                        f"missing: evaluate stage {c.evaluate_id} has not run"
+                        if not c.metrics
+                        else f"{entry.measure} was not evaluated",
+                    )
+                    for c in conds
+                ]
+            )
         out.append(PageCheck(entry, judge(entry, what_line(entry), found), tuple(dict.fromkeys(commands))))
     return out, len(entries) - len(relevant), source
 
@@ -258,8 +301,11 @@ def version_warnings(plan: Any, store: Store) -> list[str]:
             diff = differences(meta.get("environment"))
             if diff:
                 by_diff.setdefault(", ".join(diff), []).append(stage.id)
-    return [f"[warn] {len(ids)} cached stage(s) were computed with other versions: {diff} (e.g. {ids[0]}); "
-            "rerun with --force to recompute them here" for diff, ids in by_diff.items()]
+    return [
+        f"[warn] {len(ids)} cached stage(s) were computed with other versions: {diff} (e.g. {ids[0]}); "
+        "rerun with --force to recompute them here"
+        for diff, ids in by_diff.items()
+    ]
 
 
 def check_suite(plan: Any, store: Store, out: Callable[[str], None] = print) -> int:
@@ -269,11 +315,17 @@ def check_suite(plan: Any, store: Store, out: Callable[[str], None] = print) -> 
     entries = list(plan.suite.expected)
     relevant = [e for e in entries if applies(e, plan)]
     models = sum(not_evaluated(e, plan) for e in entries)
-    subset = f"max_docs={plan.max_docs}, max_queries={plan.max_queries}" if plan.max_docs or plan.max_queries else "full datasets"
+    subset = (
+        f"max_docs={plan.max_docs}, max_queries={plan.max_queries}"
+        if plan.max_docs or plan.max_queries
+        else "full datasets"
+    )
     if not relevant:
-        out(f"check: suite {plan.suite.name} has no expected scores for this run ({subset}); "
+        out(
+            f"check: suite {plan.suite.name} has no expected scores for this run ({subset}); "
             f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} for other subsets or datasets"
-            + (f" (or published models this run does not evaluate: {models})" if models else ""))
+            + (f" (or published models this run does not evaluate: {models})" if models else "")
+        )
         return 0
     counts = {VERDICT_OK: 0, VERDICT_OKISH: 0, VERDICT_FAIL: 0}
     for entry in relevant:
@@ -281,7 +333,9 @@ def check_suite(plan: Any, store: Store, out: Callable[[str], None] = print) -> 
         counts[v.verdict] += 1
         out(f"{'[' + v.verdict + ']':8} {v.what} {v.detail}")
     skipped = len(entries) - len(relevant)
-    out(f"check ({subset}): {counts[VERDICT_OK]} OK, {counts[VERDICT_OKISH]} OKish, {counts[VERDICT_FAIL]} FAIL"
+    out(
+        f"check ({subset}): {counts[VERDICT_OK]} OK, {counts[VERDICT_OKISH]} OKish, {counts[VERDICT_FAIL]} FAIL"
         + (f"; {skipped} entries for other subsets or datasets not checked" if skipped else "")
-        + (f" (of them {models} for published models this run does not evaluate)" if models else ""))
+        + (f" (of them {models} for published models this run does not evaluate)" if models else "")
+    )
     return 1 if counts[VERDICT_FAIL] else 0

@@ -66,7 +66,7 @@ def collect(plan: PlanView, store: Store) -> SuiteResults:
     for name in names:
         if is_machine_path(name):
             folder = name.partition("@")[0]
-            known[folder] = "$DATA/" + portable(name)[len("local:"):].partition("@")[0]
+            known[folder] = "$DATA/" + portable(name)[len("local:") :].partition("@")[0]
 
     def load(stage: StageView | None) -> dict[str, Any] | None:
         return store.load(stage) if stage is not None else None
@@ -85,8 +85,11 @@ def collect(plan: PlanView, store: Store) -> SuiteResults:
         train_meta, eval_meta, search_meta = load(train), load(evaluate), load(search)
         ranked = parse(search_meta or {}, StageRecord)  # a search stage's, or a --run file's
         search_record = ranked if isinstance(ranked, SearchRecord) else SearchRecord()
-        if search_meta is not None and search_meta.get("config", {}).get("remove_query") \
-                and portable(cond.dataset) not in removed:
+        if (
+            search_meta is not None
+            and search_meta.get("config", {}).get("remove_query")
+            and portable(cond.dataset) not in removed
+        ):
             removed.append(portable(cond.dataset))
         docs_record = parse(load(_parent(search, "docs")) or {}, EncodeRecord)
         backbone_meta = load(backbone)
@@ -103,15 +106,28 @@ def collect(plan: PlanView, store: Store) -> SuiteResults:
             key += "+"
         used.add(key)
         result = ConditionResult(
-            key=key, dataset=portable(cond.dataset), system=cond.system, backbone=scrub(cond.backbone, known),
-            variant=cond.variant, factor=str(cond.factor), method=cond.method,
-            trained=bool(cond.trained), seed=seed, outcome=outcome.outcome, outcome_reason=outcome.reason,
-            outcome_step=outcome.step, outcome_detail=scrub(outcome.detail, known), stopped_early=outcome.stopped_early,
+            key=key,
+            dataset=portable(cond.dataset),
+            system=cond.system,
+            backbone=scrub(cond.backbone, known),
+            variant=cond.variant,
+            factor=str(cond.factor),
+            method=cond.method,
+            trained=bool(cond.trained),
+            seed=seed,
+            outcome=outcome.outcome,
+            outcome_reason=outcome.reason,
+            outcome_step=outcome.step,
+            outcome_detail=scrub(outcome.detail, known),
+            stopped_early=outcome.stopped_early,
             command=scrub(cond.command, known),
-            evaluate_id=evaluate.id if evaluate is not None else "", search_id=search.id if search is not None else "",
+            evaluate_id=evaluate.id if evaluate is not None else "",
+            search_id=search.id if search is not None else "",
             index_id=index.id if (index := _parent(search, "index")) is not None else "",
-            train_id=train.id if train is not None else "", backbone_id=backbone.id if backbone is not None else "",
-            FLOPS=_float(search_record.FLOPS), doc_nnz=_float(search_record.doc_nnz),
+            train_id=train.id if train is not None else "",
+            backbone_id=backbone.id if backbone is not None else "",
+            FLOPS=_float(search_record.FLOPS),
+            doc_nnz=_float(search_record.doc_nnz),
             query_nnz=_float(search_record.query_nnz),
             past_float32=_int(search_record.queries_past_float32) or 0,
             rescored_exactly=_int(search_record.queries_rescored_exactly) or 0,
@@ -127,8 +143,9 @@ def collect(plan: PlanView, store: Store) -> SuiteResults:
         evaluation = parse(eval_meta, EvaluateRecord) if eval_meta is not None else None
         if evaluation is not None:
             corpus = parse(load(_parent(evaluate, "corpus")) or {}, CorpusRecord)
-            _note_unranked(unranked, portable(cond.dataset), corpus.recorded("documents"), evaluation.metrics,
-                           search_record.k)
+            _note_unranked(
+                unranked, portable(cond.dataset), corpus.recorded("documents"), evaluation.metrics, search_record.k
+            )
         if evaluate is not None and evaluation is not None and not outcome.stopped_early:
             result.metrics = {m: float(v) for m, v in evaluation.metrics.items()}
             result.queries = _int(evaluation.recorded("queries"))
@@ -163,23 +180,36 @@ def collect(plan: PlanView, store: Store) -> SuiteResults:
 
     seeds = list(plan.seeds or sorted({c.seed for c in conditions if c.seed is not None}))
     return SuiteResults(
-        suite=suite.name, description=scrub(suite.description or "", known),
-        measures=list(plan.measures), conditions=conditions,
+        suite=suite.name,
+        description=scrub(suite.description or "", known),
+        measures=list(plan.measures),
+        conditions=conditions,
         columns=[portable(c) for c in (plan.columns or dict.fromkeys(c.dataset for c in plan.conditions))],
         groups={g: [portable(m) for m in ms] for g, ms in plan.groups.items()},
         dataset_measures={portable(d): list(ms) for d, ms in plan.dataset_measures.items()},
-        table=_portable_settings(_settings(suite.table), portable), max_docs=plan.max_docs,
-        max_queries=plan.max_queries, seeds=[int(s) for s in seeds], subset=plan.subset or None,
-        training=plan.training, self_hits_removed=removed, unranked=unranked,
-        expected=_expected(suite.expected, portable), perquery=perquery, files=files, runs=runs)
+        table=_portable_settings(_settings(suite.table), portable),
+        max_docs=plan.max_docs,
+        max_queries=plan.max_queries,
+        seeds=[int(s) for s in seeds],
+        subset=plan.subset or None,
+        training=plan.training,
+        self_hits_removed=removed,
+        unranked=unranked,
+        expected=_expected(suite.expected, portable),
+        perquery=perquery,
+        files=files,
+        runs=runs,
+    )
 
 
 def _expected(entries: Sequence[object] | None, portable: Callable[[str], str]) -> list[dict[str, Any]] | None:
     """The suite's [[expected]] entries as data, datasets named as the conditions are (None: not recorded)."""
     if entries is None:
         return None
-    out = [dataclasses.asdict(e) if dataclasses.is_dataclass(e) and not isinstance(e, type) else dict(e)  # type: ignore[call-overload]
-           for e in entries]
+    out = [
+        dataclasses.asdict(e) if dataclasses.is_dataclass(e) and not isinstance(e, type) else dict(e)  # type: ignore[call-overload]
+        for e in entries
+    ]
     return [{**e, "dataset": portable(e["dataset"])} for e in out]
 
 
@@ -190,8 +220,7 @@ def _settings(table: object) -> dict[str, Any]:
     return dict(table) if isinstance(table, Mapping) else {}
 
 
-def _portable_settings(settings: dict[str, Any],
-                       portable: Callable[[str], str] = portable_dataset) -> dict[str, Any]:
+def _portable_settings(settings: dict[str, Any], portable: Callable[[str], str] = portable_dataset) -> dict[str, Any]:
     out = json.loads(json.dumps(settings))
     for key in ("measure_for", "labels"):
         out[key] = {portable(d): v for d, v in (out.get(key) or {}).items()}
@@ -200,8 +229,9 @@ def _portable_settings(settings: dict[str, Any],
     return out
 
 
-def _note_unranked(out: dict[str, list[Any]], dataset: str, docs: int | None, metrics: Mapping[str, Any],
-                   k: int | None) -> None:
+def _note_unranked(
+    out: dict[str, list[Any]], dataset: str, docs: int | None, metrics: Mapping[str, Any], k: int | None
+) -> None:
     """Record the measures whose depth is at least the corpus's size: they see what a system retrieves,
     not how it ranks it (every document of a 1-document slice is in the top 10)."""
     import ir_measures
@@ -316,12 +346,36 @@ def recorded_plan(results: SuiteResults, runs: Path) -> RecordedPlan:
     def stage(stage_id: str) -> StageRef | None:
         return ref(stage_id, runs) if stage_id else None
 
-    conditions = [_RecordedCondition(c.dataset, c.system, c.backbone, c.variant, c.factor, c.method, c.trained, c.seed,
-                                     stage(c.evaluate_id), stage(c.train_id), stage(c.search_id), c.command)
-                  for c in results.conditions]
-    return RecordedPlan(_RecordedSuite(results.suite, results.description, results.table, results.expected),
-                        results.measures, results.dataset_measures, results.columns, results.groups, results.max_docs,
-                        results.max_queries, results.seeds, results.subset, conditions, results.training)
+    conditions = [
+        _RecordedCondition(
+            c.dataset,
+            c.system,
+            c.backbone,
+            c.variant,
+            c.factor,
+            c.method,
+            c.trained,
+            c.seed,
+            stage(c.evaluate_id),
+            stage(c.train_id),
+            stage(c.search_id),
+            c.command,
+        )
+        for c in results.conditions
+    ]
+    return RecordedPlan(
+        _RecordedSuite(results.suite, results.description, results.table, results.expected),
+        results.measures,
+        results.dataset_measures,
+        results.columns,
+        results.groups,
+        results.max_docs,
+        results.max_queries,
+        results.seeds,
+        results.subset,
+        conditions,
+        results.training,
+    )
 
 
 def refresh(folder: Path, runs: Path) -> SuiteResults:
@@ -334,9 +388,11 @@ def refresh(folder: Path, runs: Path) -> SuiteResults:
     new = collect(recorded_plan(old, runs), Store(runs))
     lost = [o.evaluate_id for o, n in zip(old.conditions, new.conditions) if o.scored and n.state == MISSING]
     if lost:
-        raise BenchmarkError(f"{len(lost)} of {len(old.conditions)} scored condition(s) of {folder.name} are not in "
-                             f"{runs} (e.g. {lost[0]}); nothing written. Pass the runs folder they were computed in "
-                             "as --runs-dir")
+        raise BenchmarkError(
+            f"{len(lost)} of {len(old.conditions)} scored condition(s) of {folder.name} are not in "
+            f"{runs} (e.g. {lost[0]}); nothing written. Pass the runs folder they were computed in "
+            "as --runs-dir"
+        )
     perquery: dict[str, dict[str, dict[str, float]]] = {}
     for o, n in zip(old.conditions, new.conditions):
         if n.key in new.perquery:

@@ -29,15 +29,35 @@ if TYPE_CHECKING:
 
 #: the columns that name a row, in both frames (``system`` is bm25 | splade | published | run, as in metrics.csv)
 ROW_COLUMNS = ["row", "row_id", "system", "backbone", "variant", "trained", "seed", "dataset"]
-SCORE_COLUMNS = ["suite", "subset", *ROW_COLUMNS, "measure", "value", "status", "outcome", "queries", "FLOPS",
-                 "query_nnz", "doc_nnz", "condition"]
+SCORE_COLUMNS = [
+    "suite",
+    "subset",
+    *ROW_COLUMNS,
+    "measure",
+    "value",
+    "status",
+    "outcome",
+    "queries",
+    "FLOPS",
+    "query_nnz",
+    "doc_nnz",
+    "condition",
+]
 PERQUERY_COLUMNS = [*ROW_COLUMNS, "measure", "query_id", "value", "condition"]
 WIN, LOSS, TIE = "win", "loss", "tie"
 
 
 def _row(c: ConditionResult) -> dict[str, Any]:
-    return {"row": system_label(*c.row), "row_id": row_id(c.row), "system": c.system, "backbone": c.backbone,
-            "variant": c.variant, "trained": c.trained, "seed": c.seed, "dataset": c.dataset}
+    return {
+        "row": system_label(*c.row),
+        "row_id": row_id(c.row),
+        "system": c.system,
+        "backbone": c.backbone,
+        "variant": c.variant,
+        "trained": c.trained,
+        "seed": c.seed,
+        "dataset": c.dataset,
+    }
 
 
 @dataclass
@@ -55,8 +75,10 @@ class ResultFrames:
         """The per-query lines of one row, named by its label or its row_id."""
         lines = self.perquery[(self.perquery["row"] == name) | (self.perquery["row_id"] == name)]
         if lines.empty:
-            raise BenchmarkError(f"no row {name!r} with per-query values; valid: {', '.join(self.rows())} "
-                                 "(a table row's label, or its row_id)")
+            raise BenchmarkError(
+                f"no row {name!r} with per-query values; valid: {', '.join(self.rows())} "
+                "(a table row's label, or its row_id)"
+            )
         return lines
 
     def versus(self, a: str, b: str, measure: str, dataset: str | None = None) -> pd.DataFrame:
@@ -74,9 +96,11 @@ class ResultFrames:
                 lines = lines[lines["dataset"] == dataset]
             if lines.empty:
                 measures = sorted(set(self._select(name)["measure"]))
-                raise BenchmarkError(f"row {name!r} has no per-query {measure!r}"
-                                     + (f" on {dataset!r}" if dataset is not None else "")
-                                     + f"; its measures: {', '.join(measures)}")
+                raise BenchmarkError(
+                    f"row {name!r} has no per-query {measure!r}"
+                    + (f" on {dataset!r}" if dataset is not None else "")
+                    + f"; its measures: {', '.join(measures)}"
+                )
             sides.append(lines.groupby(["dataset", "query_id"], sort=True)["value"].mean().rename(side))
         out = pd.concat(sides, axis=1, join="inner").reset_index()
         out["delta"] = out["a"] - out["b"]
@@ -94,16 +118,30 @@ def load_results(folder: str | Path) -> ResultFrames:
     scores = []
     for c in results.conditions:
         for measure in dict.fromkeys([*measures_of.get(c.dataset, results.measures), *c.metrics]):
-            scores.append({"suite": results.suite, "subset": results.subset or "", **_row(c), "measure": measure,
-                           "value": c.metrics.get(measure) if c.scored else None, "status": c.state,
-                           "outcome": c.outcome, "queries": c.queries, "FLOPS": c.FLOPS, "query_nnz": c.query_nnz,
-                           "doc_nnz": c.doc_nnz, "condition": c.key})
+            scores.append(
+                {
+                    "suite": results.suite,
+                    "subset": results.subset or "",
+                    **_row(c),
+                    "measure": measure,
+                    "value": c.metrics.get(measure) if c.scored else None,
+                    "status": c.state,
+                    "outcome": c.outcome,
+                    "queries": c.queries,
+                    "FLOPS": c.FLOPS,
+                    "query_nnz": c.query_nnz,
+                    "doc_nnz": c.doc_nnz,
+                    "condition": c.key,
+                }
+            )
     perquery = []
     for c in results.conditions:
         for measure, values in sorted(results.perquery.get(c.key, {}).items()):
             row = _row(c)
-            perquery.extend({**row, "measure": measure, "query_id": qid, "value": value, "condition": c.key}
-                            for qid, value in sorted(values.items()))
+            perquery.extend(
+                {**row, "measure": measure, "query_id": qid, "value": value, "condition": c.key}
+                for qid, value in sorted(values.items())
+            )
     frames = ResultFrames(pd.DataFrame(scores, columns=SCORE_COLUMNS), pd.DataFrame(perquery, columns=PERQUERY_COLUMNS))
     for frame in (frames.scores, frames.perquery):
         frame["seed"] = frame["seed"].astype("Int64")  # absent for untrained rows, BM25 and run files

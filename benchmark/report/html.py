@@ -18,12 +18,25 @@ from benchmark.report.labels import row_id, system_label
 from benchmark.report.markdown import header, once, sparsity_header
 from benchmark.report.plots import AVERAGES, NORMS, SWEEP, changed_statistic, head_norms
 from benchmark.report.results import ConditionResult, SuiteResults, efficiency, run_tag
-from benchmark.report.table import (DAGGER, DDAGGER, EFFICIENCY, PARTIAL, SPARSITY, SPARSITY_LABELS, Table,
-                                    describe_outcome, mark_tests, scope, short_name, slots)
+from benchmark.report.table import (
+    DAGGER,
+    DDAGGER,
+    EFFICIENCY,
+    PARTIAL,
+    SPARSITY,
+    SPARSITY_LABELS,
+    Table,
+    describe_outcome,
+    mark_tests,
+    scope,
+    short_name,
+    slots,
+)
 from benchmark.report.text import MISSING_TEXT, NORM_DIGITS, num, p_value, parts, scale, sparse
 from benchmark.training.outcomes import COLLAPSED, DEGRADED, OK
 
-CSS = """
+CSS = (
+    """
 :root { color-scheme: light dark; --fg: #1d1d1f; --bg: #ffffff; --muted: #5f6368; --line: #d9dce1; --head: #f3f4f6;
         --best: #0b57d0; --bad: #b3261e; --warn: #8a5300; }
 @media (prefers-color-scheme: dark) {
@@ -35,9 +48,11 @@ CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--fg);
        background: var(--bg); margin: 0 auto; padding: 1.5rem 2rem 4rem; max-width: 1400px; }
 a { color: var(--best); }
-h1 { font-size: 1.6rem; margin: 0 0 .3rem; } h2 { font-size: 1.25rem; margin: 2.2rem 0 .6rem; border-bottom: 1px solid var(--line); }
+h1 { font-size: 1.6rem; margin: 0 0 .3rem; } """
+    """h2 { font-size: 1.25rem; margin: 2.2rem 0 .6rem; border-bottom: 1px solid var(--line); }
 h3 { font-size: 1.05rem; margin: 1.4rem 0 .4rem; }
-p.lead { color: var(--muted); margin: .2rem 0; } nav a { margin-right: 1rem; } code, pre { font: 12px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; }
+p.lead { color: var(--muted); margin: .2rem 0; } nav a { margin-right: 1rem; } """
+    """code, pre { font: 12px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; }
 .wrap { overflow-x: auto; margin: .4rem 0; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
 caption { text-align: left; font-weight: 600; padding: .3rem 0; }
@@ -76,6 +91,7 @@ thead th:first-child { background: var(--head); }
   nav a { display: inline-block; margin: 0 .8rem .3rem 0; }
 }
 """
+)
 
 
 def _label(label: str) -> str:
@@ -119,10 +135,13 @@ def _value_cell(table: Table, row: Any, col: Any) -> str:
     text += f'<span class="dagger" data-field="significant">{DAGGER}</span>' if p.significant else ""
     text += f'<span class="dagger" data-field="significant_bm25">{DDAGGER}</span>' if p.significant_bm25 else ""
     text += f' <span class="n">n=<span data-field="seeds">{p.seeds}</span></span>' if p.seeds else ""
-    tests = [f"{name}: p = {p_value(raw)}, Holm {p_value(holm)}" for name, raw, holm in
-             (("vs baseline", cell.p_value, cell.p_holm), ("vs BM25", cell.p_bm25, cell.p_bm25_holm)) if raw is not None]
+    tests = [
+        f"{name}: p = {p_value(raw)}, Holm {p_value(holm)}"
+        for name, raw, holm in (("vs baseline", cell.p_value, cell.p_holm), ("vs BM25", cell.p_bm25, cell.p_bm25_holm))
+        if raw is not None
+    ]
     title = f' title="{escape("; ".join(tests))}"' if tests else ""
-    return f"<td class=\"num\" {attrs}{title}>{text}</td>"
+    return f'<td class="num" {attrs}{title}>{text}</td>'
 
 
 def _sparse_cells(table: Table, row: Any, dataset: str) -> str:
@@ -135,8 +154,9 @@ def _sparse_cells(table: Table, row: Any, dataset: str) -> str:
     return "".join(out)
 
 
-def table_html(table: Table, labels: dict[str, str] | None, notes: list[str] | None = None,
-               legend: list[str] | None = None) -> str:
+def table_html(
+    table: Table, labels: dict[str, str] | None, notes: list[str] | None = None, legend: list[str] | None = None
+) -> str:
     """The table, its key under it, and its notes in full one click away."""
     notes = table.notes if notes is None else notes
     legend = table.legend if legend is None else legend
@@ -148,9 +168,11 @@ def table_html(table: Table, labels: dict[str, str] | None, notes: list[str] | N
             heads += [f"<th>{escape(sparsity_header(table, col, s, labels))}</th>" for s in table.sparse_names]
     first = escape(table.measure) if table.measure is not None else "System"
     klass = "results efficiency" if table.efficiency else "results"
-    lines = [f'<div class="wrap"><table class="{klass}" data-table="{escape(table.title)}" data-digits="{table.digits}">',
-             f"<caption>{escape(table.title)}</caption>",
-             f'<thead><tr><th>{first}</th>{"".join(heads)}<th>Reproduce</th></tr></thead><tbody>']
+    lines = [
+        f'<div class="wrap"><table class="{klass}" data-table="{escape(table.title)}" data-digits="{table.digits}">',
+        f"<caption>{escape(table.title)}</caption>",
+        f"<thead><tr><th>{first}</th>{''.join(heads)}<th>Reproduce</th></tr></thead><tbody>",
+    ]
     for row in table.rows:
         info = table.info[row]
         cells = [f'<th scope="row" class="label">{_label(info.label)}{_mark(info.mark)}</th>']
@@ -162,8 +184,10 @@ def table_html(table: Table, labels: dict[str, str] | None, notes: list[str] | N
     if legend:
         lines.append('<p class="legend">Key: ' + "; ".join(escape(item) for item in legend) + ".</p>")
     if notes:
-        lines.append(f'<details class="notes"><summary>Notes ({len(notes)}): the tests, each run&#x27;s outcome, the data'
-                     '</summary><ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul></details>")
+        lines.append(
+            f'<details class="notes"><summary>Notes ({len(notes)}): the tests, each run&#x27;s outcome, the data'
+            '</summary><ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul></details>"
+        )
     return "\n".join(lines)
 
 
@@ -183,18 +207,29 @@ def significance_html(table: Table, labels: dict[str, str] | None) -> str:
                     tds.append(f'<td class="p missing" data-column="{escape(c.name)}">{MISSING_TEXT}</td>')
                     continue
                 mark = (DAGGER if sig == "significant" else DDAGGER) if getattr(cell, sig) else ""
-                tds.append(f'<td class="p" data-column="{escape(c.name)}" data-test="{ref}">{p_value(getattr(cell, raw))} '
-                           f'<span class="n">(Holm {p_value(getattr(cell, holm))})</span>{mark}</td>')
-            rows.append(f'<tr data-row="{escape(row_id(row))}"><th scope="row" class="label">{escape(table.info[row].label)}</th>'
-                        f"<td>{ref}</td>{''.join(tds)}</tr>")
+                tds.append(
+                    f'<td class="p" data-column="{escape(c.name)}" data-test="{ref}">{p_value(getattr(cell, raw))} '
+                    f'<span class="n">(Holm {p_value(getattr(cell, holm))})</span>{mark}</td>'
+                )
+            rows.append(
+                f'<tr data-row="{escape(row_id(row))}"><th scope="row" '
+                f'class="label">{escape(table.info[row].label)}</th>'
+                f"<td>{ref}</td>{''.join(tds)}</tr>"
+            )
     if not rows:
         return ""
     heads = "".join(f"<th>{escape(header(table, c, labels))}</th>" for c in cols)
-    named = "; ".join(f"{mark} {'against the baseline' if mark == DAGGER else 'against BM25'}: {how}"
-                      for mark, how in mark_tests(table).items())
-    return (f'<div class="wrap"><table class="pvalues" data-table="{escape(table.title)}"><caption>{escape(table.title)}: '
-            f"p-values, raw and Holm-adjusted (α = {table.alpha:g}). {escape(named)}.</caption>"
-            f"<thead><tr><th>System</th><th>against</th>{heads}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
+    named = "; ".join(
+        f"{mark} {'against the baseline' if mark == DAGGER else 'against BM25'}: {how}"
+        for mark, how in mark_tests(table).items()
+    )
+    return (
+        f'<div class="wrap"><table class="pvalues" data-table="{escape(table.title)}"><caption>{escape(table.title)}: '
+        f"p-values, raw and Holm-adjusted (α = {table.alpha:g}). {escape(named)}.</caption>"
+        f"<thead><tr><th>System</th><th>against</th>{heads}</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></div>"
+    )
 
 
 def _outcome_cell(c: ConditionResult) -> str:
@@ -205,19 +240,29 @@ def _outcome_cell(c: ConditionResult) -> str:
     reason = f" ({escape(c.outcome_reason)})" if c.outcome_reason else ""
     klass = "num outcome" + (" collapsed" if c.outcome == COLLAPSED else "")
     stopped = ", stopped" if c.stopped_early else ""
-    return f'<td class="{klass}" title="{escape(describe_outcome(c))}"><span data-field="outcome">{escape(c.outcome)}</span>{step}{stopped}{reason}</td>'
+    return (
+        f'<td class="{klass}" title="{escape(describe_outcome(c))}"><span '
+        f'data-field="outcome">{escape(c.outcome)}</span>{step}{stopped}{reason}</td>'
+    )
 
 
 def _seed_cell(c: ConditionResult) -> str:
-    return f'<td class="num"><span data-field="seed">{c.seed}</span></td>' if c.seed is not None else '<td class="num"></td>'
+    return (
+        f'<td class="num"><span data-field="seed">{c.seed}</span></td>'
+        if c.seed is not None
+        else '<td class="num"></td>'
+    )
 
 
 def drilldown(results: SuiteResults, digits: int) -> str:
     """Per dataset: every measure of every system and seed, with outcome, FLOPS, non-zeros and command."""
     labels = results.settings().labels
     costs = efficiency(results)
-    shown = [n for n in (*SPARSITY, *EFFICIENCY) if any(
-        (getattr(c, n) if n in SPARSITY else costs[c.key][n]) is not None for c in results.conditions)]
+    shown = [
+        n
+        for n in (*SPARSITY, *EFFICIENCY)
+        if any((getattr(c, n) if n in SPARSITY else costs[c.key][n]) is not None for c in results.conditions)
+    ]
     out = []
     datasets = list(dict.fromkeys(c.dataset for c in results.conditions))
     for i, dataset in enumerate(datasets):
@@ -226,18 +271,27 @@ def drilldown(results: SuiteResults, digits: int) -> str:
         head = "".join(f"<th>{escape(m)}</th>" for m in measures)
         rows = []
         for c in runs:
-            cells = [f'<th scope="row" class="label">{escape(system_label(*c.row))}</th>', _seed_cell(c), _outcome_cell(c)]
+            cells = [
+                f'<th scope="row" class="label">{escape(system_label(*c.row))}</th>',
+                _seed_cell(c),
+                _outcome_cell(c),
+            ]
             for m in measures:
                 value = c.metrics.get(m) if c.scored else None
                 if value is not None:
-                    cells.append(f'<td class="num" data-measure="{escape(m)}"><span data-field="value">{num(value, digits)}</span></td>')
+                    cells.append(
+                        f'<td class="num" data-measure="{escape(m)}"><span '
+                        f'data-field="value">{num(value, digits)}</span></td>'
+                    )
                 elif c.stopped_early:
                     cells.append(f'<td class="num collapsed" data-measure="{escape(m)}">collapsed</td>')
                 else:
                     cells.append(f'<td class="num missing" data-measure="{escape(m)}">{MISSING_TEXT}</td>')
             for name in shown:
                 text = sparse(name, getattr(c, name) if name in SPARSITY else costs[c.key][name]) if c.scored else ""
-                cells.append('<td class="num">' + (f'<span data-field="{name}">{text}</span>' if text else "") + "</td>")
+                cells.append(
+                    '<td class="num">' + (f'<span data-field="{name}">{text}</span>' if text else "") + "</td>"
+                )
             queries = f'<span data-field="queries">{c.queries}</span>' if c.queries is not None else ""
             cells.append(f'<td class="num">{queries}</td>')
             cells.append(_cmd_cell([c.command]))
@@ -246,10 +300,12 @@ def drilldown(results: SuiteResults, digits: int) -> str:
         sparse_heads = "".join(f"<th>{SPARSITY_LABELS[s]}</th>" for s in shown)
         out.append(
             f'<details class="dataset" id="dataset-{i}"{" open" if len(datasets) == 1 else ""}>'
-            f"<summary>{escape(short_name(dataset, labels))} <code>{escape(dataset)}</code> — {len(runs)} run(s)</summary>"
+            f"<summary>{escape(short_name(dataset, labels))} <code>{escape(dataset)}</code> — {len(runs)} "
+            f"run(s)</summary>"
             f'<div class="wrap"><table class="drill" data-dataset="{escape(dataset)}" data-digits="{digits}">'
             f"<thead><tr><th>System</th><th>seed</th><th>outcome</th>{head}{sparse_heads}<th>queries</th><th>Reproduce</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div></details>")
+            f"<tbody>{''.join(rows)}</tbody></table></div></details>"
+        )
     return "\n".join(out)
 
 
@@ -268,11 +324,13 @@ def norms_html(results: SuiteResults) -> str:
             f'<td class="num"><span data-field="head_norm_after">{num(c.head_norm_after, NORM_DIGITS)}</span></td>'  # type: ignore[arg-type]
             f"<td>{escape(moved)}</td>"
             f'<td class="num"><span data-field="changed_before">{num(before, NORM_DIGITS)}</span></td>'  # type: ignore[arg-type]
-            f'<td class="num"><span data-field="changed_after">{num(after, NORM_DIGITS)}</span></td></tr>')  # type: ignore[arg-type]
-    return ('<div class="wrap"><table class="norms"><thead><tr><th>System</th><th>rescale</th><th>factor</th>'
-            "<th>‖W‖<sub>F</sub> before</th><th>‖W‖<sub>F</sub> after</th><th>what the method moves</th><th>before</th>"
-            "<th>after</th></tr></thead><tbody>"
-            + "".join(body) + "</tbody></table></div>")
+            f'<td class="num"><span data-field="changed_after">{num(after, NORM_DIGITS)}</span></td></tr>'
+        )  # type: ignore[arg-type]
+    return (
+        '<div class="wrap"><table class="norms"><thead><tr><th>System</th><th>rescale</th><th>factor</th>'
+        "<th>‖W‖<sub>F</sub> before</th><th>‖W‖<sub>F</sub> after</th><th>what the method moves</th><th>before</th>"
+        "<th>after</th></tr></thead><tbody>" + "".join(body) + "</tbody></table></div>"
+    )
 
 
 def _judged_cell(judged: list[Any]) -> str:
@@ -297,18 +355,27 @@ def training_html(results: SuiteResults, judged: dict[Any, list[Any]] | None = N
     rows, figures = [], []
     for train_id, c in seen.items():
         link = f'<a href="#{escape(train_id)}">telemetry</a>' if c.telemetry else ""
-        rows.append(f'<tr data-row="{escape(row_id(c.row))}"' + ("" if c.seed is None else f' data-seed="{c.seed}"') + ">"
-                    f'<th scope="row" class="label">{escape(system_label(*c.row))}</th>{_seed_cell(c)}{_outcome_cell(c)}'
-                    f"{_judged_cell(judged.get((c.row, c.seed), []))}"
-                    f"<td><code>{escape(train_id)}</code></td><td>{link}</td></tr>")
+        rows.append(
+            f'<tr data-row="{escape(row_id(c.row))}"' + ("" if c.seed is None else f' data-seed="{c.seed}"') + ">"
+            f'<th scope="row" class="label">{escape(system_label(*c.row))}</th>{_seed_cell(c)}{_outcome_cell(c)}'
+            f"{_judged_cell(judged.get((c.row, c.seed), []))}"
+            f"<td><code>{escape(train_id)}</code></td><td>{link}</td></tr>"
+        )
         if c.telemetry:
-            figures.append(f'<details id="{escape(train_id)}"><summary>{escape(system_label(*c.row))}'
-                           + ("" if c.seed is None else f", seed {c.seed}") + f" — {escape(c.outcome)}</summary>"
-                           f'<figure><img loading="lazy" src="{escape(c.telemetry)}" alt="telemetry of {escape(train_id)}">'
-                           f"<figcaption>{escape(describe_outcome(c))}</figcaption></figure></details>")
-    return ('<div class="wrap"><table class="training"><thead><tr><th>System</th><th>seed</th><th>outcome</th>'
-            "<th>against other runs</th><th>train stage</th><th></th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
-            + "".join(figures))
+            figures.append(
+                f'<details id="{escape(train_id)}"><summary>{escape(system_label(*c.row))}'
+                + ("" if c.seed is None else f", seed {c.seed}")
+                + f" — {escape(c.outcome)}</summary>"
+                f'<figure><img loading="lazy" src="{escape(c.telemetry)}" alt="telemetry of {escape(train_id)}">'
+                f"<figcaption>{escape(describe_outcome(c))}</figcaption></figure></details>"
+            )
+    return (
+        '<div class="wrap"><table class="training"><thead><tr><th>System</th><th>seed</th><th>outcome</th>'
+        "<th>against other runs</th><th>train stage</th><th></th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></div>"
+        + "".join(figures)
+    )
 
 
 def describe_suite(results: SuiteResults) -> str:
@@ -346,18 +413,24 @@ def exports_html(exports: list[str], results: SuiteResults | None = None) -> str
             if c is None:
                 rows.append(f"<tr><td></td><td></td><td></td><td></td><td>{link}</td></tr>")
                 continue
-            rows.append(f'<tr data-row="{escape(row_id(c.row))}"><th scope="row" class="label">{escape(system_label(*c.row))}'
-                        f"</th><td>{escape(short_name(c.dataset, labels))}</td><td>{'' if c.seed is None else c.seed}</td>"
-                        f"<td><code>{escape(run_tag(c))}</code></td><td>{link}</td></tr>")
-        out.append(f"<details><summary>TREC runs ({len(runs)}): one per condition, the sixth column tags the system; "
-                   "gzipped, for trec_eval, ir_measures, ranx or Pyserini&#x27;s fusion</summary>"
-                   '<div class="wrap"><table class="exports"><thead><tr><th>System</th><th>dataset</th><th>seed</th>'
-                   "<th>run tag</th><th>file</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div></details>")
+            rows.append(
+                f'<tr data-row="{escape(row_id(c.row))}"><th scope="row" class="label">{escape(system_label(*c.row))}'
+                f"</th><td>{escape(short_name(c.dataset, labels))}</td><td>{'' if c.seed is None else c.seed}</td>"
+                f"<td><code>{escape(run_tag(c))}</code></td><td>{link}</td></tr>"
+            )
+        out.append(
+            f"<details><summary>TREC runs ({len(runs)}): one per condition, the sixth column tags the system; "
+            "gzipped, for trec_eval, ir_measures, ranx or Pyserini&#x27;s fusion</summary>"
+            '<div class="wrap"><table class="exports"><thead><tr><th>System</th><th>dataset</th><th>seed</th>'
+            "<th>run tag</th><th>file</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div></details>"
+        )
     if mteb:
         links = "".join(f'<li><a href="{escape(n)}">{escape(n)}</a></li>' for n in mteb)
-        out.append(f"<details><summary>MTEB-style scores ({len(mteb)}): mteb/&lt;system&gt;/&lt;Task&gt;.json, the layout "
-                   "of MTEB&#x27;s results repository (ir_measures names kept under scores.ir_measures)</summary>"
-                   f"<ul>{links}</ul></details>")
+        out.append(
+            f"<details><summary>MTEB-style scores ({len(mteb)}): mteb/&lt;system&gt;/&lt;Task&gt;.json, the layout "
+            "of MTEB&#x27;s results repository (ir_measures names kept under scores.ir_measures)</summary>"
+            f"<ul>{links}</ul></details>"
+        )
     return "".join(out)
 
 
@@ -375,39 +448,61 @@ def checks_html(results: SuiteResults) -> str:
     for check in checks:
         e, v = check.entry, check.verdict
         expected = "collapse" if e.collapsed else f"{e.value:.4f} ({band(e)})"
-        rows.append(f'<tr><td class="verdict verdict-{v.verdict}" data-field="verdict">[{v.verdict}]</td>'
-                    f"<td>{escape(short_name(e.dataset, labels))}</td><td>{escape(_describe(e))}</td>"
-                    f"<td>{escape(e.measure or 'status')}</td><td>{escape(expected)}</td><td>{escape(v.got)}</td>"
-                    f"<td>{escape(e.source)}</td>{_cmd_cell(list(check.commands))}</tr>")
-    others = f"; {skipped} entr{'y' if skipped == 1 else 'ies'} for other subsets, datasets or models not checked" if skipped else ""
-    return (f'<p class="lead">Expected scores: {escape(source)}, checked against these results as '
-            "<code>python -m benchmark.run … --check</code> checks a run (Pyserini&#x27;s two-click reproductions): "
-            f"{counts['OK']} OK, {counts['OKish']} OKish, {counts['FAIL']} FAIL{others}. [OK]: within the tolerance; "
-            "[OKish]: within the looser band; [FAIL]: beyond it, missing, or an unexpected outcome.</p>"
-            '<div class="wrap"><table class="checks"><thead><tr><th>verdict</th><th>dataset</th><th>system</th>'
-            "<th>measure</th><th>expected</th><th>got</th><th>source</th><th>Reproduce</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table></div>")
+        rows.append(
+            f'<tr><td class="verdict verdict-{v.verdict}" data-field="verdict">[{v.verdict}]</td>'
+            f"<td>{escape(short_name(e.dataset, labels))}</td><td>{escape(_describe(e))}</td>"
+            f"<td>{escape(e.measure or 'status')}</td><td>{escape(expected)}</td><td>{escape(v.got)}</td>"
+            f"<td>{escape(e.source)}</td>{_cmd_cell(list(check.commands))}</tr>"
+        )
+    others = (
+        f"; {skipped} entr{'y' if skipped == 1 else 'ies'} for other subsets, datasets or models not checked"
+        if skipped
+        else ""
+    )
+    return (
+        f'<p class="lead">Expected scores: {escape(source)}, checked against these results as '
+        "<code>python -m benchmark.run … --check</code> checks a run (Pyserini&#x27;s two-click reproductions): "
+        f"{counts['OK']} OK, {counts['OKish']} OKish, {counts['FAIL']} FAIL{others}. [OK]: within the tolerance; "
+        "[OKish]: within the looser band; [FAIL]: beyond it, missing, or an unexpected outcome.</p>"
+        '<div class="wrap"><table class="checks"><thead><tr><th>verdict</th><th>dataset</th><th>system</th>'
+        "<th>measure</th><th>expected</th><th>got</th><th>source</th><th>Reproduce</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></div>"
+    )
 
 
-def page(results: SuiteResults, tables: list[Table], plots: list[str], files: list[str], folder: str,
-         exports: list[str] | None = None, legends: dict[str, list[str]] | None = None) -> str:
+def page(
+    results: SuiteResults,
+    tables: list[Table],
+    plots: list[str],
+    files: list[str],
+    folder: str,
+    exports: list[str] | None = None,
+    legends: dict[str, list[str]] | None = None,
+) -> str:
     """The page; ``legends`` (plot → its legend's entries) become each image's alt text."""
     legends = legends or {}
     settings = results.settings()
     title = results.suite + (f" @ {results.subset}" if results.subset else "")
     sections = [("tables", "Tables")]
-    plot_captions = {SWEEP: "Score, FLOPS and non-zeros against the MLM-head rescale factor (seed means ± sd).",
-                     AVERAGES: "Baseline vs. rescaled per backbone, for each average column.",
-                     NORMS: "The head statistic each arm's rescale method moves (‖αW‖_F for projection, rms(γ) for head-norm), before and after rescaling (backbone stage records)."}
+    plot_captions = {
+        SWEEP: "Score, FLOPS and non-zeros against the MLM-head rescale factor (seed means ± sd).",
+        AVERAGES: "Baseline vs. rescaled per backbone, for each average column.",
+        NORMS: "The head statistic each arm's rescale method moves (‖αW‖_F for projection, rms(γ) for head-norm), "
+        "before and after rescaling (backbone stage records).",
+    }
     body = [f"<h1>{escape(title)}</h1>"]
     if results.description:
         body.append(f'<p class="lead">{escape(describe_suite(results))}</p>')
     body.append(f'<p class="lead">{escape(scope(results))}</p>')
-    body.append(f'<p class="lead">Rebuild this page and every table from this folder: '
-                f"<code>python -m benchmark.report --suite {escape(folder)}</code>. "
-                "Files: " + ", ".join(f'<a href="{escape(f)}">{escape(f)}</a>' for f in files) + ".</p>")
-    content = ['<h2 id="tables">Tables</h2>'] + [table_html(t, settings.labels, n, k) for t, n, k in
-                                                 zip(tables, once(tables), once(tables, "legend"))]
+    body.append(
+        f'<p class="lead">Rebuild this page and every table from this folder: '
+        f"<code>python -m benchmark.report --suite {escape(folder)}</code>. "
+        "Files: " + ", ".join(f'<a href="{escape(f)}">{escape(f)}</a>' for f in files) + ".</p>"
+    )
+    content = ['<h2 id="tables">Tables</h2>'] + [
+        table_html(t, settings.labels, n, k) for t, n, k in zip(tables, once(tables), once(tables, "legend"))
+    ]
     checks = checks_html(results)
     if checks:
         sections.append(("checks", "Checks"))
@@ -419,8 +514,11 @@ def page(results: SuiteResults, tables: list[Table], plots: list[str], files: li
     if plots:
         sections.append(("plots", "Plots"))
         content.append('<h2 id="plots">Plots</h2>')
-        content += [f'<figure><img src="{escape(p)}" alt="{escape(alt(p, legends.get(p, [])))}">'
-                    f"<figcaption>{escape(plot_captions.get(p, p))}</figcaption></figure>" for p in plots]
+        content += [
+            f'<figure><img src="{escape(p)}" alt="{escape(alt(p, legends.get(p, [])))}">'
+            f"<figcaption>{escape(plot_captions.get(p, p))}</figcaption></figure>"
+            for p in plots
+        ]
     norms = norms_html(results)
     if norms:
         sections.append(("norms", "Head norms"))
@@ -440,7 +538,14 @@ def page(results: SuiteResults, tables: list[Table], plots: list[str], files: li
     sections.append(("datasets", "Per dataset"))
     content += ['<h2 id="datasets">Per dataset</h2>', drilldown(results, settings.digits)]
     nav = "<nav>" + "".join(f'<a href="#{a}">{escape(t)}</a>' for a, t in sections) + "</nav>"
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{escape(title)} — results</title><style>{CSS}</style></head>\n<body>\n"
-            + "\n".join(body) + "\n" + nav + "\n" + "\n".join(content) + "\n</body></html>\n")
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)} — results</title><style>{CSS}</style></head>\n<body>\n"
+        + "\n".join(body)
+        + "\n"
+        + nav
+        + "\n"
+        + "\n".join(content)
+        + "\n</body></html>\n"
+    )

@@ -83,30 +83,61 @@ def _dev(results: SuiteResults, c: ConditionResult | None) -> dict[str, float] |
     return results.perquery.get(c.train_id, {}).get(DEV_MEASURE)
 
 
-def degraded(results: SuiteResults, row: RowKey, seed: Any, run: ConditionResult, other: ConditionResult | None,
-             against: str, label: str, alpha: float) -> Judgement:
+def degraded(
+    results: SuiteResults,
+    row: RowKey,
+    seed: Any,
+    run: ConditionResult,
+    other: ConditionResult | None,
+    against: str,
+    label: str,
+    alpha: float,
+) -> Judgement:
     from benchmark.evaluation.significance import paired_ttest
 
-    rule = (f"published checkpoint's held-out dev RR@10 below {label}'s: two-sided paired t-test over the shared dev "
-            f"queries, same seed, p < α = {alpha:g}")
+    rule = (
+        f"published checkpoint's held-out dev RR@10 below {label}'s: two-sided paired t-test over the shared dev "
+        f"queries, same seed, p < α = {alpha:g}"
+    )
     if other is None:
-        return Judgement(row, seed, DEGRADED, against, label, None, rule,
-                         detail=f"not judged: {label} has no run with seed {seed}")
+        return Judgement(
+            row, seed, DEGRADED, against, label, None, rule, detail=f"not judged: {label} has no run with seed {seed}"
+        )
     mine, theirs = _dev(results, run), _dev(results, other)
     if mine is None or theirs is None:
         who = "this run" if mine is None else label
-        return Judgement(row, seed, DEGRADED, against, label, None, rule,
-                         detail=f"not judged: no per-query dev values recorded for {who} (train records before train VERSION 3)")
+        return Judgement(
+            row,
+            seed,
+            DEGRADED,
+            against,
+            label,
+            None,
+            rule,
+            detail=f"not judged: no per-query dev values recorded for {who} (train records before train VERSION 3)",
+        )
     test = paired_ttest(mine, theirs)
     if test.queries < 2:
-        return Judgement(row, seed, DEGRADED, against, label, None, rule, queries=test.queries,
-                         detail=f"not judged: {test.queries} dev queries shared with {label} (different triples?)")
+        return Judgement(
+            row,
+            seed,
+            DEGRADED,
+            against,
+            label,
+            None,
+            rule,
+            queries=test.queries,
+            detail=f"not judged: {test.queries} dev queries shared with {label} (different triples?)",
+        )
     a, b = (sum(v[q] for q in set(mine) & set(theirs)) / test.queries for v in (mine, theirs))
     verdict = test.mean_difference < 0 and test.p_value < alpha
-    detail = (f"dev MRR@10 {a:.4f} vs {b:.4f} ({test.mean_difference:+.4f}), t = {test.statistic:.3f}, "
-              f"p = {test.p_value:.3g} over {test.queries} dev queries")
-    return Judgement(row, seed, DEGRADED, against, label, verdict, rule, test.statistic, test.p_value, test.queries,
-                     detail=detail)
+    detail = (
+        f"dev MRR@10 {a:.4f} vs {b:.4f} ({test.mean_difference:+.4f}), t = {test.statistic:.3f}, "
+        f"p = {test.p_value:.3g} over {test.queries} dev queries"
+    )
+    return Judgement(
+        row, seed, DEGRADED, against, label, verdict, rule, test.statistic, test.p_value, test.queries, detail=detail
+    )
 
 
 def dense_threshold(reference_nnz: float, reference_vocab: int, vocab: int) -> float:
@@ -115,23 +146,61 @@ def dense_threshold(reference_nnz: float, reference_vocab: int, vocab: int) -> f
 
 
 def dense(row: RowKey, seed: Any, run: ConditionResult, ref: ConditionResult | None, label: str) -> Judgement:
-    rule = (f"query or document non-zeros above √ρ_ref · |V| (ρ_ref: {label}'s density on the same dataset and seed; "
-            "the geometric mean of its density and a dense vector)")
-    sides = [("query", run.query_nnz, ref.query_nnz if ref else None), ("document", run.doc_nnz, ref.doc_nnz if ref else None)]
-    if ref is None or run.vocab_size is None or ref.vocab_size is None or any(n is None or r is None for _, n, r in sides):
+    rule = (
+        f"query or document non-zeros above √ρ_ref · |V| (ρ_ref: {label}'s density on the same dataset and seed; "
+        "the geometric mean of its density and a dense vector)"
+    )
+    sides = [
+        ("query", run.query_nnz, ref.query_nnz if ref else None),
+        ("document", run.doc_nnz, ref.doc_nnz if ref else None),
+    ]
+    if (
+        ref is None
+        or run.vocab_size is None
+        or ref.vocab_size is None
+        or any(n is None or r is None for _, n, r in sides)
+    ):
         missing = "the reference's run" if ref is None else "the vocabulary size or the non-zeros"
-        return Judgement(row, seed, DENSE, REFERENCE, label, None, rule, dataset=run.dataset,
-                         detail=f"not judged: {missing} not recorded")
+        return Judgement(
+            row,
+            seed,
+            DENSE,
+            REFERENCE,
+            label,
+            None,
+            rule,
+            dataset=run.dataset,
+            detail=f"not judged: {missing} not recorded",
+        )
     parts, worst = [], 0.0
     for side, nnz, ref_nnz in sides:
         if ref_nnz <= 0:  # type: ignore[operator]
-            return Judgement(row, seed, DENSE, REFERENCE, label, None, rule, dataset=run.dataset,
-                             detail=f"not judged: the reference indexes no {side} terms")
+            return Judgement(
+                row,
+                seed,
+                DENSE,
+                REFERENCE,
+                label,
+                None,
+                rule,
+                dataset=run.dataset,
+                detail=f"not judged: the reference indexes no {side} terms",
+            )
         limit = dense_threshold(ref_nnz, ref.vocab_size, run.vocab_size)  # type: ignore[arg-type]
         worst = max(worst, nnz / limit)  # type: ignore[operator]
         parts.append(f"{side} {nnz:.1f} vs threshold {limit:.1f} (reference {ref_nnz:.1f} of {ref.vocab_size})")
-    return Judgement(row, seed, DENSE, REFERENCE, label, worst > 1, rule, statistic=worst, dataset=run.dataset,
-                     detail=f"{'; '.join(parts)} in a vocabulary of {run.vocab_size}")
+    return Judgement(
+        row,
+        seed,
+        DENSE,
+        REFERENCE,
+        label,
+        worst > 1,
+        rule,
+        statistic=worst,
+        dataset=run.dataset,
+        detail=f"{'; '.join(parts)} in a vocabulary of {run.vocab_size}",
+    )
 
 
 def judge(results: SuiteResults, rows: Mapping[RowKey, Any]) -> dict[RowKey, list[Judgement]]:
@@ -144,8 +213,11 @@ def judge(results: SuiteResults, rows: Mapping[RowKey, Any]) -> dict[RowKey, lis
             continue
         found: list[Judgement] = []
         base = baseline_of(key, rows)
-        comparators = [(against, other) for against, other in ((BASELINE_ARM, base), (REFERENCE, ref))
-                       if other is not None and other != key]
+        comparators = [
+            (against, other)
+            for against, other in ((BASELINE_ARM, base), (REFERENCE, ref))
+            if other is not None and other != key
+        ]
         if len(comparators) == 2 and comparators[0][1] == comparators[1][1]:
             comparators = [(BOTH, base)]
         mine = _by_seed(row.runs)
@@ -165,7 +237,7 @@ def judge(results: SuiteResults, rows: Mapping[RowKey, Any]) -> dict[RowKey, lis
 
 
 def marks(judgements: list[Judgement], seeds: int) -> list[str]:
-    """"degraded vs reference" (one seed) or "2/3 degraded vs reference"; a run dense on any dataset counts once."""
+    """ "degraded vs reference" (one seed) or "2/3 degraded vs reference"; a run dense on any dataset counts once."""
     out = []
     for label in dict.fromkeys(j.label for j in judgements):
         hit = {j.seed for j in judgements if j.label == label and j.verdict}
@@ -174,15 +246,39 @@ def marks(judgements: list[Judgement], seeds: int) -> list[str]:
     return out
 
 
-JUDGEMENT_COLUMNS = ["row", "seed", "dataset", "kind", "against", "reference", "verdict", "statistic", "p_value",
-                     "queries", "rule", "detail"]
+JUDGEMENT_COLUMNS = [
+    "row",
+    "seed",
+    "dataset",
+    "kind",
+    "against",
+    "reference",
+    "verdict",
+    "statistic",
+    "p_value",
+    "queries",
+    "rule",
+    "detail",
+]
 
 
 def judgement_rows(judged: Mapping[RowKey, list[Judgement]]) -> list[dict[str, Any]]:
     """``judgements.csv``: every judgement, its rule, reference, statistic and p-value."""
-    return [{"row": system_label(*j.row), "seed": "" if j.seed is None else j.seed, "dataset": j.dataset, "kind": j.kind,
-             "against": j.against, "reference": j.reference, "verdict": "" if j.verdict is None else j.verdict,
-             "statistic": "" if j.statistic is None else f"{j.statistic:.6g}",
-             "p_value": "" if j.p_value is None else f"{j.p_value:.6g}", "queries": "" if j.queries is None else j.queries,
-             "rule": j.rule, "detail": j.detail}
-            for js in judged.values() for j in js]
+    return [
+        {
+            "row": system_label(*j.row),
+            "seed": "" if j.seed is None else j.seed,
+            "dataset": j.dataset,
+            "kind": j.kind,
+            "against": j.against,
+            "reference": j.reference,
+            "verdict": "" if j.verdict is None else j.verdict,
+            "statistic": "" if j.statistic is None else f"{j.statistic:.6g}",
+            "p_value": "" if j.p_value is None else f"{j.p_value:.6g}",
+            "queries": "" if j.queries is None else j.queries,
+            "rule": j.rule,
+            "detail": j.detail,
+        }
+        for js in judged.values()
+        for j in js
+    ]

@@ -24,7 +24,9 @@ def system_label(system: str, backbone: str, variant: str, trained: bool) -> str
 
 def row_id(key: RowKey) -> str:
     """A row as text (HTML attributes, CSV): system|backbone|variant|trained (a published model: published)."""
-    return "|".join([key[0], key[1], key[2], PUBLISHED if key[0] == PUBLISHED else "trained" if key[3] else "untrained"])
+    return "|".join(
+        [key[0], key[1], key[2], PUBLISHED if key[0] == PUBLISHED else "trained" if key[3] else "untrained"]
+    )
 
 
 def is_baseline(variant: str) -> bool:

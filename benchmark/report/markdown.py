@@ -70,6 +70,8 @@ def once(tables: list[Table], what: str = "notes") -> list[list[str]]:
         out.append([n for n in items if n not in seen])
         seen.update(items)
     return out
+
+
 # what CommonMark reads as raw HTML: '<' before a tag name, '/', '!' or '?' ('<= 2' stays as it is)
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 
@@ -87,10 +89,14 @@ def document(title: str, tables: list[Table], labels: dict[str, str] | None) -> 
     """The tables, each with its key; its notes in full in a ``<details>`` block (GitHub folds it)."""
     md = [escape(f"# {title}\n")]  # the tables hold no HTML of their own: what comes from records is escaped
     for table, legend, notes in zip(tables, once(tables, "legend"), once(tables)):
-        text = escape(f"## {table.title}\n\n" + markdown(table, labels) + (f"\n{legend_text(legend)}\n" if legend else ""))
+        text = escape(
+            f"## {table.title}\n\n" + markdown(table, labels) + (f"\n{legend_text(legend)}\n" if legend else "")
+        )
         if notes:
-            text += (f"\n<details><summary>Notes ({len(notes)})</summary>\n"
-                     + "".join(f"\n{escape(n)}\n" for n in notes) + "\n</details>\n")
+            text += (
+                f"\n<details><summary>Notes ({len(notes)})</summary>\n"
+                + "".join(f"\n{escape(n)}\n" for n in notes)
+                + "\n</details>\n"
+            )
         md.append(text + "\n")
     return "\n".join(md)
-

@@ -36,16 +36,17 @@ def fold_for_export(model: Any) -> Any:
     LayerNorm's γ and β take α (the decoder bias already holds it) and the config's α becomes 1."""
     import torch
 
-    from benchmark.model.heads import mlm_head
-    from benchmark.model.heads import PROJECTION_SCALE, attach_projection_scale, projection_scale
+    from benchmark.model.heads import PROJECTION_SCALE, attach_projection_scale, mlm_head, projection_scale
 
     factor = projection_scale(model)
     if factor == 1.0:
         return model
     norm = mlm_head(model).norm
     if norm.weight is None:
-        raise BenchmarkError(f"cannot export {type(model).__name__} with projection scale {factor:g}: its head "
-                             "LayerNorm has no gain γ to carry it")
+        raise BenchmarkError(
+            f"cannot export {type(model).__name__} with projection scale {factor:g}: its head "
+            "LayerNorm has no gain γ to carry it"
+        )
     with torch.no_grad():
         norm.weight.mul_(factor)
         if norm.bias is not None:
@@ -68,7 +69,9 @@ def stage_config(runs: Path, stage_id: str) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise BenchmarkError(f"{path} cannot be read ({exc}); pass the runs folder the suite ran in as --runs-dir") from None
+        raise BenchmarkError(
+            f"{path} cannot be read ({exc}); pass the runs folder the suite ran in as --runs-dir"
+        ) from None
 
 
 def encode_lengths(runs: Path, search_id: str) -> tuple[int, int | None]:
@@ -90,11 +93,16 @@ def verified_model(runs: Path, train_id: str) -> Path:
 
     meta = stage_config(runs, train_id)
     folder = Path(runs) / "train" / train_id
-    problem = ("it is not a finished train stage" if meta.get("status") != COMPLETE or meta.get("id") != train_id
-               else files_problem(folder, meta, hashes=True))
+    problem = (
+        "it is not a finished train stage"
+        if meta.get("status") != COMPLETE or meta.get("id") != train_id
+        else files_problem(folder, meta, hashes=True)
+    )
     if problem:
-        raise BenchmarkError(f"train stage {folder} is damaged ({problem}), so its model is not the one scored; nothing "
-                             "exported. Rerun the suite (a damaged stage is recomputed) and export again")
+        raise BenchmarkError(
+            f"train stage {folder} is damaged ({problem}), so its model is not the one scored; nothing "
+            "exported. Rerun the suite (a damaged stage is recomputed) and export again"
+        )
     return folder / MODEL
 
 
@@ -123,11 +131,16 @@ def _save_sparse_encoder(model_dir: Path, out: Path, tmp: Path, max_seq_length: 
     logging.getLogger("sentence_transformers").setLevel(logging.ERROR)  # MLMTransformer's deprecation notice
     mlm = MLMTransformer(str(model_dir), max_seq_length=max_seq_length)
     mlm.auto_model = fold_for_export(mlm.auto_model)
-    encoder = SparseEncoder(modules=[mlm, SpladePooling(pooling_strategy="max", activation_function="relu")], device="cpu")
+    encoder = SparseEncoder(
+        modules=[mlm, SpladePooling(pooling_strategy="max", activation_function="relu")], device="cpu"
+    )
     encoder.save(str(tmp), create_model_card=False)
     config = tmp / "sentence_bert_config.json"  # sentence-transformers 5 reads the length here (6: the tokenizer's)
-    config.write_text(json.dumps({**json.loads(config.read_text(encoding="utf-8")), "max_seq_length": max_seq_length},
-                                 indent=4) + "\n", encoding="utf-8")
+    config.write_text(
+        json.dumps({**json.loads(config.read_text(encoding="utf-8")), "max_seq_length": max_seq_length}, indent=4)
+        + "\n",
+        encoding="utf-8",
+    )
     (tmp / CARD).write_text(card, encoding="utf-8")
     if out.exists():
         shutil.rmtree(out)
@@ -141,41 +154,89 @@ def model_card(c: Any, results: Any, *, name: str, doc_len: int, query_len: int 
     from benchmark.report.table import describe_outcome, short_name
 
     scores = [r for r in results.conditions if r.train_id == c.train_id and r.scored]
-    measures = list(dict.fromkeys([*(m for r in scores for m in results.dataset_measures.get(r.dataset, results.measures)),
-                                   *(m for r in scores for m in r.metrics)]))
+    measures = list(
+        dict.fromkeys(
+            [
+                *(m for r in scores for m in results.dataset_measures.get(r.dataset, results.measures)),
+                *(m for r in scores for m in r.metrics),
+            ]
+        )
+    )
     measures = [m for m in measures if any(m in r.metrics for r in scores)]
     training = results.training.removeprefix("Training: ") or "the suite's recipe (see the command)."
     table = ["| dataset | " + " | ".join(measures) + " |", "|---|" + "---:|" * len(measures)]
-    table += [f"| {short_name(r.dataset)} (`{r.dataset}`) | " + " | ".join(
-        f"{r.metrics[m]:.4f}" if m in r.metrics else "" for m in measures) + " |" for r in scores]
-    rescale = f"method `{c.method}`, factor {c.factor}" + (f" (applied: ×{c.scale:.4g})" if c.scale is not None else "") \
-        if c.method else "none (the pretrained MLM head, unscaled)"
-    front = ["---", "library_name: sentence-transformers", "pipeline_tag: feature-extraction", "language: en",
-             "tags:", "- sentence-transformers", "- sparse-encoder", "- sparse", "- splade", "---", ""]
-    body = [f"# {name}", "",
-            f"{system_label(*c.row)}: a SPLADE model (max over tokens of log(1 + relu(MLM logits))) trained by the "
-            f"benchmark harness of *Rescaling MLM-Head for Neural Sparse Retrieval*, suite `{results.suite}`"
-            + (f" @ {results.subset}" if results.subset else "") + ".", "",
-            f"- Backbone: `{c.backbone}`", f"- MLM-head rescale: {rescale}",
-            f"- Training: {training}" + ("" if c.seed is None else f" Seed {c.seed}."),
-            f"- Training outcome: {describe_outcome(c)}",
-            f"- Lengths: documents {doc_len} tokens (`max_seq_length`)"
-            + ("" if query_len is None else f", queries {query_len} tokens in the harness"), "",
-            "## Scores", "", *table, "",
-            "Impacts were indexed as round(100·w) in a Lucene impact index and searched by Pyserini; measures "
-            "are ir_measures'.", "",
-            "## Reproduce", "", "```", c.command or "(not recorded)", "```", "",
-            "## Use", "", "```python", "from sentence_transformers import SparseEncoder", "",
-            f'model = SparseEncoder("{name}")',
-            'docs = model.encode_document(["a passage"])  # sparse vocabulary-sized vectors',
-            'query = model.encode_query("a question")', "```", "",
-            "Pyserini: `SpladeQueryEncoder(path)` (and `AutoModelForMaskedLM.from_pretrained(path)`) load the "
-            "same folder; Pyserini quantises query weights as round(w / 5 · 256).", ""]
+    table += [
+        f"| {short_name(r.dataset)} (`{r.dataset}`) | "
+        + " | ".join(f"{r.metrics[m]:.4f}" if m in r.metrics else "" for m in measures)
+        + " |"
+        for r in scores
+    ]
+    rescale = (
+        f"method `{c.method}`, factor {c.factor}" + (f" (applied: ×{c.scale:.4g})" if c.scale is not None else "")
+        if c.method
+        else "none (the pretrained MLM head, unscaled)"
+    )
+    front = [
+        "---",
+        "library_name: sentence-transformers",
+        "pipeline_tag: feature-extraction",
+        "language: en",
+        "tags:",
+        "- sentence-transformers",
+        "- sparse-encoder",
+        "- sparse",
+        "- splade",
+        "---",
+        "",
+    ]
+    body = [
+        f"# {name}",
+        "",
+        f"{system_label(*c.row)}: a SPLADE model (max over tokens of log(1 + relu(MLM logits))) trained by the "
+        f"benchmark harness of *Rescaling MLM-Head for Neural Sparse Retrieval*, suite `{results.suite}`"
+        + (f" @ {results.subset}" if results.subset else "")
+        + ".",
+        "",
+        f"- Backbone: `{c.backbone}`",
+        f"- MLM-head rescale: {rescale}",
+        f"- Training: {training}" + ("" if c.seed is None else f" Seed {c.seed}."),
+        f"- Training outcome: {describe_outcome(c)}",
+        f"- Lengths: documents {doc_len} tokens (`max_seq_length`)"
+        + ("" if query_len is None else f", queries {query_len} tokens in the harness"),
+        "",
+        "## Scores",
+        "",
+        *table,
+        "",
+        "Impacts were indexed as round(100·w) in a Lucene impact index and searched by Pyserini; measures "
+        "are ir_measures'.",
+        "",
+        "## Reproduce",
+        "",
+        "```",
+        c.command or "(not recorded)",
+        "```",
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from sentence_transformers import SparseEncoder",
+        "",
+        f'model = SparseEncoder("{name}")',
+        'docs = model.encode_document(["a passage"])  # sparse vocabulary-sized vectors',
+        'query = model.encode_query("a question")',
+        "```",
+        "",
+        "Pyserini: `SpladeQueryEncoder(path)` (and `AutoModelForMaskedLM.from_pretrained(path)`) load the "
+        "same folder; Pyserini quantises query weights as round(w / 5 · 256).",
+        "",
+    ]
     return "\n".join(front + body)
 
 
-def export_suite(folder: Path, runs: Path, out: Path, push_to_hub: str | None = None,
-                 say: Callable[[str], None] = print) -> list[Path]:
+def export_suite(
+    folder: Path, runs: Path, out: Path, push_to_hub: str | None = None, say: Callable[[str], None] = print
+) -> list[Path]:
     """Every scored trained model of the results ``folder`` into ``out/<name>/``; returns the folders."""
     from benchmark.report.results import read_results
 
@@ -194,8 +255,12 @@ def export_suite(folder: Path, runs: Path, out: Path, push_to_hub: str | None = 
         verified_model(Path(runs), train_id)
         doc_len, query_len = encode_lengths(Path(runs), c.search_id)
         name = export_name(c)
-        target = save_sparse_encoder(model_dir, confined(Path(out), name, "an exported model's name"), max_seq_length=doc_len,
-                                     card=model_card(c, results, name=name, doc_len=doc_len, query_len=query_len))
+        target = save_sparse_encoder(
+            model_dir,
+            confined(Path(out), name, "an exported model's name"),
+            max_seq_length=doc_len,
+            card=model_card(c, results, name=name, doc_len=doc_len, query_len=query_len),
+        )
         say(f"exported {target}")
         if push_to_hub:
             from sentence_transformers import SparseEncoder
@@ -212,13 +277,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = parser("python -m benchmark.report.model_export", __doc__)
     p.add_argument("--suite", required=True, help="the results folder under --results-dir (e.g. smoke)")
-    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
-                   help="the folder of results folders ($BENCHMARK_RESULTS_DIR)")
-    p.add_argument("--runs-dir", default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"),
-                   help="the runs folder the suite ran in (its train stages hold the models) ($BENCHMARK_RUNS_DIR)")
+    p.add_argument(
+        "--results-dir",
+        default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
+        help="the folder of results folders ($BENCHMARK_RESULTS_DIR)",
+    )
+    p.add_argument(
+        "--runs-dir",
+        default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"),
+        help="the runs folder the suite ran in (its train stages hold the models) ($BENCHMARK_RUNS_DIR)",
+    )
     p.add_argument("--out", default="exports", help="one SparseEncoder folder per trained model goes here")
-    p.add_argument("--push-to-hub", metavar="ORG",
-                   help="also upload each folder to the Hugging Face Hub as ORG/<name> (needs a token) (default: none)")
+    p.add_argument(
+        "--push-to-hub",
+        metavar="ORG",
+        help="also upload each folder to the Hugging Face Hub as ORG/<name> (needs a token) (default: none)",
+    )
     return p
 
 
@@ -240,10 +314,16 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a full disk, or a folder made read-only after the check: one line, nothing left behind
         from benchmark.common.disk import is_full
 
-        fix = ("free space there or pass --out DIR on a larger disk" if is_full(exc)
-               else "fix its permissions or pass --out DIR")
-        print(f"error: cannot write the export to {args.out} ({exc.strerror or type(exc).__name__}); {fix}, and export "
-              "again (nothing half-written was left there)", file=sys.stderr)
+        fix = (
+            "free space there or pass --out DIR on a larger disk"
+            if is_full(exc)
+            else "fix its permissions or pass --out DIR"
+        )
+        print(
+            f"error: cannot write the export to {args.out} ({exc.strerror or type(exc).__name__}); {fix}, and export "
+            "again (nothing half-written was left there)",
+            file=sys.stderr,
+        )
         return 2
     return 0
 

@@ -18,11 +18,22 @@ MTEB_DIR = "mteb"
 MEASURE_TO_MTEB = {"nDCG": "ndcg_at", "RR": "mrr_at", "R": "recall_at", "P": "precision_at", "AP": "map_at"}
 #: BEIR dataset (ir_datasets id without the split) → MTEB task name
 BEIR_TO_MTEB = {
-    "beir/arguana": "ArguAna", "beir/climate-fever": "ClimateFEVER", "beir/cqadupstack": "CQADupstackRetrieval",
-    "beir/dbpedia-entity": "DBPedia", "beir/fever": "FEVER", "beir/fiqa": "FiQA2018", "beir/hotpotqa": "HotpotQA",
-    "beir/msmarco": "MSMARCO", "msmarco-passage": "MSMARCO", "beir/nfcorpus": "NFCorpus", "beir/nq": "NQ",
-    "beir/quora": "QuoraRetrieval", "beir/scidocs": "SCIDOCS", "beir/scifact": "SciFact",
-    "beir/trec-covid": "TRECCOVID", "beir/webis-touche2020": "Touche2020",
+    "beir/arguana": "ArguAna",
+    "beir/climate-fever": "ClimateFEVER",
+    "beir/cqadupstack": "CQADupstackRetrieval",
+    "beir/dbpedia-entity": "DBPedia",
+    "beir/fever": "FEVER",
+    "beir/fiqa": "FiQA2018",
+    "beir/hotpotqa": "HotpotQA",
+    "beir/msmarco": "MSMARCO",
+    "msmarco-passage": "MSMARCO",
+    "beir/nfcorpus": "NFCorpus",
+    "beir/nq": "NQ",
+    "beir/quora": "QuoraRetrieval",
+    "beir/scidocs": "SCIDOCS",
+    "beir/scifact": "SciFact",
+    "beir/trec-covid": "TRECCOVID",
+    "beir/webis-touche2020": "Touche2020",
 }
 SPLITS = ("test", "dev", "train")
 _MEASURE = re.compile(r"(?P<name>[A-Za-z]+)@(?P<cutoff>\d+)")
@@ -54,8 +65,14 @@ def mteb_result(c: ConditionResult, main: str) -> dict[str, Any]:
     scores["hf_subset"] = "default"
     scores["languages"] = ["eng-Latn"]
     scores["ir_measures"] = dict(c.metrics)  # every measure under its ir_measures name, those MTEB lacks included
-    return {"dataset_revision": None, "task_name": task, "mteb_version": None, "evaluation_time": None,
-            "kg_co2_emissions": None, "scores": {split: [scores]}}
+    return {
+        "dataset_revision": None,
+        "task_name": task,
+        "mteb_version": None,
+        "evaluation_time": None,
+        "kg_co2_emissions": None,
+        "scores": {split: [scores]},
+    }
 
 
 def write_mteb(results: SuiteResults, folder: Path) -> list[str]:

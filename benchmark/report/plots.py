@@ -12,8 +12,7 @@ from benchmark.common.atomic import save_figure
 from benchmark.common.confine import confined
 from benchmark.report.labels import is_baseline, system_label
 from benchmark.report.results import RESULTS, TELEMETRY_DIR, ConditionResult, SuiteResults
-from benchmark.report.table import PARTIAL as PARTIAL_MARK
-from benchmark.report.table import Table, short_name
+from benchmark.report.table import PARTIAL as PARTIAL_MARK, Table, short_name
 from benchmark.training.outcomes import COLLAPSED, OK
 
 SWEEP, AVERAGES, NORMS = "sweep.png", "averages.png", "norms.png"
@@ -39,8 +38,11 @@ def factor_value(value: str) -> float | None:
 
 
 #: a sweep arm's variant suffix → how the legend names it
-ARM_LABELS = {"projection": "constant multiplier (projection, extension)", "flops": "FLOPS-matched λ",
-              "head-norm": "head-norm (extension)"}
+ARM_LABELS = {
+    "projection": "constant multiplier (projection, extension)",
+    "flops": "FLOPS-matched λ",
+    "head-norm": "head-norm (extension)",
+}
 #: a sweep arm's variant suffix → its marker and line style: each reading of "rescale" its own mark
 ARM_STYLES = {"": ("o", "-"), "projection": ("s", "--"), "flops": ("D", ":"), "head-norm": ("^", "-.")}
 OTHER_MARKERS = ("v", "P", "X", "*", "<", ">")
@@ -49,7 +51,7 @@ SWEEP_VARIANT = re.compile(r"x(?P<factor>[0-9.]+)(?:-(?P<arm>.+))?")
 
 
 def sweep_arm(variant: str) -> str | None:
-    """"" for a point of the sweep's main line (``x<factor>``, or the baseline: factor 1), the arm's name for
+    """ "" for a point of the sweep's main line (``x<factor>``, or the baseline: factor 1), the arm's name for
     a variant such as ``x4-projection`` or ``x0.25-flops`` (another reading, drawn apart), None for a
     variant outside the sweep."""
     if is_baseline(variant):
@@ -85,16 +87,23 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
     ringed in red; FLOPS and non-zeros below. Legends sit right of the axes, off the lines. None: no sweep."""
     factor_of = {c.row: factor_value(c.factor) for c in results.conditions}
     method_of = {c.row: c.method for c in results.conditions}
-    sweep_rows = [r for r in table.rows if r[0] == "splade" and factor_of.get(r) is not None
-                  and sweep_arm(r[2]) is not None]
+    sweep_rows = [
+        r for r in table.rows if r[0] == "splade" and factor_of.get(r) is not None and sweep_arm(r[2]) is not None
+    ]
     if sum(1 for r in sweep_rows if r[2].startswith("x") and sweep_arm(r[2]) == "") < 2:
         return None
     plt = _pyplot()
     from matplotlib.lines import Line2D
 
     with_sparsity = any(n in table.sparse_names for n in ("FLOPS", "query_nnz", "doc_nnz"))
-    fig, axes = plt.subplots(2 if with_sparsity else 1, 1, figsize=(10.0, 6.6 if with_sparsity else 4.0), squeeze=False,
-                             sharex=True, layout="constrained")
+    fig, axes = plt.subplots(
+        2 if with_sparsity else 1,
+        1,
+        figsize=(10.0, 6.6 if with_sparsity else 4.0),
+        squeeze=False,
+        sharex=True,
+        layout="constrained",
+    )
     ax = axes[0, 0]
     series = list(dict.fromkeys((r[1], r[3], sweep_arm(r[2])) for r in sweep_rows))
     backbones = list(dict.fromkeys((b, t) for b, t, _ in series))
@@ -105,46 +114,90 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
     others: list[str] = []
     low_handles: list[Any] = []
     for backbone, trained, arm in series:
-        rows = sorted((r for r in sweep_rows if (r[1], r[3], sweep_arm(r[2])) == (backbone, trained, arm)),
-                      key=lambda r: factor_of[r])
+        rows = sorted(
+            (r for r in sweep_rows if (r[1], r[3], sweep_arm(r[2])) == (backbone, trained, arm)),
+            key=lambda r: factor_of[r],
+        )
         marker, style = arm_style(arm, others)
         color = f"C{backbones.index((backbone, trained)) % 10}"
         methods = sorted({method_of.get(r) or "" for r in rows if not is_baseline(r[2])} - {""})
-        name = (f"{backbone}{'' if trained else ' (untrained)'} x<f>{'-' + arm if arm else ''}"
-                + (f" [{', '.join(methods)}]" if methods else "") + (f": {ARM_LABELS.get(arm, arm)}" if arm else ""))
+        name = (
+            f"{backbone}{'' if trained else ' (untrained)'} x<f>{'-' + arm if arm else ''}"
+            + (f" [{', '.join(methods)}]" if methods else "")
+            + (f": {ARM_LABELS.get(arm, arm)}" if arm else "")
+        )
         hollow = {"markerfacecolor": "none"} if arm else {}
         for col in data_cols:
             cells = [(factor_of[r], table.cells[(r, col.name)], table.info[r]) for r in rows]
             shown = [(x, c) for x, c, _ in cells if c.status == OK]
             label = name + (f" · {short_name(col.name)}" if len(data_cols) > 1 else "")
-            ax.errorbar([x for x, _ in shown], [c.value for _, c in shown], yerr=[c.sd or 0.0 for _, c in shown],
-                        marker=marker, linestyle=style, capsize=3, color=color, label=label, **hollow)
+            ax.errorbar(
+                [x for x, _ in shown],
+                [c.value for _, c in shown],
+                yerr=[c.sd or 0.0 for _, c in shown],
+                marker=marker,
+                linestyle=style,
+                capsize=3,
+                color=color,
+                label=label,
+                **hollow,
+            )
             lows.extend(c.value for _, c in shown)
             marked = [(x, c) for x, c, info in cells if c.status == OK and info.mark]
             if marked:
-                ax.scatter([x for x, _ in marked], [c.value for _, c in marked], s=150, facecolors="none",
-                           edgecolors="red", zorder=3, label=None if ringed else "collapsed/degraded (scored)")
+                ax.scatter(
+                    [x for x, _ in marked],
+                    [c.value for _, c in marked],
+                    s=150,
+                    facecolors="none",
+                    edgecolors="red",
+                    zorder=3,
+                    label=None if ringed else "collapsed/degraded (scored)",
+                )
                 ringed = True
             stopped_x.extend(x for x, c, _ in cells if c.status == COLLAPSED)
-            base = next((table.cells[(r, col.name)] for r in table.rows
-                         if r[0] == "splade" and (r[1], r[3]) == (backbone, trained) and is_baseline(r[2])), None)
+            base = next(
+                (
+                    table.cells[(r, col.name)]
+                    for r in table.rows
+                    if r[0] == "splade" and (r[1], r[3]) == (backbone, trained) and is_baseline(r[2])
+                ),
+                None,
+            )
             if not arm and base is not None and base.status == OK:
-                ax.axhline(base.value, color=color, linestyle="--", linewidth=1,
-                           label=f"{backbone}{'' if trained else ' (untrained)'}: baseline (unscaled)")
+                ax.axhline(
+                    base.value,
+                    color=color,
+                    linestyle="--",
+                    linewidth=1,
+                    label=f"{backbone}{'' if trained else ' (untrained)'}: baseline (unscaled)",
+                )
                 lows.append(base.value)
         if with_sparsity:
             low = axes[1, 0]
             dataset = table.sparsity[0]
             for n, (quantity, _, line) in enumerate(SPARSE_STYLES):
-                pts = [(factor_of[r], table.sparse[(r, dataset)][quantity]) for r in rows
-                       if table.sparse.get((r, dataset), {}).get(quantity) is not None]
+                pts = [
+                    (factor_of[r], table.sparse[(r, dataset)][quantity])
+                    for r in rows
+                    if table.sparse.get((r, dataset), {}).get(quantity) is not None
+                ]
                 if pts:
-                    low.plot([x for x, _ in pts], [y for _, y in pts], marker=marker, linestyle=line, color=f"C{n}",
-                             linewidth=1.6 if not arm else 1.0, **hollow)
+                    low.plot(
+                        [x for x, _ in pts],
+                        [y for _, y in pts],
+                        marker=marker,
+                        linestyle=line,
+                        color=f"C{n}",
+                        linewidth=1.6 if not arm else 1.0,
+                        **hollow,
+                    )
             low_handles.append(Line2D([], [], color="0.25", marker=marker, linestyle="none", label=name, **hollow))
     if stopped_x:
         bottom = (min(lows) if lows else 0.0) - 0.05
-        ax.scatter(stopped_x, [bottom] * len(stopped_x), marker="x", color="red", s=60, zorder=3, label="collapsed (stopped)")
+        ax.scatter(
+            stopped_x, [bottom] * len(stopped_x), marker="x", color="red", s=60, zorder=3, label="collapsed (stopped)"
+        )
     ticks = sorted({factor_of[r] for r in sweep_rows})
     for a in axes[:, 0]:
         a.set_xscale("log", base=2)
@@ -159,10 +212,17 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
         low = axes[1, 0]
         low.set_yscale("log")
         low.set_ylabel(f"FLOPS, non-zeros ({short_name(table.sparsity[0])})")
-        quantities = [Line2D([], [], color=f"C{n}", linestyle=line, label=label)
-                      for n, (_, label, line) in enumerate(SPARSE_STYLES)]
-        low.legend(handles=quantities + low_handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                   borderaxespad=0.0)
+        quantities = [
+            Line2D([], [], color=f"C{n}", linestyle=line, label=label)
+            for n, (_, label, line) in enumerate(SPARSE_STYLES)
+        ]
+        low.legend(
+            handles=quantities + low_handles,
+            fontsize=7,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0.0,
+        )
     return fig
 
 
@@ -186,12 +246,20 @@ def averages_plot(table: Table, path: Path) -> list[str]:
     if not averages or len(backbones) < 2 or len(variants) < 2:
         return []
     plt = _pyplot()
-    fig, axes = plt.subplots(len(averages), 1, figsize=(max(8.4, 0.8 * len(backbones) + 2.5), 3.2 * len(averages)),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        len(averages),
+        1,
+        figsize=(max(8.4, 0.8 * len(backbones) + 2.5), 3.2 * len(averages)),
+        squeeze=False,
+        layout="constrained",
+    )
     width = 0.8 / len(variants)
     bm25 = next((r for r in table.rows if r[0] == "bm25"), None)
     for ax, col in zip(axes[:, 0], averages):
-        stopped_label, partial_label = "collapsed (stopped, no score)", f"{PARTIAL_MARK} leaves out columns without a score"
+        stopped_label, partial_label = (
+            "collapsed (stopped, no score)",
+            f"{PARTIAL_MARK} leaves out columns without a score",
+        )
         shown: set[str] = set()
         for j, variant in enumerate(variants):
             labelled = False  # one legend entry per variant, on its first bar (whichever backbone has one)
@@ -201,19 +269,37 @@ def averages_plot(table: Table, path: Path) -> list[str]:
                 x = i + (j - (len(variants) - 1) / 2) * width
                 if cell is not None and cell.status == OK:
                     info = table.info[key]
-                    mark = (MARK_COLLAPSED if info.outcomes.get(COLLAPSED) else MARK_OTHER if info.mark else None)
+                    mark = MARK_COLLAPSED if info.outcomes.get(COLLAPSED) else MARK_OTHER if info.mark else None
                     hatch = ((mark[0] if mark else "") + ("//" if cell.partial else "")) or None
-                    ax.bar(x, cell.value, width, color=f"C{j}", label=None if labelled else variant, hatch=hatch,
-                           edgecolor="red" if mark else "0.3" if cell.partial else None, linewidth=1.0 if mark else 0)
+                    ax.bar(
+                        x,
+                        cell.value,
+                        width,
+                        color=f"C{j}",
+                        label=None if labelled else variant,
+                        hatch=hatch,
+                        edgecolor="red" if mark else "0.3" if cell.partial else None,
+                        linewidth=1.0 if mark else 0,
+                    )
                     labelled = True
-                    for legend, (pattern, edge) in ((mark and mark[1], (mark and mark[0], "red")),
-                                                    (cell.partial and partial_label, ("//", "0.3"))):
+                    for legend, (pattern, edge) in (
+                        (mark and mark[1], (mark and mark[0], "red")),
+                        (cell.partial and partial_label, ("//", "0.3")),
+                    ):
                         if legend and legend not in shown:
                             ax.bar(x, 0, 0, color="white", edgecolor=edge, hatch=pattern, label=legend)
                             shown.add(legend)
                 elif cell is not None and cell.status == COLLAPSED:
-                    ax.scatter([x], [0], marker="x", color="red", s=60, zorder=3, clip_on=False,
-                               label=None if stopped_label in shown else stopped_label)
+                    ax.scatter(
+                        [x],
+                        [0],
+                        marker="x",
+                        color="red",
+                        s=60,
+                        zorder=3,
+                        clip_on=False,
+                        label=None if stopped_label in shown else stopped_label,
+                    )
                     shown.add(stopped_label)
         if bm25 is not None and (ref := table.cells.get((bm25, col.name))) is not None and ref.status == OK:
             ax.axhline(ref.value, color="0.2", linestyle="--", linewidth=1.2, label="BM25")
@@ -223,8 +309,14 @@ def averages_plot(table: Table, path: Path) -> list[str]:
         ax.set_title(col.name)
         handles, names = ax.get_legend_handles_labels()
         order = sorted(range(len(names)), key=lambda k: (names[k] not in variants, names[k] != "BM25"))
-        ax.legend([handles[k] for k in order], [names[k] for k in order], fontsize=7, loc="upper left",
-                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        ax.legend(
+            [handles[k] for k in order],
+            [names[k] for k in order],
+            fontsize=7,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0.0,
+        )
         ax.grid(True, axis="y", alpha=0.3)
     save_figure(fig, path, dpi=DPI)
     entries = legend_entries(fig)
@@ -265,7 +357,9 @@ def norms_plot(results: SuiteResults, path: Path) -> list[str]:
     ax.bar([x - 0.2 for x in xs], [s[1] for s in stats], 0.4, label="before (pretrained)", color="C7")
     ax.bar([x + 0.2 for x in xs], [s[2] for s in stats], 0.4, label="after rescaling", color="C0")
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([f"{r[1]} {r[2]}: {s[0]}" for (r, _), s in zip(rows, stats)], rotation=30, ha="right", fontsize=8)
+    ax.set_xticklabels(
+        [f"{r[1]} {r[2]}: {s[0]}" for (r, _), s in zip(rows, stats)], rotation=30, ha="right", fontsize=8
+    )
     ax.set_yscale("log")
     ax.set_ylabel("the statistic the method moves")
     ax.set_title(f"{results.suite}: MLM-head scale before/after rescaling")

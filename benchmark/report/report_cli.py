@@ -15,13 +15,24 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmark.common.command_line import parser
 
     p = parser("python -m benchmark.report", __doc__)
-    p.add_argument("--results-dir", default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
-                   help="the folder of results folders ($BENCHMARK_RESULTS_DIR)")
-    p.add_argument("--suite", action="append", metavar="SUITE", help="only these results folders, comma-separated or "
-                   "repeated (default: every one)")
-    p.add_argument("--refresh", action="append", metavar="SUITE",
-                   help="re-read this suite's conditions from --runs-dir by their stage ids, then rebuild it "
-                   "(repeatable; default: none)")
+    p.add_argument(
+        "--results-dir",
+        default=os.environ.get("BENCHMARK_RESULTS_DIR", "results"),
+        help="the folder of results folders ($BENCHMARK_RESULTS_DIR)",
+    )
+    p.add_argument(
+        "--suite",
+        action="append",
+        metavar="SUITE",
+        help="only these results folders, comma-separated or repeated (default: every one)",
+    )
+    p.add_argument(
+        "--refresh",
+        action="append",
+        metavar="SUITE",
+        help="re-read this suite's conditions from --runs-dir by their stage ids, then rebuild it "
+        "(repeatable; default: none)",
+    )
     p.add_argument("--runs-dir", help="the runs folder --refresh reads (default: $BENCHMARK_RUNS_DIR or runs)")
     return p
 
@@ -37,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
             runs = Path(args.runs_dir or os.environ.get("BENCHMARK_RUNS_DIR", "runs"))
             return refresh_suites(Path(args.results_dir), args.refresh, runs)
         if args.runs_dir:
-            raise BenchmarkError("--runs-dir is read only with --refresh SUITE; tables are rebuilt from the results "
-                                 "folders alone")
+            raise BenchmarkError(
+                "--runs-dir is read only with --refresh SUITE; tables are rebuilt from the results folders alone"
+            )
         return rebuild(Path(args.results_dir), args.suite)
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -50,7 +50,8 @@ class ConditionResult:
     system: str  # bm25 | splade
     backbone: str = ""
     variant: str = ""
-    factor: str = ""  # the arm's rescale setting as planned, a label ("1", "0.25", "match:bert-base-uncased"); key of results.json format 1
+    # the arm's rescale setting as planned, a label ("1", "0.25", "match:bert-base-uncased"); results.json format 1 key
+    factor: str = ""
     method: str = ""  # the rescale method's label, "" for an unrescaled head
     trained: bool = False
     seed: int | None = None
@@ -161,7 +162,7 @@ class TrainOutcome:
     stopped_early: bool = False
 
     @classmethod
-    def from_record(cls, record: TrainRecord | Mapping[str, Any] | None) -> "TrainOutcome":
+    def from_record(cls, record: TrainRecord | Mapping[str, Any] | None) -> TrainOutcome:
         """A train stage's outcome (its record, or the record's JSON: ``TrainRecord.from_json`` reads the
         records of earlier VERSIONs); None (not run yet) is missing."""
         if record is None:
@@ -169,10 +170,17 @@ class TrainOutcome:
         if not isinstance(record, TrainRecord):
             record = TrainRecord.from_json(record)
         if record.outcome not in TRAINING_OUTCOMES:
-            raise BenchmarkError(f"train record outcome {record.outcome!r} is not one of {', '.join(TRAINING_OUTCOMES)}; "
-                                 "rerun that train stage with --force")
-        return cls(record.outcome, str(record.outcome_reason or ""), _int(record.outcome_step),
-                   str(record.outcome_detail or ""), bool(record.stopped_early))
+            raise BenchmarkError(
+                f"train record outcome {record.outcome!r} is not one of {', '.join(TRAINING_OUTCOMES)}; "
+                "rerun that train stage with --force"
+            )
+        return cls(
+            record.outcome,
+            str(record.outcome_reason or ""),
+            _int(record.outcome_step),
+            str(record.outcome_detail or ""),
+            bool(record.stopped_early),
+        )
 
 
 def _int(value: Any) -> int | None:
@@ -274,9 +282,12 @@ def perquery_bytes(perquery: Mapping[str, Mapping[str, Mapping[str, float]]]) ->
     """Gzipped CSV, sorted, without a timestamp: the same values give the same bytes."""
     from benchmark.common.atomic import csv_text
 
-    rows = ({"condition": key, "measure": measure, "query_id": qid, "value": repr(float(value))}
-            for key in sorted(perquery) for measure in sorted(perquery[key])
-            for qid, value in sorted(perquery[key][measure].items()))
+    rows = (
+        {"condition": key, "measure": measure, "query_id": qid, "value": repr(float(value))}
+        for key in sorted(perquery)
+        for measure in sorted(perquery[key])
+        for qid, value in sorted(perquery[key][measure].items())
+    )
     text = csv_text(rows, PERQUERY_COLUMNS)
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", filename="", mtime=0) as gz:
@@ -289,7 +300,9 @@ def read_perquery_file(path: Path) -> dict[str, dict[str, dict[str, float]]]:
     with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
         rows = csv.reader(fh)
         if next(rows, None) != PERQUERY_COLUMNS:
-            raise BenchmarkError(f"{path} does not start with the header {','.join(PERQUERY_COLUMNS)}; rewrite it with --refresh")
+            raise BenchmarkError(
+                f"{path} does not start with the header {','.join(PERQUERY_COLUMNS)}; rewrite it with --refresh"
+            )
         for key, measure, qid, value in rows:
             out.setdefault(key, {}).setdefault(measure, {})[qid] = float(value)
     return out
@@ -308,8 +321,10 @@ def from_json(data: Mapping[str, Any], where: str) -> SuiteResults:
                 raise BenchmarkError(f"{where}: conditions[{i}] has unknown field(s) {', '.join(sorted(extra))}")
             problem = _escaping(c)
             if problem:
-                raise BenchmarkError(f"{where}: conditions[{i}].{problem}; a results folder only names files inside "
-                                     "itself: correct or remove that entry, or --refresh the folder from its runs")
+                raise BenchmarkError(
+                    f"{where}: conditions[{i}].{problem}; a results folder only names files inside "
+                    "itself: correct or remove that entry, or --refresh the folder from its runs"
+                )
             conditions.append(ConditionResult(**c))
         fields = {f.name for f in dataclasses.fields(SuiteResults)} - set(_NOT_IN_JSON) - {"conditions"}
         kwargs = {k: data[k] for k in fields if k in data}
@@ -369,8 +384,10 @@ def read_stage_log(path: Path) -> dict[str, dict[str, Any]]:
     """stages.csv: stage id → its kind, the seconds it took when computed and its bytes on disk, in the
     run's order (the plan's: parents first)."""
     with open(path, encoding="utf-8", newline="") as fh:
-        return {row["id"]: {"stage": row["stage"], "seconds": float(row["seconds"]), "bytes": int(row["bytes"])}
-                for row in csv.DictReader(fh)}
+        return {
+            row["id"]: {"stage": row["stage"], "seconds": float(row["seconds"]), "bytes": int(row["bytes"])}
+            for row in csv.DictReader(fh)
+        }
 
 
 def index_ids(results: SuiteResults) -> dict[str, str]:

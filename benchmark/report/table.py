@@ -4,7 +4,8 @@ their Δ to the same backbone's baseline and a Holm-corrected paired t-test.
 A row is (system, backbone, variant, trained) and gathers every seed. A cell's value is the mean over
 seeds of that seed's value (a group's: the mean over its members), with the sample sd over seeds.
 The dagger tests the row against its baseline over queries (one seed) or over seeds (several; see
-``benchmark.evaluation.significance``), Holm-corrected over every test of the table. A run stopped at its collapse has no score: its cell reads "collapsed" (never 0). A run
+``benchmark.evaluation.significance``), Holm-corrected over every test of the table. A run stopped at its collapse
+has no score: its cell reads "collapsed" (never 0). A run
 that trained to its end keeps its score; its row carries the outcome ("collapsed", "1/3 degraded").
 """
 
@@ -39,8 +40,13 @@ SHORT_NAMES = {
 SPARSITY = ("FLOPS", "query_nnz", "doc_nnz")
 #: efficiency from the run's stage log (stages.csv): the search stage's wall time per query, the index's size
 EFFICIENCY = ("search_ms", "index_bytes")
-SPARSITY_LABELS = {"FLOPS": "FLOPS", "query_nnz": "q nnz", "doc_nnz": "d nnz", "search_ms": "ms/q",
-                   "index_bytes": "index MiB"}
+SPARSITY_LABELS = {
+    "FLOPS": "FLOPS",
+    "query_nnz": "q nnz",
+    "doc_nnz": "d nnz",
+    "search_ms": "ms/q",
+    "index_bytes": "index MiB",
+}
 MAX_SPARSITY_DATASETS = 1  # FLOPS and non-zeros beside the score (the sweep); more datasets: their own table
 
 
@@ -129,7 +135,7 @@ def short_name(dataset: str, labels: dict[str, str] | None = None) -> str:
     if dataset.startswith("beir/"):
         return dataset.split("/")[1]
     if dataset.startswith("local:"):
-        return dataset[len("local:"):]
+        return dataset[len("local:") :]
     if dataset.startswith(("/", ".", "~")):  # a local BEIR folder: its name, and the split if not test
         folder, _, split = dataset.partition("@")
         return Path(folder).name + (f"@{split}" if split else "")
@@ -137,7 +143,7 @@ def short_name(dataset: str, labels: dict[str, str] | None = None) -> str:
 
 
 def outcome_mark(counts: dict[str, int]) -> str:
-    """"collapsed" for a single run; "1/3 collapsed, 1/3 degraded" over seeds; "" when all are ok."""
+    """ "collapsed" for a single run; "1/3 collapsed, 1/3 degraded" over seeds; "" when all are ok."""
     n = sum(counts.values())
     parts = []
     for outcome in (COLLAPSED, DEGRADED):
@@ -187,7 +193,9 @@ def _seed_values(row: Row, datasets: tuple[str, ...], measure: str) -> tuple[dic
     steps: list[int] = []
     for seed, runs in by_seed.items():
         if any(r.stopped_early for r in runs.values()):
-            steps.extend(sorted({r.outcome_step for r in runs.values() if r.stopped_early and r.outcome_step is not None}))
+            steps.extend(
+                sorted({r.outcome_step for r in runs.values() if r.stopped_early and r.outcome_step is not None})
+            )
             continue
         parts = [runs[d].metrics.get(measure) if d in runs and runs[d].scored else None for d in datasets]
         if all(p is not None for p in parts):
@@ -206,7 +214,9 @@ def _cell(row: Row, datasets: tuple[str, ...], measure: str) -> Cell:
     return Cell(MISSING, of=of)
 
 
-def _perquery(results: SuiteResults, row: Row, datasets: tuple[str, ...], measure: str, pooled: bool) -> dict[str, float] | None:
+def _perquery(
+    results: SuiteResults, row: Row, datasets: tuple[str, ...], measure: str, pooled: bool
+) -> dict[str, float] | None:
     """Per-query scores averaged over the row's scored seeds; a group pools its members' queries."""
     values, _ = _seed_values(row, datasets, measure)
     per_seed = []
@@ -244,22 +254,35 @@ def _combine(parts: list[Cell]) -> Cell:
     return Cell(OK, sum(ok) / len(ok), partial=len(ok) < len(parts))  # type: ignore[arg-type]
 
 
-def build_table(results: SuiteResults, measure_for: Callable[[str], str | None], title: str, settings: Any,
-                rows: dict[RowKey, Row] | None = None) -> Table:
+def build_table(
+    results: SuiteResults,
+    measure_for: Callable[[str], str | None],
+    title: str,
+    settings: Any,
+    rows: dict[RowKey, Row] | None = None,
+) -> Table:
     """The cells of one table; ``measure_for`` gives each dataset/group column its measure (None: no column)."""
     from benchmark.evaluation.significance import holm, paired_ttest, seed_ttest
 
     rows = rows if rows is not None else build_rows(results)
     groups = results.groups
     names = [n for n in results.column_names() if measure_for(n) is not None]
-    columns = [Column(n, "group" if n in groups else "dataset", measure_for(n), tuple(groups.get(n, ())))  # type: ignore[arg-type]
-               for n in names]
+    columns = [
+        Column(n, "group" if n in groups else "dataset", measure_for(n), tuple(groups.get(n, ())))  # type: ignore[arg-type]
+        for n in names
+    ]
     for avg in settings.averages:
         if all(d in names for d in avg.datasets):  # an average over a subset would mislead: leave it out
             measures = {measure_for(d) for d in avg.datasets}
-            columns.append(Column(avg.name, "average", measures.pop() if len(measures) == 1 else "mixed", tuple(avg.datasets)))  # type: ignore[arg-type]
-    if settings.averages and not any(c.kind == "average" for c in columns) and len(names) >= 2 \
-            and len({measure_for(n) for n in names}) == 1:
+            columns.append(
+                Column(avg.name, "average", measures.pop() if len(measures) == 1 else "mixed", tuple(avg.datasets))
+            )  # type: ignore[arg-type]
+    if (
+        settings.averages
+        and not any(c.kind == "average" for c in columns)
+        and len(names) >= 2
+        and len({measure_for(n) for n in names}) == 1
+    ):
         # a subset of a suite with averages (two BEIR datasets of BEIR-13): the mean of what is shown,
         # named as such, never under the suite's average's name
         columns.append(Column(f"{SUBSET_MEAN} ({len(names)} datasets)", "average", measure_for(names[0]), tuple(names)))  # type: ignore[arg-type]
@@ -327,25 +350,43 @@ def build_table(results: SuiteResults, measure_for: Callable[[str], str | None],
         for col in columns:
             cell = cells[(key, col.name)]
             base = cells.get((ref, col.name)) if ref is not None else None
-            if col.kind == "average" and base is not None and cell.status == base.status == OK and not (cell.partial or base.partial):
+            if (
+                col.kind == "average"
+                and base is not None
+                and cell.status == base.status == OK
+                and not (cell.partial or base.partial)
+            ):
                 cell.delta = cell.value - base.value  # type: ignore[operator]
 
     for col in columns:  # bold: the best shown value of the column, when there is something to compare
-        shown = {k: round(cells[(k, col.name)].value, settings.digits) for k in keys  # type: ignore[arg-type]
-                 if cells[(k, col.name)].status == OK and not cells[(k, col.name)].partial}
+        shown = {
+            k: round(cells[(k, col.name)].value, settings.digits)
+            for k in keys  # type: ignore[arg-type]
+            if cells[(k, col.name)].status == OK and not cells[(k, col.name)].partial
+        }
         if len(set(shown.values())) >= 2:
             top = max(shown.values())
             for k, v in shown.items():
                 cells[(k, col.name)].best = v == top
 
     measures = {c.measure for c in columns}
-    table = Table(title, measures.pop() if len(measures) == 1 else None, columns, keys, rows, cells,
-                  settings.alpha, settings.digits, declared_averages=[a.name for a in settings.averages])
+    table = Table(
+        title,
+        measures.pop() if len(measures) == 1 else None,
+        columns,
+        keys,
+        rows,
+        cells,
+        settings.alpha,
+        settings.digits,
+        declared_averages=[a.name for a in settings.averages],
+    )
     return table
 
 
-def add_sparsity(table: Table, datasets: list[str] | None = None,
-                 efficiency: dict[str, dict[str, float | None]] | None = None) -> None:
+def add_sparsity(
+    table: Table, datasets: list[str] | None = None, efficiency: dict[str, dict[str, float | None]] | None = None
+) -> None:
     """FLOPS and non-zeros beside the score (the sweep: scale versus density), and from ``efficiency``
     (``benchmark.report.results.efficiency``: condition key → search ms per query, index bytes) the
     cost beside the effectiveness, as seed means; a quantity no row has gets no column."""
@@ -362,11 +403,17 @@ def add_sparsity(table: Table, datasets: list[str] | None = None,
         for dataset in datasets:
             runs = [c for c in table.info[key].runs if c.dataset == dataset and c.scored]
             sparse[(key, dataset)] = {
-                name: statistics.fmean(vals) if (vals := [v for c in runs if (v := value(c, name)) is not None]) else None
-                for name in (*SPARSITY, *EFFICIENCY)}
+                name: statistics.fmean(vals)
+                if (vals := [v for c in runs if (v := value(c, name)) is not None])
+                else None
+                for name in (*SPARSITY, *EFFICIENCY)
+            }
     flops = any(v.get("FLOPS") is not None for v in sparse.values())  # non-zeros go with FLOPS (impact runs)
-    names = [n for n in (*SPARSITY, *EFFICIENCY) if (flops or n in EFFICIENCY)
-             and any(v.get(n) is not None for v in sparse.values())]
+    names = [
+        n
+        for n in (*SPARSITY, *EFFICIENCY)
+        if (flops or n in EFFICIENCY) and any(v.get(n) is not None for v in sparse.values())
+    ]
     if not names:
         return
     table.sparsity, table.sparse, table.sparse_names = datasets, sparse, names
@@ -401,14 +448,17 @@ def mark_tests(table: Table) -> dict[str, str]:
     if tested:
         family = sum(1 for c in cells if c.p_holm is not None)
         arms = len({r for r in table.rows for c in table.columns if table.cells[(r, c.name)].p_holm is not None})
-        how = {QUERY_TEST: "a two-sided paired t-test over queries (unit: a query)",
-               SEED_TEST: "a two-sided paired t-test over seeds (unit: a seed's score, paired by seed; the seed-to-seed "
-                          "variance counts)"}
-        out[DAGGER] = (f"{' or '.join(how[t] for t in sorted(tested))}, Holm-corrected over the table's {family} "
-                       f"test(s) ({arms} arm(s) against their baseline on {n} dataset(s))")
+        how = {
+            QUERY_TEST: "a two-sided paired t-test over queries (unit: a query)",
+            SEED_TEST: "a two-sided paired t-test over seeds (unit: a seed's score, paired by seed; the seed-to-seed "
+            "variance counts)",
+        }
+        out[DAGGER] = (
+            f"{' or '.join(how[t] for t in sorted(tested))}, Holm-corrected over the table's {family} "
+            f"test(s) ({arms} arm(s) against their baseline on {n} dataset(s))"
+        )
     if any(c.p_bm25 is not None for c in cells):
-        unit = ("unit: a query, its score averaged over the row's seeds; BM25 has no seed" if multi
-                else "unit: a query")
+        unit = "unit: a query, its score averaged over the row's seeds; BM25 has no seed" if multi else "unit: a query"
         out[DDAGGER] = f"a two-sided paired t-test over queries ({unit}), Holm-corrected over the row's {n} dataset(s)"
     return out
 
@@ -423,15 +473,21 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
         if DAGGER in tests:
             text += f" {DAGGER}: significant at α = {table.alpha:g} against that baseline by {tests[DAGGER]}."
         if multi:
-            text += (" With several seeds, Δ is between seed means; a per-query test on seed-averaged scores would "
-                     "ignore the seed variance, so it is not the dagger (table.csv keeps its p as p_query).")
+            text += (
+                " With several seeds, Δ is between seed means; a per-query test on seed-averaged scores would "
+                "ignore the seed variance, so it is not the dagger (table.csv keeps its p as p_query)."
+            )
         out.append(text)
     if DDAGGER in tests:
-        out.append(f"{DDAGGER}: significant at α = {table.alpha:g} against BM25 by {tests[DDAGGER]}. p-values of both "
-                   "tests: the significance table of the page, and table.csv.")
+        out.append(
+            f"{DDAGGER}: significant at α = {table.alpha:g} against BM25 by {tests[DDAGGER]}. p-values of both "
+            "tests: the significance table of the page, and table.csv."
+        )
     if any(c.untested for c in cells):
-        out.append("No dagger where per-query values were not recorded (results converted from aggregates): "
-                   "those differences are untested.")
+        out.append(
+            "No dagger where per-query values were not recorded (results converted from aggregates): "
+            "those differences are untested."
+        )
     if any(c.sd is not None for c in cells):
         out.append("±: sample standard deviation over seeds.")
     if any(c.status == OK and c.seeds < c.of for c in cells):
@@ -445,35 +501,48 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
     marked = [table.info[r] for r in table.rows if table.info[r].mark]
     stopped = any(c.status == COLLAPSED for c in cells)
     if marked or stopped:
-        out.append("collapsed / degraded after a system: its training run's outcome, by the rule in its train stage "
-                   "(reasons and steps below); \"… vs baseline\" / \"… vs reference\": judged against the same "
-                   "backbone's baseline arm or the BERT reference (rules below). A run that trained to its end is "
-                   "evaluated and shown with its score; a run stopped at its collapse has no score and its cells read "
-                   "\"collapsed\" with the step, never 0.")
+        out.append(
+            "collapsed / degraded after a system: its training run's outcome, by the rule in its train stage "
+            '(reasons and steps below); "… vs baseline" / "… vs reference": judged against the same '
+            "backbone's baseline arm or the BERT reference (rules below). A run that trained to its end is "
+            "evaluated and shown with its score; a run stopped at its collapse has no score and its cells read "
+            '"collapsed" with the step, never 0.'
+        )
     if any(c.kind == "average" for c in table.columns) and (marked or stopped):
-        out.append(f"Averages include every score shown, collapsed or degraded runs included; {PARTIAL}: an average "
-                   "that left out the columns without a score.")
+        out.append(
+            f"Averages include every score shown, collapsed or degraded runs included; {PARTIAL}: an average "
+            "that left out the columns without a score."
+        )
     elif any(c.partial for c in cells):
         out.append(f"{PARTIAL}: an average that left out the columns without a score.")
     if any(c.status == MISSING for c in cells):
         out.append("—: not run yet (run the suite to fill it in).")
     for col in table.columns:
         if col.kind == "group":
-            out.append(f"{short_name(col.name)}: mean over its {len(col.members)} sub-forums, as BEIR reports it; "
-                       "its significance test pools their queries.")
+            out.append(
+                f"{short_name(col.name)}: mean over its {len(col.members)} sub-forums, as BEIR reports it; "
+                "its significance test pools their queries."
+            )
         if col.kind == "average" and col.name.startswith(SUBSET_MEAN + " ("):
             declared = ", ".join(table.declared_averages) or "the suite's averages"
-            out.append(f"{col.name}: the mean over the {len(col.members)} datasets shown; not {declared}, "
-                       "which needs every one of its datasets.")
+            out.append(
+                f"{col.name}: the mean over the {len(col.members)} datasets shown; not {declared}, "
+                "which needs every one of its datasets."
+            )
     if any(n in table.sparse_names for n in SPARSITY):
-        out.append("FLOPS: expected multiplications per query–document dot product, Σ_j p_q(j)·p_d(j); "
-                   "q nnz / d nnz: mean non-zero terms per query / document as indexed; seed means.")
+        out.append(
+            "FLOPS: expected multiplications per query–document dot product, Σ_j p_q(j)·p_d(j); "
+            "q nnz / d nnz: mean non-zero terms per query / document as indexed; seed means."
+        )
     if any(n in table.sparse_names for n in EFFICIENCY):
-        out.append("ms/q: the search stage's wall time over its queries, in milliseconds (one batch of every query "
-                   "on the run's Lucene threads, opening the index, the exact rescoring of sums past 2^24 and writing "
-                   "the run included; encoding the queries is a stage of its own, not included): a cost on the machine "
-                   "that ran it, not a single-query latency; with few queries the stage's fixed costs dominate. index MiB: the index stage's folder on disk (2^20 bytes). "
-                   "Both from stages.csv (the stage log: seconds when computed, bytes); seed means.")
+        out.append(
+            "ms/q: the search stage's wall time over its queries, in milliseconds (one batch of every query "
+            "on the run's Lucene threads, opening the index, the exact rescoring of sums past 2^24 and writing "
+            "the run included; encoding the queries is a stage of its own, not included): a cost on the machine "
+            "that ran it, not a single-query latency; with few queries the stage's fixed costs dominate. index MiB: "
+            "the index stage's folder on disk (2^20 bytes). "
+            "Both from stages.csv (the stage log: seconds when computed, bytes); seed means."
+        )
     out.extend(judgement_notes(table))
     out.append(scope(results))
     for row in marked:
@@ -482,14 +551,18 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
         for j in row.judgements:
             if j.verdict:
                 where = f" on {short_name(j.dataset)}" if j.dataset else ""
-                out.append(f"{row.label}{'' if j.seed is None else f', seed {j.seed}'}: {j.label} "
-                           f"({j.reference}){where}: {j.detail}.")
+                out.append(
+                    f"{row.label}{'' if j.seed is None else f', seed {j.seed}'}: {j.label} "
+                    f"({j.reference}){where}: {j.detail}."
+                )
     for r in table.rows:  # a collapse that no longer held on the published checkpoint: an event, not the outcome
         seen: set[Any] = set()
         for c in table.info[r].runs:
             if c.outcome == OK and c.outcome_detail.startswith("recovered: ") and c.seed not in seen:
                 seen.add(c.seed)
-                out.append(f"{table.info[r].label}{'' if c.seed is None else f', seed {c.seed}'}: ok, {c.outcome_detail}.")
+                out.append(
+                    f"{table.info[r].label}{'' if c.seed is None else f', seed {c.seed}'}: ok, {c.outcome_detail}."
+                )
     return out
 
 
@@ -513,8 +586,10 @@ def legend(table: Table) -> list[str]:
     if any(c.best for c in cells):
         out.append("bold: best in the column")
     if any(table.info[r].mark for r in table.rows):
-        out.append("[collapsed] / [degraded]: the training run's outcome; [… vs baseline] / [… vs reference]: "
-                   "judged against another run")
+        out.append(
+            "[collapsed] / [degraded]: the training run's outcome; [… vs baseline] / [… vs reference]: "
+            "judged against another run"
+        )
     if any(c.status == COLLAPSED for c in cells):
         out.append("collapsed (step N): stopped at its collapse, no score (never 0)")
     if any(c.partial for c in cells):
@@ -550,12 +625,17 @@ def float32_notes(table: Table) -> list[str]:
         for c in table.info[r].runs:
             if c.past_float32:
                 seed = "" if c.seed is None else f", seed {c.seed}"
-                exact = (f"{c.rescored_exactly} rescored to their exact integer dot products" if c.rescored_exactly
-                         else "not rescored (the encodings were not kept): their scores and near-ties are float32's")
-                out.append(f"Past 2^24: {table.info[r].label}{seed} on {short_name(c.dataset)}: {c.past_float32} "
-                           f"quer{'y' if c.past_float32 == 1 else 'ies'} summed impacts beyond 16,777,216, where "
-                           f"Lucene's float32 scores round; {exact}. Which documents made the top k was decided in "
-                           "float32.")
+                exact = (
+                    f"{c.rescored_exactly} rescored to their exact integer dot products"
+                    if c.rescored_exactly
+                    else "not rescored (the encodings were not kept): their scores and near-ties are float32's"
+                )
+                out.append(
+                    f"Past 2^24: {table.info[r].label}{seed} on {short_name(c.dataset)}: {c.past_float32} "
+                    f"quer{'y' if c.past_float32 == 1 else 'ies'} summed impacts beyond 16,777,216, where "
+                    f"Lucene's float32 scores round; {exact}. Which documents made the top k was decided in "
+                    "float32."
+                )
     return out
 
 
@@ -571,7 +651,9 @@ def precision_note(table: Table) -> str:
     if len(by_precision) == 1:
         (p,) = by_precision
         return f"Encoded in {exact.get(p, p)}: every SPLADE row."
-    return "Encoded in " + "; ".join(f"{exact.get(p, p)}: {', '.join(labels)}" for p, labels in by_precision.items()) + "."
+    return (
+        "Encoded in " + "; ".join(f"{exact.get(p, p)}: {', '.join(labels)}" for p, labels in by_precision.items()) + "."
+    )
 
 
 def _outcome_runs(row: Row) -> list[ConditionResult]:
@@ -603,21 +685,29 @@ def scope(results: SuiteResults) -> str:
     elif results.subset:
         text = f"Subset: {results.subset} (a narrowed run, not the suite's full datasets)."
     else:
-        limits = [f"{n} documents per corpus (judged documents kept)" if (n := results.max_docs) else "",
-                  f"{n} queries per dataset" if (n := results.max_queries) else ""]
+        limits = [
+            f"{n} documents per corpus (judged documents kept)" if (n := results.max_docs) else "",
+            f"{n} queries per dataset" if (n := results.max_queries) else "",
+        ]
         limits = [x for x in limits if x]
-        text = ("Data: " + " and ".join(limits) + ", as the suite declares." if limits else "Data: the full datasets.")
+        text = "Data: " + " and ".join(limits) + ", as the suite declares." if limits else "Data: the full datasets."
     if results.seeds:
         text += f" Seeds: {', '.join(str(s) for s in results.seeds)}."
     if results.training:
         text += f" {results.training}"
     for dataset, (docs, measures) in sorted(results.unranked.items()):
-        text += (f" {short_name(dataset)}: its corpus holds {docs} document{'s' if docs != 1 else ''}, no more than the depth "
-                 f"of {', '.join(measures)}, so {'they score' if len(measures) > 1 else 'it scores'} what a system "
-                 "retrieves at all, not how it ranks (slice with a larger --max-docs to rank).")
+        text += (
+            f" {short_name(dataset)}: its corpus holds {docs} document{'s' if docs != 1 else ''}, no more than the "
+            f"depth "
+            f"of {', '.join(measures)}, so {'they score' if len(measures) > 1 else 'it scores'} what a system "
+            "retrieves at all, not how it ranks (slice with a larger --max-docs to rank)."
+        )
     if results.self_hits_removed:
-        text += (" Self-hits removed (a hit whose id is the query id, Pyserini's --remove-query as in 2CR) on: "
-                 + ", ".join(short_name(d) for d in results.self_hits_removed) + ".")
+        text += (
+            " Self-hits removed (a hit whose id is the query id, Pyserini's --remove-query as in 2CR) on: "
+            + ", ".join(short_name(d) for d in results.self_hits_removed)
+            + "."
+        )
     return text
 
 
@@ -642,8 +732,15 @@ def suite_tables(results: SuiteResults) -> list[Table]:
         if same and measure == headline:
             tables[0].title = f"{where}: {measure}"
             continue
-        tables.append(build_table(results, lambda name, m=measure: m if m in results.measures_of(name) else None,
-                                  f"{where}: {measure}", settings, rows))
+        tables.append(
+            build_table(
+                results,
+                lambda name, m=measure: m if m in results.measures_of(name) else None,
+                f"{where}: {measure}",
+                settings,
+                rows,
+            )
+        )
     from benchmark.report.results import efficiency as stage_costs
 
     costs = stage_costs(results)

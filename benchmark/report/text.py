@@ -49,7 +49,7 @@ def scale(value: float | None) -> str:
 
 
 def steps(values: tuple[int, ...]) -> str:
-    """"step 1500", "steps 1000–2000"; "" when no step is known."""
+    """ "step 1500", "steps 1000–2000"; "" when no step is known."""
     if not values:
         return ""
     if len(values) == 1:
@@ -78,7 +78,14 @@ def parts(cell: Cell, digits: int) -> Parts:
         return Parts(COLLAPSED, steps=steps(cell.steps))
     if cell.status != OK:
         return Parts(cell.status)
-    return Parts(OK, num(cell.value, digits), cell.best, cell.partial,  # type: ignore[arg-type]
-                 num(cell.sd, digits) if cell.sd is not None else "",
-                 signed(cell.delta, digits) if cell.delta is not None else "", cell.significant,
-                 cell.significant_bm25, f"{cell.seeds}/{cell.of}" if cell.seeds < cell.of else "")
+    return Parts(
+        OK,
+        num(cell.value, digits),
+        cell.best,
+        cell.partial,  # type: ignore[arg-type]
+        num(cell.sd, digits) if cell.sd is not None else "",
+        signed(cell.delta, digits) if cell.delta is not None else "",
+        cell.significant,
+        cell.significant_bm25,
+        f"{cell.seeds}/{cell.of}" if cell.seeds < cell.of else "",
+    )

@@ -16,4 +16,6 @@ def flops(df: Any, documents: int, qf: Any, queries: int) -> float:
     The counts' dot product is an exact integer, so the value does not depend on BLAS threads."""
     import numpy as np
 
-    return int(np.dot(np.asarray(qf, dtype=np.int64), np.asarray(df, dtype=np.int64))) / (max(queries, 1) * max(documents, 1))
+    return int(np.dot(np.asarray(qf, dtype=np.int64), np.asarray(df, dtype=np.int64))) / (
+        max(queries, 1) * max(documents, 1)
+    )

@@ -1,7 +1,8 @@
 """The encode stages: a SPLADE model turns a corpus and a query set into integer impact vectors.
 
 Documents (stage ``encode``) go to ``docs/part-NNNNN.jsonl`` (Pyserini JsonVectorCollection shards),
-queries (stage ``queries``) to ``queries.jsonl``; both as ``{token: int}`` after quantisation (see ``benchmark.splade.impacts.quantise``:
+queries (stage ``queries``) to ``queries.jsonl``; both as ``{token: int}`` after quantisation (see
+``benchmark.splade.impacts.quantise``:
 Anserini truncates float impacts, so we round ourselves). Each shard is renamed into place only when
 whole, so a killed encode resumes at the first missing shard.
 
@@ -107,8 +108,9 @@ def _writer_init(terms: list[str]) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def write_shard(shard: Path, doc_ids: list[str], reps: list[tuple[np.ndarray, np.ndarray]],
-                terms: list[str] | None = None) -> tuple[np.ndarray, int]:
+def write_shard(
+    shard: Path, doc_ids: list[str], reps: list[tuple[np.ndarray, np.ndarray]], terms: list[str] | None = None
+) -> tuple[np.ndarray, int]:
     """One JsonVectorCollection shard, then its stats (``.stats.npz``: per-term document frequencies
     and the number of empty vectors, which Lucene does not index), each atomic.
 
@@ -146,8 +148,9 @@ def _writer_pool(terms: list[str], workers: int) -> Any:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_writer_init, initargs=(terms,))
+    return ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_writer_init, initargs=(terms,)
+    )
 
 
 def load_model(model_dir: Path, attn_implementation: str = "sdpa", compile: str = "none") -> tuple[Any, Any]:
@@ -167,8 +170,9 @@ def load_model(model_dir: Path, attn_implementation: str = "sdpa", compile: str 
     if attn_implementation == varlen.NAME:
         varlen.register()
     with quiet_transformers():
-        model = AutoModelForMaskedLM.from_pretrained(model_dir, dtype=torch.float32,
-                                                     attn_implementation=attn_implementation)
+        model = AutoModelForMaskedLM.from_pretrained(
+            model_dir, dtype=torch.float32, attn_implementation=attn_implementation
+        )
     if attn_implementation == varlen.NAME:
         varlen.check(model, str(model_dir))
     from benchmark.model.heads import attach_projection_scale
@@ -190,8 +194,10 @@ def compile_body(model: Any, compile: str) -> None:
     2 CPU cores, where it gains nothing).
     """
     if compile not in COMPILERS:
-        raise BenchmarkError(f"compile = {compile!r}; valid: {', '.join(COMPILERS)}; "
-                             "set [encode] compile = \"none\" to run the body eagerly")
+        raise BenchmarkError(
+            f"compile = {compile!r}; valid: {', '.join(COMPILERS)}; "
+            'set [encode] compile = "none" to run the body eagerly'
+        )
     if compile == "none":
         return
     import torch
@@ -247,8 +253,16 @@ class DocEncoder:
     """A model ready to encode document shards: what the local encode stage and every shard task of a
     cluster share, so both write the same bytes."""
 
-    def __init__(self, model_dir: Path, *, max_length: int, batch_size: int, precision: str = "float32",
-                 attn_implementation: str = "sdpa", compile: str = "none") -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        max_length: int,
+        batch_size: int,
+        precision: str = "float32",
+        attn_implementation: str = "sdpa",
+        compile: str = "none",
+    ) -> None:
         self.key = (str(model_dir), max_length, batch_size, precision, attn_implementation, compile)
         self.model, self.tokenizer = load_model(model_dir, attn_implementation, compile)
         self.vocab = int(self.model.config.vocab_size)
@@ -260,8 +274,16 @@ class DocEncoder:
 
         return tokenize(self.tokenizer, [text for _, text in chunk], self.max_length)
 
-    def shard(self, docs_dir: Path, n: int, chunk: list[tuple[str, str]], *, tokens: Any = None,
-              progress: bool = False, write: Any = None) -> Any:
+    def shard(
+        self,
+        docs_dir: Path,
+        n: int,
+        chunk: list[tuple[str, str]],
+        *,
+        tokens: Any = None,
+        progress: bool = False,
+        write: Any = None,
+    ) -> Any:
         """Shard n: encode ``chunk`` (or its ``tokens``), then write ``part-n`` and its stats.
 
         ``write(write_shard, path, ids, reps)``, e.g. a writer pool's ``submit``, lets the caller encode
@@ -271,9 +293,16 @@ class DocEncoder:
         from benchmark.splade.encoder import encode
 
         info: dict[str, Any] = {}
-        reps = encode(self.model, self.tokenizer, tokens if tokens is not None else [text for _, text in chunk],
-                      max_length=self.max_length, batch_size=self.batch_size,
-                      progress=f"encode docs {n}" if progress else None, precision=self.precision, info=info)
+        reps = encode(
+            self.model,
+            self.tokenizer,
+            tokens if tokens is not None else [text for _, text in chunk],
+            max_length=self.max_length,
+            batch_size=self.batch_size,
+            progress=f"encode docs {n}" if progress else None,
+            precision=self.precision,
+            info=info,
+        )
         info_dir = Path(docs_dir).parent / ENCODER_INFO
         info_dir.mkdir(exist_ok=True)
         write_json(info_dir / f"{n:05d}.json", {**info, "docs": len(chunk)})
@@ -295,17 +324,39 @@ def encoder_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
         paths[i.get("path", "?")] = paths.get(i.get("path", "?"), 0) + 1
     measured = next((i for i in infos if i.get("measured")), infos[0])
     screened = [i for i in infos if i.get("candidates_fraction") is not None]  # bfloat16 runs no screen
-    fraction = (sum(i["candidates_fraction"] * i.get("docs", 0) for i in screened)
-                / max(sum(i.get("docs", 0) for i in screened), 1)) if screened else None
-    return {"paths": paths, "timings": measured.get("timings"), "rejected": measured.get("rejected"),
-            "candidates_fraction": fraction, "documents": docs,
-            "forward_s": sum(i.get("forward_s") or 0.0 for i in infos), "head_s": sum(i.get("head_s") or 0.0 for i in infos),
-            "head_gflop_per_doc": measured.get("head_gflop_per_doc"), "threads": measured.get("threads"),
-            "device": measured.get("device")}
+    fraction = (
+        (
+            sum(i["candidates_fraction"] * i.get("docs", 0) for i in screened)
+            / max(sum(i.get("docs", 0) for i in screened), 1)
+        )
+        if screened
+        else None
+    )
+    return {
+        "paths": paths,
+        "timings": measured.get("timings"),
+        "rejected": measured.get("rejected"),
+        "candidates_fraction": fraction,
+        "documents": docs,
+        "forward_s": sum(i.get("forward_s") or 0.0 for i in infos),
+        "head_s": sum(i.get("head_s") or 0.0 for i in infos),
+        "head_gflop_per_doc": measured.get("head_gflop_per_doc"),
+        "threads": measured.get("threads"),
+        "device": measured.get("device"),
+    }
 
 
-def finalise_docs(out: Path, shards: int, documents: int, vocab: int, *, max_length: int, precision: str,
-                  attn_implementation: str, compile: str = "none") -> dict[str, Any]:
+def finalise_docs(
+    out: Path,
+    shards: int,
+    documents: int,
+    vocab: int,
+    *,
+    max_length: int,
+    precision: str,
+    attn_implementation: str,
+    compile: str = "none",
+) -> dict[str, Any]:
     """The encode stage's last step, however its shards were made: ``df.npy`` (the shards' document
     frequencies summed) and the record, with what the encoder measured (``encoder``; the per-shard
     notes are folded in and removed, so the stage's files are the same bytes on every executor)."""
@@ -318,10 +369,17 @@ def finalise_docs(out: Path, shards: int, documents: int, vocab: int, *, max_len
     info_dir = out / ENCODER_INFO
     infos = [json.loads(p.read_text()) for p in sorted(info_dir.glob("*.json"))] if info_dir.is_dir() else []
     shutil.rmtree(info_dir, ignore_errors=True)
-    return {"documents": documents, "empty_documents": empty, "doc_nnz": float(df.sum() / max(documents, 1)),
-            "vocab_size": vocab, "max_length": max_length, "precision": precision,
-            "attn_implementation": attn_implementation, **({"compile": compile} if compile != "none" else {}),
-            "encoder": encoder_summary(infos)}
+    return {
+        "documents": documents,
+        "empty_documents": empty,
+        "doc_nnz": float(df.sum() / max(documents, 1)),
+        "vocab_size": vocab,
+        "max_length": max_length,
+        "precision": precision,
+        "attn_implementation": attn_implementation,
+        **({"compile": compile} if compile != "none" else {}),
+        "encoder": encoder_summary(infos),
+    }
 
 
 @dataclass(frozen=True)
@@ -339,8 +397,14 @@ class ShardTask:
     compile: str = "none"
 
     def encoder_key(self) -> tuple[Any, ...]:
-        return (str(self.model_dir), self.max_length, self.batch_size, self.precision, self.attn_implementation,
-                self.compile)
+        return (
+            str(self.model_dir),
+            self.max_length,
+            self.batch_size,
+            self.precision,
+            self.attn_implementation,
+            self.compile,
+        )
 
 
 _ENCODER: DocEncoder | None = None  # a shard worker keeps its model between shard tasks
@@ -353,9 +417,14 @@ def encode_shard_task(task: ShardTask) -> int:
     if not shard_done(docs_dir, task.shard.n):
         if _ENCODER is None or _ENCODER.key != task.encoder_key():
             _ENCODER = None  # free the previous model first
-            _ENCODER = DocEncoder(task.model_dir, max_length=task.max_length, batch_size=task.batch_size,
-                                  precision=task.precision, attn_implementation=task.attn_implementation,
-                                  compile=task.compile)
+            _ENCODER = DocEncoder(
+                task.model_dir,
+                max_length=task.max_length,
+                batch_size=task.batch_size,
+                precision=task.precision,
+                attn_implementation=task.attn_implementation,
+                compile=task.compile,
+            )
         docs_dir.mkdir(parents=True, exist_ok=True)
         _ENCODER.shard(docs_dir, task.shard.n, read_shard_docs(task.corpus_dir, task.shard))
     return task.shard.count
@@ -371,38 +440,83 @@ def _model_vocab(model_dir: Path, out: Path) -> int:
     return int(AutoConfig.from_pretrained(model_dir).vocab_size)
 
 
-def encode_docs_stage(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: int, batch_size: int,
-                      shard_size: int, precision: str = "float32", attn_implementation: str = "sdpa",
-                      compile: str = "none", progress: bool = True, cluster: Any = None) -> dict[str, Any]:
+def encode_docs_stage(
+    model_dir: Path,
+    corpus_dir: Path,
+    out: Path,
+    *,
+    max_length: int,
+    batch_size: int,
+    shard_size: int,
+    precision: str = "float32",
+    attn_implementation: str = "sdpa",
+    compile: str = "none",
+    progress: bool = True,
+    cluster: Any = None,
+) -> dict[str, Any]:
     """Documents → JsonVectorCollection shards, plus ``df.npy`` (per-term document frequency, for FLOPS).
 
     ``cluster`` (an executor's, with ``map(fn, tasks, kind, total)``) encodes the shards as tasks spread over
     its workers; without it they are encoded here, one after another. Either way the shards and
     ``df.npy`` are the same bytes.
     """
-    settings = {"max_length": max_length, "precision": precision, "attn_implementation": attn_implementation,
-                "compile": compile}
+    settings = {
+        "max_length": max_length,
+        "precision": precision,
+        "attn_implementation": attn_implementation,
+        "compile": compile,
+    }
     docs_dir = out / "docs"
     docs_dir.mkdir(parents=True, exist_ok=True)
     if cluster is not None:
         shards = plan_shards(corpus_dir, shard_size)
-        tasks = [ShardTask(Path(model_dir), Path(corpus_dir), Path(out), s, max_length, batch_size, precision,
-                           attn_implementation, compile) for s in shards if not shard_done(docs_dir, s.n)]
+        tasks = [
+            ShardTask(
+                Path(model_dir),
+                Path(corpus_dir),
+                Path(out),
+                s,
+                max_length,
+                batch_size,
+                precision,
+                attn_implementation,
+                compile,
+            )
+            for s in shards
+            if not shard_done(docs_dir, s.n)
+        ]
         cluster.map(encode_shard_task, tasks, "encode", total=len(shards))
         return finalise_docs(out, len(shards), sum(s.count for s in shards), _model_vocab(model_dir, out), **settings)
-    return _encode_here(model_dir, corpus_dir, out, batch_size=batch_size, shard_size=shard_size,
-                        progress=progress, **settings)
+    return _encode_here(
+        model_dir, corpus_dir, out, batch_size=batch_size, shard_size=shard_size, progress=progress, **settings
+    )
 
 
-def _encode_here(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: int, batch_size: int,
-                 shard_size: int, precision: str, attn_implementation: str, compile: str,
-                 progress: bool) -> dict[str, Any]:
+def _encode_here(
+    model_dir: Path,
+    corpus_dir: Path,
+    out: Path,
+    *,
+    max_length: int,
+    batch_size: int,
+    shard_size: int,
+    precision: str,
+    attn_implementation: str,
+    compile: str,
+    progress: bool,
+) -> dict[str, Any]:
     """The shards in this process: the next shard is tokenised in a thread and the previous ones are
     serialised by writer processes while the model encodes."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    encoder = DocEncoder(model_dir, max_length=max_length, batch_size=batch_size, precision=precision,
-                         attn_implementation=attn_implementation, compile=compile)
+    encoder = DocEncoder(
+        model_dir,
+        max_length=max_length,
+        batch_size=batch_size,
+        precision=precision,
+        attn_implementation=attn_implementation,
+        compile=compile,
+    )
     docs_dir = out / "docs"
     n_docs, n_shards = 0, 0
     pool, pending = None, deque()
@@ -428,8 +542,9 @@ def _encode_here(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: in
                 finished(encoder.shard(docs_dir, n, chunk, tokens=tokens.pop(n).result(), progress=progress))
                 continue
             pool = pool or _writer_pool(encoder.terms, writers)
-            pending.append(encoder.shard(docs_dir, n, chunk, tokens=tokens.pop(n).result(), progress=progress,
-                                         write=pool.submit))
+            pending.append(
+                encoder.shard(docs_dir, n, chunk, tokens=tokens.pop(n).result(), progress=progress, write=pool.submit)
+            )
             while len(pending) > writers:  # bounded: encoded shards wait in memory
                 finished(pending.popleft().result())
         while pending:
@@ -438,13 +553,29 @@ def _encode_here(model_dir: Path, corpus_dir: Path, out: Path, *, max_length: in
         ahead.shutdown(cancel_futures=True)
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    return finalise_docs(out, n_shards, n_docs, encoder.vocab, max_length=max_length, precision=precision,
-                         attn_implementation=attn_implementation, compile=compile)
+    return finalise_docs(
+        out,
+        n_shards,
+        n_docs,
+        encoder.vocab,
+        max_length=max_length,
+        precision=precision,
+        attn_implementation=attn_implementation,
+        compile=compile,
+    )
 
 
-def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_length: int, batch_size: int,
-                         precision: str = "float32", attn_implementation: str = "sdpa",
-                         progress: bool = True) -> dict[str, Any]:
+def encode_queries_stage(
+    model_dir: Path,
+    topics_dir: Path,
+    out: Path,
+    *,
+    max_length: int,
+    batch_size: int,
+    precision: str = "float32",
+    attn_implementation: str = "sdpa",
+    progress: bool = True,
+) -> dict[str, Any]:
     """Queries → ``queries.jsonl`` of ``{token: int}``, plus ``qf.npy`` (per-term query frequency)."""
     from benchmark.splade.encoder import encode
 
@@ -454,8 +585,16 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
     queries = dict(topics.read_queries(Path(topics_dir) / topics.QUERIES))
     qids = list(queries)
     info: dict[str, Any] = {}
-    reps = encode(model, tokenizer, [queries[q] for q in qids], max_length=max_length, batch_size=batch_size,
-                  progress="encode queries" if progress else None, precision=precision, info=info)
+    reps = encode(
+        model,
+        tokenizer,
+        [queries[q] for q in qids],
+        max_length=max_length,
+        batch_size=batch_size,
+        progress="encode queries" if progress else None,
+        precision=precision,
+        info=info,
+    )
     qf = np.zeros(vocab, dtype=np.int64)
     qvecs: dict[str, dict[str, int]] = {}
     for qid, (ids, w) in zip(qids, reps):
@@ -464,12 +603,17 @@ def encode_queries_stage(model_dir: Path, topics_dir: Path, out: Path, *, max_le
     kill_points.point("encode:queries")
     save_npy(out / vectors.QF, qf)
     vectors.write_query_vectors(out / vectors.QUERIES, (vectors.Vector(q, v) for q, v in qvecs.items()))
-    return {"queries": len(qvecs), "query_nnz": float(qf.sum() / max(len(qvecs), 1)),
-            "empty_queries": sum(1 for v in qvecs.values() if not v), "vocab_size": vocab,
-            "max_length": max_length, "precision": precision, "attn_implementation": attn_implementation,
-            "encoder": encoder_summary([{**info, "docs": len(qids)}])}
+    return {
+        "queries": len(qvecs),
+        "query_nnz": float(qf.sum() / max(len(qvecs), 1)),
+        "empty_queries": sum(1 for v in qvecs.values() if not v),
+        "vocab_size": vocab,
+        "max_length": max_length,
+        "precision": precision,
+        "attn_implementation": attn_implementation,
+        "encoder": encoder_summary([{**info, "docs": len(qids)}]),
+    }
 
 
 def read_query_vectors(encode_dir: Path) -> dict[str, dict[str, int]]:
     return vectors.read_vector_map(Path(encode_dir) / vectors.QUERIES)
-

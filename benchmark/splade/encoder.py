@@ -19,8 +19,16 @@ import numpy as np
 
 from benchmark.common.errors import BenchmarkError
 from benchmark.common.registry import Registry
-from benchmark.splade.forward import (WIDTH_MULTIPLE, Tokenized, _capture, _check_inputs, _decoder, _forward, _pad,
-                                      _tokenize)
+from benchmark.splade.forward import (
+    WIDTH_MULTIPLE,
+    Tokenized,
+    _capture,
+    _check_inputs,
+    _decoder,
+    _forward,
+    _pad,
+    _tokenize,
+)
 from benchmark.splade.pooling import _pool_logits, _pool_plain, _pool_screened, _sparse_rows, _Stats
 from benchmark.splade.probe import _choose, _start_path, _sync
 from benchmark.splade.screens import SCREENS, _Batch, _exact_reductions, _float32_matmul_unit, _Terms
@@ -57,20 +65,23 @@ class _Run:
 def encode_screened(run: _Run, rows: np.ndarray) -> tuple[torch.Tensor, float]:
     """One batch through a screen and the exact recompute; the first batch measures the screens when
     no path was given. Returns the pooled values and the time the forward ended."""
-    hidden, mask = _forward(run.model, run.tokens, rows, run.pad_id, run.device, run.multiple, run.pool,
-                            run.workers, run.dtype)
+    hidden, mask = _forward(
+        run.model, run.tokens, rows, run.pad_id, run.device, run.multiple, run.pool, run.workers, run.dtype
+    )
     t1 = _sync(run.device)
     prepared = _Batch.of(hidden, mask)
     if run.record["path"] is None:
         run.record.update(_choose(prepared, run.terms, run.pool, run.workers, run.unit32, list(SCREENS)))
-    return _pool_screened(prepared, run.terms, SCREENS[run.record["path"]], run.pool, run.workers, run.unit32,
-                          run.stats), t1
+    return _pool_screened(
+        prepared, run.terms, SCREENS[run.record["path"]], run.pool, run.workers, run.unit32, run.stats
+    ), t1
 
 
 def encode_plain(run: _Run, rows: np.ndarray) -> tuple[torch.Tensor, float]:
     """One batch pooled in the head's own dtype: no screen, no recompute."""
-    hidden, mask = _forward(run.model, run.tokens, rows, run.pad_id, run.device, run.multiple, run.pool,
-                            run.workers, run.dtype)
+    hidden, mask = _forward(
+        run.model, run.tokens, rows, run.pad_id, run.device, run.multiple, run.pool, run.workers, run.dtype
+    )
     t1 = _sync(run.device)
     return _pool_plain(hidden, mask, run.weight, run.bias, run.pool, run.workers), t1
 
@@ -85,7 +96,10 @@ def encode_logits(run: _Run, rows: np.ndarray) -> tuple[torch.Tensor, float]:
 
 #: Kind of path → how it encodes one batch.
 PATHS: dict[str, Callable[[_Run, np.ndarray], tuple[Any, float]]] = {
-    "screened": encode_screened, "plain": encode_plain, "logits": encode_logits}
+    "screened": encode_screened,
+    "plain": encode_plain,
+    "logits": encode_logits,
+}
 
 
 def _head(decoder: Any, dtype: Any, path: str | None, rows: int, device: Any) -> tuple[str, Any, Any, Any, str | None]:
@@ -106,8 +120,10 @@ def _tokens(tokenizer: Any, texts: Sequence[str] | Tokenized, max_length: int, b
     if isinstance(texts, Tokenized):
         _check_inputs([], max_length, batch_size)
         if texts.max_length != max_length:
-            raise BenchmarkError(f"texts were tokenised with max_length={texts.max_length}, not {max_length}; "
-                                 "tokenize them again with the same max_length")
+            raise BenchmarkError(
+                f"texts were tokenised with max_length={texts.max_length}, not {max_length}; "
+                "tokenize them again with the same max_length"
+            )
         return texts.ids
     return _tokenize(tokenizer, _check_inputs(texts, max_length, batch_size), max_length)
 
@@ -153,8 +169,10 @@ def encode(
     if path is not None:
         SCREENS[path]  # noqa: B018 (an unknown name raises the standard error)
         if autocast is not None:
-            raise BenchmarkError(f"path={path!r} selects a float32 screen, but precision={precision!r}; "
-                                 "pass path=None with precision='bfloat16'")
+            raise BenchmarkError(
+                f"path={path!r} selects a float32 screen, but precision={precision!r}; "
+                "pass path=None with precision='bfloat16'"
+            )
     tokens = _tokens(tokenizer, texts, max_length, batch_size)
     if not tokens:
         if info is not None:
@@ -179,8 +197,22 @@ def encode(
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(threads, thread_name_prefix="splade-head")
-    run = _Run(model, tokens, pad_id, device, WIDTH_MULTIPLE.get(device.type, 1), pool, threads, dtype, weight, bias,
-               terms, unit32, record, _Stats())
+    run = _Run(
+        model,
+        tokens,
+        pad_id,
+        device,
+        WIDTH_MULTIPLE.get(device.type, 1),
+        pool,
+        threads,
+        dtype,
+        weight,
+        bias,
+        terms,
+        unit32,
+        record,
+        _Stats(),
+    )
     encode_batch = PATHS[kind]
     bar = None
     if progress is not None:
@@ -192,8 +224,11 @@ def encode(
     was_training = model.training
     model.eval()
     try:
-        with (torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None),
-              _exact_reductions(device)):
+        with (
+            torch.inference_mode(),
+            torch.autocast(device.type, dtype=dtype, enabled=dtype is not None),
+            _exact_reductions(device),
+        ):
             for start in range(0, len(tokens), batch_size):
                 rows = order[start : start + batch_size]
                 t0 = _sync(device)
@@ -226,12 +261,18 @@ def _report(info: dict[str, Any], run: _Run, n_tokens: int) -> None:
     hidden_size = int(weight.shape[1]) if weight is not None else None
     docs = len(run.tokens)
     info.update(run.record)
-    info.update({
-        "candidates_fraction": stats.candidates / stats.terms if stats.terms else None,
-        "docs": docs, "tokens": n_tokens, "threads": run.workers, "device": str(run.device),
-        "forward_s": stats.forward_s, "head_s": stats.head_s,
-        "head_gflop_per_doc": 2 * n_tokens * hidden_size * vocab / docs / 1e9 if vocab else None,
-    })
+    info.update(
+        {
+            "candidates_fraction": stats.candidates / stats.terms if stats.terms else None,
+            "docs": docs,
+            "tokens": n_tokens,
+            "threads": run.workers,
+            "device": str(run.device),
+            "forward_s": stats.forward_s,
+            "head_s": stats.head_s,
+            "head_gflop_per_doc": 2 * n_tokens * hidden_size * vocab / docs / 1e9 if vocab else None,
+        }
+    )
 
 
 def reference_encode(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int) -> torch.Tensor:
@@ -243,8 +284,9 @@ def reference_encode(model: Any, tokenizer: Any, texts: Sequence[str], *, max_le
 
     texts = _check_inputs(texts, max_length)
     device = next(model.parameters()).device
-    batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt",
-                      padding_side="right").to(device)
+    batch = tokenizer(
+        texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt", padding_side="right"
+    ).to(device)
     was_training = model.training
     model.eval()
     try:

@@ -89,8 +89,13 @@ def _tokenize(tokenizer: Any, texts: list[str], max_length: int) -> list[np.ndar
     """Token ids per text, truncated; in chunks, so the tokenizer's rich per-token objects stay small."""
     ids: list[np.ndarray] = []
     for start in range(0, len(texts), TOKENIZE_CHUNK):
-        enc = tokenizer(texts[start : start + TOKENIZE_CHUNK], truncation=True, max_length=max_length,
-                        return_attention_mask=False, return_token_type_ids=False)
+        enc = tokenizer(
+            texts[start : start + TOKENIZE_CHUNK],
+            truncation=True,
+            max_length=max_length,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )
         ids.extend(np.asarray(x, dtype=np.int64) for x in enc["input_ids"])
     return ids
 
@@ -126,8 +131,9 @@ def _hidden(model: Any, **inputs: Any) -> torch.Tensor:
     raise BenchmarkError(f"{type(model).__name__} never called its output embeddings; cannot pool its MLM head")
 
 
-def _hidden_batch(model: Any, tokens: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any,
-                  multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _hidden_batch(
+    model: Any, tokens: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any, multiple: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(hidden [n, L, H], mask [n, L]) of ``rows``: one padded batch, or one packed row unpacked
     (``attn_implementation='varlen'``, see ``benchmark.model.varlen``)."""
     import torch
@@ -141,14 +147,25 @@ def _hidden_batch(model: Any, tokens: list[np.ndarray], rows: Sequence[int], pad
     width = _padded_width(lengths, multiple)
     if not any(lengths):  # nothing to run the model on
         hidden_size = model.get_output_embeddings().weight.shape[1]
-        return (torch.zeros(len(rows), width, hidden_size, device=device),
-                torch.zeros(len(rows), width, dtype=torch.long, device=device))
+        return (
+            torch.zeros(len(rows), width, hidden_size, device=device),
+            torch.zeros(len(rows), width, dtype=torch.long, device=device),
+        )
     packed = _hidden(model, **varlen.forward_kwargs(model, tokens, rows, device))
     return varlen.unpack(packed, lengths, width)
 
 
-def _forward(model: Any, tokens: list[np.ndarray], rows: np.ndarray, pad_id: int, device: Any, multiple: int,
-             pool: Any, workers: int, dtype: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def _forward(
+    model: Any,
+    tokens: list[np.ndarray],
+    rows: np.ndarray,
+    pad_id: int,
+    device: Any,
+    multiple: int,
+    pool: Any,
+    workers: int,
+    dtype: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(hidden [B, L, H], mask [B, L]) of the documents ``rows``.
 
     On CPU the batch is cut into sub-batches of ``BODY_DOCS`` consecutive documents, each run

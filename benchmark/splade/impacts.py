@@ -19,8 +19,9 @@ def quantise(weights: np.ndarray, scale: int = QUANT_SCALE) -> np.ndarray:
     Weights below 0.5/scale become 0: callers drop those terms (``quantise_vector`` does).
     """
     if not isinstance(scale, (int, np.integer)) or isinstance(scale, bool) or scale < 1:
-        raise BenchmarkError(f"scale must be a positive int, got {scale!r}; "
-                             f"the pipeline uses QUANT_SCALE={QUANT_SCALE}")
+        raise BenchmarkError(
+            f"scale must be a positive int, got {scale!r}; the pipeline uses QUANT_SCALE={QUANT_SCALE}"
+        )
     w = np.asarray(weights)
     if w.size and not np.isfinite(w).all():
         raise BenchmarkError("weights contain NaN or inf; the model produced non-finite logits")

@@ -37,9 +37,17 @@ class _Stats:
     forward_s: float = 0.0
 
 
-
-def _screen_group(screen: _Screen, batch: _Batch, terms: _Terms, docs: slice, cols: int, k: int, unit32: float,
-                  elements: int, buf: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+def _screen_group(
+    screen: _Screen,
+    batch: _Batch,
+    terms: _Terms,
+    docs: slice,
+    cols: int,
+    k: int,
+    unit32: float,
+    elements: int,
+    buf: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, int]:
     """Exact values for one group of documents: screen in blocks, candidate test, canonical recompute."""
     import torch
 
@@ -111,8 +119,9 @@ def _run_groups(fn: Any, n_docs: int, docs: int, pool: Any, workers: int) -> Non
         torch.set_num_threads(threads)  # the setting is process-wide
 
 
-def _pool_screened(batch: _Batch, terms: _Terms, screen: _Screen, pool: Any, workers: int, unit32: float,
-                   stats: _Stats) -> torch.Tensor:
+def _pool_screened(
+    batch: _Batch, terms: _Terms, screen: _Screen, pool: Any, workers: int, unit32: float, stats: _Stats
+) -> torch.Tensor:
     """Exact pooled values [B, V] (0 for the terms the screen rules out) of a whole batch."""
     import torch
 
@@ -129,15 +138,16 @@ def _pool_screened(batch: _Batch, terms: _Terms, screen: _Screen, pool: Any, wor
     batch.screen(screen)  # prepared once, before the workers share them
     batch.beta(terms)
     terms.screen(screen)
-    terms.abs_bias
+    terms.abs_bias  # noqa: B018  (a cached property: computed once, before the workers share it)
     _run_groups(group, n_docs, docs, pool, workers)
     stats.candidates += sum(counts)
     stats.terms += n_docs * vocab
     return pooled
 
 
-def _pool_plain(hidden: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                pool: Any, workers: int) -> torch.Tensor:
+def _pool_plain(
+    hidden: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pool: Any, workers: int
+) -> torch.Tensor:
     """Pooled ``hidden @ weight.T + bias`` in the weight's own dtype (no screen, no recompute)."""
     import torch
 
@@ -183,4 +193,3 @@ def _sparse_rows(pooled: torch.Tensor) -> list[tuple[np.ndarray, np.ndarray]]:
     ends = np.cumsum(torch.bincount(row, minlength=pooled.shape[0]).cpu().numpy())
     starts = np.concatenate([[0], ends[:-1]])
     return [(ids[a:b], weights[a:b]) for a, b in zip(starts, ends)]
-

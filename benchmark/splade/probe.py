@@ -41,8 +41,9 @@ def _sync(device: Any) -> float:
     return time.perf_counter()
 
 
-def _measured_error(screen: _Screen, batch: _Batch, sample: _Terms, docs: slice, k: int, unit32: float,
-                    exact: torch.Tensor) -> float:
+def _measured_error(
+    screen: _Screen, batch: _Batch, sample: _Terms, docs: slice, k: int, unit32: float, exact: torch.Tensor
+) -> float:
     """max over ``docs`` × ``sample`` of |screen logit − float64 logit| / proven bound (≤ 1 when the bound holds)."""
     import torch
 
@@ -149,8 +150,14 @@ def _choose(batch: _Batch, terms: _Terms, pool: Any, workers: int, unit32: float
     per_doc = terms.weight.shape[0] / sample.weight.shape[0] / (docs.stop * (runs if cpu else 1))
     timings = {name: t * per_doc for name, t in best.items()}
     chosen = min(timings, key=timings.get) if timings else "float32"
-    return {"path": chosen, "measured": True, "timings": timings, "rejected": rejected,
-            "probe_candidates_fraction": {n: candidates[n] for n in timings}, "probe_s": time.perf_counter() - start}
+    return {
+        "path": chosen,
+        "measured": True,
+        "timings": timings,
+        "rejected": rejected,
+        "probe_candidates_fraction": {n: candidates[n] for n in timings},
+        "probe_s": time.perf_counter() - start,
+    }
 
 
 def has_fast_bf16(device: Any) -> bool:
@@ -169,7 +176,6 @@ def has_fast_bf16(device: Any) -> bool:
 def _default_path(device: Any) -> str:
     """The path of an encode too small to measure (any path gives the same vectors)."""
     return "bf16" if device.type == "cuda" or has_fast_bf16(device) else "float32"
-
 
 
 def _start_path(path: str | None, rows: int, device: Any) -> str | None:

@@ -187,8 +187,17 @@ class _Screen:
     def scales(self, bp: Any, tp: Any, docs: slice) -> tuple[torch.Tensor | float, torch.Tensor | float]:
         return 1.0, 1.0
 
-    def slack(self, bp: Any, tp: Any, terms: _Terms, batch: _Batch, docs: slice, k: int, unit32: float,
-              token_norms: torch.Tensor | None = None) -> torch.Tensor:
+    def slack(
+        self,
+        bp: Any,
+        tp: Any,
+        terms: _Terms,
+        batch: _Batch,
+        docs: slice,
+        k: int,
+        unit32: float,
+        token_norms: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         raise NotImplementedError
 
 
@@ -230,8 +239,17 @@ class _FloatScreen(_Screen):
     def scales(self, bp: Any, tp: Any, docs: slice) -> tuple[float, float]:
         return 1.0 / bp["scale"], 1.0 / tp["scale"]
 
-    def slack(self, bp: Any, tp: Any, terms: _Terms, batch: _Batch, docs: slice, k: int, unit32: float,
-              token_norms: torch.Tensor | None = None) -> torch.Tensor:
+    def slack(
+        self,
+        bp: Any,
+        tp: Any,
+        terms: _Terms,
+        batch: _Batch,
+        docs: slice,
+        k: int,
+        unit32: float,
+        token_norms: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         spread = batch.spread[docs] if token_norms is None else token_norms
         out = self.coef(k, unit32) * spread[:, None] * terms.norms[None, :]
         if self.unit is not None or unit32:  # a narrow type: subnormal inputs/outputs lose absolute precision
@@ -283,8 +301,17 @@ class _Int8Screen(_Screen):
     def scales(self, bp: Any, tp: Any, docs: slice) -> tuple[torch.Tensor, torch.Tensor]:
         return bp["scale"][docs, None], tp["scale"][None, :]
 
-    def slack(self, bp: Any, tp: Any, terms: _Terms, batch: _Batch, docs: slice, k: int, unit32: float,
-              token_norms: torch.Tensor | None = None) -> torch.Tensor:
+    def slack(
+        self,
+        bp: Any,
+        tp: Any,
+        terms: _Terms,
+        batch: _Batch,
+        docs: slice,
+        k: int,
+        unit32: float,
+        token_norms: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         x_l1 = bp["l1"][docs].amax(dim=1) if token_norms is None else token_norms
         a = bp["scale"][docs] if token_norms is None else bp["token_scale"]
         return 0.501 * a[:, None] * (tp["scale"][None, :] * x_l1[:, None] + tp["l1"][None, :])
@@ -298,8 +325,9 @@ SCREENS.register("fp16", _FloatScreen("fp16", "float16", UFP16, scaled=True))
 SCREENS.register("int8", _Int8Screen())
 
 
-def _upper(screen: _Screen, pooled: torch.Tensor, batch: _Batch, terms: _Terms, docs: slice, k: int,
-           unit32: float) -> torch.Tensor:
+def _upper(
+    screen: _Screen, pooled: torch.Tensor, batch: _Batch, terms: _Terms, docs: slice, k: int, unit32: float
+) -> torch.Tensor:
     """Upper bound (float64) on ``max_t h_t·w_j + b_j`` per document of ``docs`` and term, from the screen's maxima."""
     bp, tp = batch.screen(screen), terms.screen(screen)
     doc_scale, term_scale = screen.scales(bp, tp, docs)
@@ -313,8 +341,9 @@ def _upper(screen: _Screen, pooled: torch.Tensor, batch: _Batch, terms: _Terms, 
     return screened + beta + SAFETY * margin + 2.0**-40 * (screened.abs() + beta.abs())
 
 
-def _canonical(hidden: torch.Tensor, candidates: torch.Tensor, terms: _Terms, unit32: float,
-               elements: int) -> torch.Tensor:
+def _canonical(
+    hidden: torch.Tensor, candidates: torch.Tensor, terms: _Terms, unit32: float, elements: int
+) -> torch.Tensor:
     """``max(0, fl32(fl64(max_t h_t·w_j + b_j)))`` where ``candidates`` [n, V'] is True, 0 elsewhere → float32.
 
     Per candidate, a float64 matmul over the document's tokens (float32 products are exact in
@@ -358,8 +387,17 @@ def _canonical(hidden: torch.Tensor, candidates: torch.Tensor, terms: _Terms, un
             for doc, c in unsure:  # a few per million values: move only their rows to the host
                 term = int(ic[doc, c])
                 tokens = torch.nonzero(near[doc, :, c]).flatten()
-                fixed.append(float(_exact_max(hidden[doc, tokens].cpu().numpy(), terms.weight[term].cpu().numpy(),
-                                              np.float32(terms.bias[term].item()))) if len(tokens) else 0.0)
+                fixed.append(
+                    float(
+                        _exact_max(
+                            hidden[doc, tokens].cpu().numpy(),
+                            terms.weight[term].cpu().numpy(),
+                            np.float32(terms.bias[term].item()),
+                        )
+                    )
+                    if len(tokens)
+                    else 0.0
+                )
             at = torch.tensor(unsure, device=hidden.device)
             part[at[:, 0], at[:, 1]] = torch.tensor(fixed, dtype=torch.float32, device=hidden.device)
         values[:, c0 : c0 + step] = part
@@ -373,8 +411,6 @@ def _exact_max(hidden: np.ndarray, weight: np.ndarray, bias: np.float32) -> np.f
     w64 = weight.astype(np.float64)
     best = max(math.fsum([*(row.astype(np.float64) * w64).tolist(), float(bias)]) for row in hidden)
     return np.float32(best)
-
-
 
 
 class _exact_reductions:

@@ -48,5 +48,18 @@ class Context:
     cluster: Any = None
 
 
-__all__ = ["KINDS", "Context", "Topics", "Corpus", "Backbone", "Triples", "Train", "Encode", "Queries", "Index",
-           "Search", "Evaluate", "RunFile"]
+__all__ = [
+    "KINDS",
+    "Context",
+    "Topics",
+    "Corpus",
+    "Backbone",
+    "Triples",
+    "Train",
+    "Encode",
+    "Queries",
+    "Index",
+    "Search",
+    "Evaluate",
+    "RunFile",
+]

@@ -58,7 +58,9 @@ def _load_snapshot(name: str, planned: Mapping[str, Any] | None, scratch: Path) 
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def prepare_backbone(name: str, spec: Rescale, out_dir: Path, planned: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def prepare_backbone(
+    name: str, spec: Rescale, out_dir: Path, planned: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Load ``name``, rescale its MLM head per ``spec``, save model + tokenizer into ``out_dir``.
 
     The folder is written next to ``out_dir`` first and moved into place when complete, so an
@@ -95,9 +97,16 @@ class Backbone(StageKind):
     # paper's once, the default, since: same output for every earlier config)
     VERSION = 3
     Record = BackboneRecord
-    sources = ("benchmark.common.snapshot", "benchmark.data.samples", "benchmark.formats.checkpoint", "benchmark.model.checkpoints",
-               "benchmark.model.heads", "benchmark.model.loader", "benchmark.model.rescale",
-               "benchmark.stages.backbone")
+    sources = (
+        "benchmark.common.snapshot",
+        "benchmark.data.samples",
+        "benchmark.formats.checkpoint",
+        "benchmark.model.checkpoints",
+        "benchmark.model.heads",
+        "benchmark.model.loader",
+        "benchmark.model.rescale",
+        "benchmark.stages.backbone",
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -125,5 +134,6 @@ class Backbone(StageKind):
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> BackboneRecord:
-        return BackboneRecord.from_json(prepare_backbone(config.backbone, config.rescale, model_path(out),
-                                                         inputs.external.get("checkpoint")))
+        return BackboneRecord.from_json(
+            prepare_backbone(config.backbone, config.rescale, model_path(out), inputs.external.get("checkpoint"))
+        )

@@ -88,8 +88,9 @@ def _read(path: Path) -> dict[str, Any] | None:
 class Claim:
     """A held claim: heartbeats until released."""
 
-    def __init__(self, path: Path, base: Path, generation: int, info: dict[str, Any], ttl: float,
-                 previous: str | None) -> None:
+    def __init__(
+        self, path: Path, base: Path, generation: int, info: dict[str, Any], ttl: float, previous: str | None
+    ) -> None:
         self.path, self.base, self.generation, self.info, self.ttl = path, base, generation, info, ttl
         self.previous = previous  # the dead holder this claim superseded, for messages
         self._stop = threading.Event()
@@ -111,8 +112,10 @@ class Claim:
         """Raise if this claim was superseded (its holder was taken for dead): do not publish."""
         newer = [g for g in _generations(self.base) if g > self.generation]
         if newer or not self.path.exists():
-            raise BenchmarkError(f"lost the claim on {self.base.name[1:]}: another process took this stage over "
-                                 f"after {self.ttl:g}s without a heartbeat; rerun the same command to reuse its result")
+            raise BenchmarkError(
+                f"lost the claim on {self.base.name[1:]}: another process took this stage over "
+                f"after {self.ttl:g}s without a heartbeat; rerun the same command to reuse its result"
+            )
 
     def release(self) -> None:
         self._stop.set()
@@ -130,7 +133,7 @@ def _generations(base: Path) -> list[int]:
         names = os.listdir(base.parent)
     except OSError:
         return []
-    return sorted(int(n[len(prefix):]) for n in names if n.startswith(prefix) and n[len(prefix):].isdigit())
+    return sorted(int(n[len(prefix) :]) for n in names if n.startswith(prefix) and n[len(prefix) :].isdigit())
 
 
 class Claims:

@@ -20,8 +20,15 @@ class Corpus(StageKind):
     VERSION = 1
     Record = CorpusRecord
     optional_parents = ("topics",)  # with max_docs: the judged documents to keep
-    sources = ("benchmark.common.idset", "benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
-               "benchmark.data.datasets", "benchmark.stages.corpus")
+    sources = (
+        "benchmark.common.idset",
+        "benchmark.common.snapshot",
+        "benchmark.formats.documents",
+        "benchmark.formats.qrels",
+        "benchmark.formats.query_texts",
+        "benchmark.data.datasets",
+        "benchmark.stages.corpus",
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -45,8 +52,11 @@ class Corpus(StageKind):
         from benchmark.data.datasets import judged_docs, materialise_corpus
 
         keep = judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()
-        return CorpusRecord.from_json(materialise_corpus(config.source, out, config.max_docs, config.seed, keep,
-                                                         ctx.progress, inputs.external.get("content")))
+        return CorpusRecord.from_json(
+            materialise_corpus(
+                config.source, out, config.max_docs, config.seed, keep, ctx.progress, inputs.external.get("content")
+            )
+        )
 
     @classmethod
     def record_problem(cls, meta: Mapping[str, Any], folder: Path, deep: bool) -> str | None:
@@ -56,4 +66,3 @@ class Corpus(StageKind):
         from benchmark.data.datasets import corpus_record_problem
 
         return corpus_record_problem(dict(meta.get("record", {})), folder)
-

@@ -24,12 +24,22 @@ class Encode(StageKind):
     resumable = True
     device = "gpu"
     counted = (("documents", "corpus", "encoded"),)
-    sources = ("benchmark.formats.checkpoint", "benchmark.formats.documents", "benchmark.formats.query_texts",
-               "benchmark.formats.vectors",
-               "benchmark.model.heads", "benchmark.model.varlen", "benchmark.splade.encoder",
-               "benchmark.splade.forward", "benchmark.splade.impacts", "benchmark.splade.pooling",
-               "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.retrieval.impact_vectors",
-               "benchmark.stages.encode")
+    sources = (
+        "benchmark.formats.checkpoint",
+        "benchmark.formats.documents",
+        "benchmark.formats.query_texts",
+        "benchmark.formats.vectors",
+        "benchmark.model.heads",
+        "benchmark.model.varlen",
+        "benchmark.splade.encoder",
+        "benchmark.splade.forward",
+        "benchmark.splade.impacts",
+        "benchmark.splade.pooling",
+        "benchmark.splade.probe",
+        "benchmark.splade.screens",
+        "benchmark.retrieval.impact_vectors",
+        "benchmark.stages.encode",
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -45,19 +55,31 @@ class Encode(StageKind):
         from benchmark.splade.impacts import QUANT_SCALE
 
         body = "" if config.compile == "none" else f", body compiled ({config.compile})"
-        return (f"max length {config.max_length}, impacts round(w·{QUANT_SCALE}), {config.precision}, "
-                f"{config.attn_implementation} attention{body}")
+        return (
+            f"max length {config.max_length}, impacts round(w·{QUANT_SCALE}), {config.precision}, "
+            f"{config.attn_implementation} attention{body}"
+        )
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> EncodeRecord:
         from benchmark.retrieval.impact_vectors import encode_docs_stage
 
         # the parent is a backbone stage or a train stage: both keep their checkpoint in model/
-        return EncodeRecord.from_json(encode_docs_stage(
-            model_path(inputs.path("model")), inputs.path("corpus"), out, max_length=config.max_length,
-            batch_size=config.batch_size, shard_size=config.shard_size, precision=config.precision,
-            attn_implementation=config.attn_implementation, compile=config.compile, progress=ctx.progress,
-            cluster=getattr(ctx, "cluster", None)))
+        return EncodeRecord.from_json(
+            encode_docs_stage(
+                model_path(inputs.path("model")),
+                inputs.path("corpus"),
+                out,
+                max_length=config.max_length,
+                batch_size=config.batch_size,
+                shard_size=config.shard_size,
+                precision=config.precision,
+                attn_implementation=config.attn_implementation,
+                compile=config.compile,
+                progress=ctx.progress,
+                cluster=getattr(ctx, "cluster", None),
+            )
+        )
 
     @classmethod
     def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:
@@ -68,9 +90,11 @@ class Encode(StageKind):
         from benchmark.formats.vectors import SHARD_GLOB, SHARDS
 
         folder, documents = out / SHARDS, inputs.record("corpus", CorpusRecord).documents
-        pairs = [(p.stat().st_size, p.with_suffix(".stats.npz").stat().st_size)
-                 for p in (folder.glob(SHARD_GLOB) if folder.is_dir() else ())
-                 if p.with_suffix(".stats.npz").is_file()]
+        pairs = [
+            (p.stat().st_size, p.with_suffix(".stats.npz").stat().st_size)
+            for p in (folder.glob(SHARD_GLOB) if folder.is_dir() else ())
+            if p.with_suffix(".stats.npz").is_file()
+        ]
         if not pairs or not documents:
             return None
         per_shard = sum(a + b for a, b in pairs) / len(pairs)

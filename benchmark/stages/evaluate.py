@@ -19,8 +19,15 @@ class Evaluate(StageKind):
     Record = EvaluateRecord
     parents = ("run", "topics", "corpus")
     counted = (("queries", "topics", "evaluated"),)
-    sources = ("benchmark.common.idset", "benchmark.formats.documents", "benchmark.formats.perquery", "benchmark.formats.qrels",
-               "benchmark.formats.trec_run", "benchmark.evaluation.measures", "benchmark.stages.evaluate")
+    sources = (
+        "benchmark.common.idset",
+        "benchmark.formats.documents",
+        "benchmark.formats.perquery",
+        "benchmark.formats.qrels",
+        "benchmark.formats.trec_run",
+        "benchmark.evaluation.measures",
+        "benchmark.stages.evaluate",
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -34,8 +41,11 @@ class Evaluate(StageKind):
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> EvaluateRecord:
         from benchmark.evaluation.measures import evaluate_stage
 
-        return EvaluateRecord.from_json(evaluate_stage(Path(inputs.path("run")) / RUN, inputs.path("topics"),
-                                                       inputs.path("corpus"), list(config.measures), out))
+        return EvaluateRecord.from_json(
+            evaluate_stage(
+                Path(inputs.path("run")) / RUN, inputs.path("topics"), inputs.path("corpus"), list(config.measures), out
+            )
+        )
 
     @classmethod
     def record_problem(cls, meta: Mapping[str, Any], folder: Path, deep: bool) -> str | None:

@@ -42,8 +42,13 @@ class Index(StageKind):
     VERSION = 1
     Record = IndexRecord
     parents = ("source",)
-    sources = ("benchmark.formats.documents", "benchmark.formats.lucene_index", "benchmark.formats.vectors",
-               "benchmark.retrieval.lucene", "benchmark.stages.index")
+    sources = (
+        "benchmark.formats.documents",
+        "benchmark.formats.lucene_index",
+        "benchmark.formats.vectors",
+        "benchmark.retrieval.lucene",
+        "benchmark.stages.index",
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -91,10 +96,12 @@ class Index(StageKind):
         if not documents or empty < documents:
             return None
         if index_type == "impact":
-            return (f"all {documents} documents encoded to empty vectors in {folder} (every impact rounds to 0 when "
-                    "quantised): the model is collapsed or its MLM head is scaled out of range (a "
-                    "--rescale-factor far from 1); use a factor nearer 1, or train it with a recipe that does not "
-                    "collapse")
+            return (
+                f"all {documents} documents encoded to empty vectors in {folder} (every impact rounds to 0 when "
+                "quantised): the model is collapsed or its MLM head is scaled out of range (a "
+                "--rescale-factor far from 1); use a factor nearer 1, or train it with a recipe that does not "
+                "collapse"
+            )
         return f"all {documents} documents of {folder} have no text; the corpus has nothing to index"
 
     @classmethod

@@ -19,12 +19,22 @@ class Queries(StageKind):
     parents = ("model", "topics")
     device = "gpu"
     counted = (("queries", "topics", "encoded"),)
-    sources = ("benchmark.formats.checkpoint", "benchmark.formats.documents", "benchmark.formats.query_texts",
-               "benchmark.formats.vectors",
-               "benchmark.model.heads", "benchmark.model.varlen", "benchmark.splade.encoder",
-               "benchmark.splade.forward", "benchmark.splade.impacts", "benchmark.splade.pooling",
-               "benchmark.splade.probe", "benchmark.splade.screens", "benchmark.retrieval.impact_vectors",
-               "benchmark.stages.queries")
+    sources = (
+        "benchmark.formats.checkpoint",
+        "benchmark.formats.documents",
+        "benchmark.formats.query_texts",
+        "benchmark.formats.vectors",
+        "benchmark.model.heads",
+        "benchmark.model.varlen",
+        "benchmark.splade.encoder",
+        "benchmark.splade.forward",
+        "benchmark.splade.impacts",
+        "benchmark.splade.pooling",
+        "benchmark.splade.probe",
+        "benchmark.splade.screens",
+        "benchmark.retrieval.impact_vectors",
+        "benchmark.stages.queries",
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -37,14 +47,24 @@ class Queries(StageKind):
     def describe(cls, config: Config) -> str:
         from benchmark.splade.impacts import QUANT_SCALE
 
-        return (f"max length {config.max_length}, impacts round(w·{QUANT_SCALE}), {config.precision}, "
-                f"{config.attn_implementation} attention")
+        return (
+            f"max length {config.max_length}, impacts round(w·{QUANT_SCALE}), {config.precision}, "
+            f"{config.attn_implementation} attention"
+        )
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> QueriesRecord:
         from benchmark.retrieval.impact_vectors import encode_queries_stage
 
-        return QueriesRecord.from_json(encode_queries_stage(
-            model_path(inputs.path("model")), inputs.path("topics"), out, max_length=config.max_length,
-            batch_size=config.batch_size, precision=config.precision, attn_implementation=config.attn_implementation,
-            progress=ctx.progress))
+        return QueriesRecord.from_json(
+            encode_queries_stage(
+                model_path(inputs.path("model")),
+                inputs.path("topics"),
+                out,
+                max_length=config.max_length,
+                batch_size=config.batch_size,
+                precision=config.precision,
+                attn_implementation=config.attn_implementation,
+                progress=ctx.progress,
+            )
+        )

@@ -49,9 +49,11 @@ class StageRecord:
         """The record of ``data`` (a config.json's ``"record"``, or what a kind's domain code returned)."""
         data = cls.upgrade(dict(data), version)
         names = cls.keys()
-        return cls(**{k: data[k] for k in names if k in data},
-                   details={k: v for k, v in data.items() if k not in names},
-                   absent=frozenset(k for k in names if k not in data))
+        return cls(
+            **{k: data[k] for k in names if k in data},
+            details={k: v for k, v in data.items() if k not in names},
+            absent=frozenset(k for k in names if k not in data),
+        )
 
     def recorded(self, key: str) -> Any:
         """The value of ``key`` as recorded; None where the record has no such key (a record of an earlier
@@ -102,8 +104,16 @@ class TriplesRecord(StageRecord):
 
 
 #: the statistics a head snapshot records, each as ``<name>_before`` and ``<name>_after``
-SNAPSHOT = ("params", "tied", "head_norm", "projection_scale", "projection_norm", "bias_norm", "head_gain",
-            "embedding_norm")
+SNAPSHOT = (
+    "params",
+    "tied",
+    "head_norm",
+    "projection_scale",
+    "projection_norm",
+    "bias_norm",
+    "head_gain",
+    "embedding_norm",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,10 +172,17 @@ class BackboneRecord(StageRecord):
         """How the head was rescaled, in the words of the tables (``benchmark.model.rescale.rescale_tag``)."""
         from benchmark.model.rescale import rescale_tag
 
-        return rescale_tag(self.method, self.factor, self.mode, match_stat=self.match_stat,
-                           stat_before=self.stat_before, stat_after=self.stat_after,
-                           params_added=(self.params_after or 0) - (self.params_before or 0),
-                           embedding_scale_median=self.embedding_scale_median, encoder_drift=self.encoder_drift)
+        return rescale_tag(
+            self.method,
+            self.factor,
+            self.mode,
+            match_stat=self.match_stat,
+            stat_before=self.stat_before,
+            stat_after=self.stat_after,
+            params_added=(self.params_after or 0) - (self.params_before or 0),
+            embedding_scale_median=self.embedding_scale_median,
+            encoder_drift=self.encoder_drift,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,8 +207,12 @@ class TrainRecord(StageRecord):
         # Train VERSION 1 wrote status ("ok" or "collapsed") and collapse_*; its detector always stopped the run.
         if "outcome" not in data:
             collapsed = data.get("status") == "collapsed"
-            data.update(outcome="collapsed" if collapsed else "ok", outcome_reason=data.get("collapse_reason"),
-                        outcome_step=data.get("collapse_step"), outcome_detail=data.get("collapse_detail"))
+            data.update(
+                outcome="collapsed" if collapsed else "ok",
+                outcome_reason=data.get("collapse_reason"),
+                outcome_step=data.get("collapse_step"),
+                outcome_detail=data.get("collapse_detail"),
+            )
             data.setdefault("stopped_early", collapsed)
         return data
 
@@ -258,9 +279,17 @@ class EvaluateRecord(StageRecord):
 
 #: stage kind name → its record type
 RECORDS: dict[str, type[StageRecord]] = {
-    "topics": TopicsRecord, "corpus": CorpusRecord, "triples": TriplesRecord, "backbone": BackboneRecord,
-    "train": TrainRecord, "encode": EncodeRecord, "queries": QueriesRecord, "index": IndexRecord,
-    "search": SearchRecord, "runfile": RunFileRecord, "evaluate": EvaluateRecord,
+    "topics": TopicsRecord,
+    "corpus": CorpusRecord,
+    "triples": TriplesRecord,
+    "backbone": BackboneRecord,
+    "train": TrainRecord,
+    "encode": EncodeRecord,
+    "queries": QueriesRecord,
+    "index": IndexRecord,
+    "search": SearchRecord,
+    "runfile": RunFileRecord,
+    "evaluate": EvaluateRecord,
 }
 
 
@@ -270,8 +299,10 @@ def parse(meta: Mapping[str, Any], as_type: type[R]) -> R:
     kind = str(meta.get("kind", ""))
     record_type = RECORDS.get(kind, as_type)
     if not issubclass(record_type, as_type):
-        raise TypeError(f"stage {meta.get('id')} is a {kind} stage, whose record is a {record_type.__name__}, "
-                        f"not a {as_type.__name__}")
+        raise TypeError(
+            f"stage {meta.get('id')} is a {kind} stage, whose record is a {record_type.__name__}, "
+            f"not a {as_type.__name__}"
+        )
     record = record_type.from_json(meta.get("record") or {}, meta.get("version"))
     assert isinstance(record, as_type)
     return record

@@ -17,8 +17,15 @@ class RunFile(StageKind):
     VERSION = 1
     Record = RunFileRecord
     parents = ("topics", "corpus")
-    sources = ("benchmark.common.idset", "benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.trec_run", "benchmark.data.datasets",
-               "benchmark.evaluation.external_runs", "benchmark.stages.runfile")
+    sources = (
+        "benchmark.common.idset",
+        "benchmark.common.snapshot",
+        "benchmark.formats.documents",
+        "benchmark.formats.trec_run",
+        "benchmark.data.datasets",
+        "benchmark.evaluation.external_runs",
+        "benchmark.stages.runfile",
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -38,7 +45,9 @@ class RunFile(StageKind):
         recorded = (meta.get("outputs") or {}).get(RUN, [None, None])[1]
         planned = (meta.get("external") or {}).get("content")
         if recorded and planned and recorded != planned:
-            return f"its {RUN} is not the run file its id was computed from (sha256 {recorded[:16]}, id's {planned[:16]})"
+            return (
+                f"its {RUN} is not the run file its id was computed from (sha256 {recorded[:16]}, id's {planned[:16]})"
+            )
         return None
 
     @classmethod
@@ -52,5 +61,12 @@ class RunFile(StageKind):
         from benchmark.formats.documents import docids_path, iter_docids
 
         dataset = inputs.record("topics", TopicsRecord).dataset or "the dataset"
-        return RunFileRecord.from_json(materialise_run(Path(config.path), IdSet(iter_docids(docids_path(inputs.path("corpus")))),
-                                                       dataset, out, inputs.external.get("content")))
+        return RunFileRecord.from_json(
+            materialise_run(
+                Path(config.path),
+                IdSet(iter_docids(docids_path(inputs.path("corpus")))),
+                dataset,
+                out,
+                inputs.external.get("content"),
+            )
+        )

@@ -34,9 +34,15 @@ class Search(StageKind):
     optional_parents = ("docs",)  # impact search: the encode stage, for FLOPS
     light_parents = ("docs",)  # its record and df.npy: shards dropped by --keep indexed are not needed
     counted = (("queries", "queries", "searched"),)
-    sources = ("benchmark.formats.lucene_index", "benchmark.formats.query_texts", "benchmark.formats.trec_run",
-               "benchmark.formats.vectors", "benchmark.retrieval.flops", "benchmark.retrieval.lucene",
-               "benchmark.stages.search")
+    sources = (
+        "benchmark.formats.lucene_index",
+        "benchmark.formats.query_texts",
+        "benchmark.formats.trec_run",
+        "benchmark.formats.vectors",
+        "benchmark.retrieval.flops",
+        "benchmark.retrieval.lucene",
+        "benchmark.stages.search",
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -51,8 +57,11 @@ class Search(StageKind):
     @classmethod
     def describe(cls, config: Config) -> str:
         bm25 = f" k1={config.k1} b={config.b}" if config.k1 is not None else ""
-        return (f"top-{config.k}{bm25}" + (", self-hits removed" if config.remove_query else "")
-                + (", exact past 2^24" if config.exact else ""))
+        return (
+            f"top-{config.k}{bm25}"
+            + (", self-hits removed" if config.remove_query else "")
+            + (", exact past 2^24" if config.exact else "")
+        )
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> SearchRecord:
@@ -69,21 +78,31 @@ class Search(StageKind):
             bm25 = {"k1": config.k1, "b": config.b}  # a plan always sets both; left out, Pyserini's defaults
 
             def search(batch: dict[str, Any]) -> Hits:
-                return lucene.bm25_search(index, batch, k=config.k, threads=ctx.threads, timing=timing,
-                                          **{k: v for k, v in bm25.items() if v is not None})
+                return lucene.bm25_search(
+                    index,
+                    batch,
+                    k=config.k,
+                    threads=ctx.threads,
+                    timing=timing,
+                    **{k: v for k, v in bm25.items() if v is not None},
+                )
         else:
             queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
 
             def search(batch: dict[str, Any]) -> Hits:
                 return lucene.impact_search(index, batch, k=config.k, threads=ctx.threads, timing=timing)
-        shards = (sorted((Path(inputs.path("docs")) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
-                  if config.exact and "docs" in inputs else [])
+
+        shards = (
+            sorted((Path(inputs.path("docs")) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
+            if config.exact and "docs" in inputs
+            else []
+        )
         removed = without_hits = past = rescored = 0
         qids = list(queries)
         # the run is written a batch of queries at a time: an MS MARCO run (7M hits) is never held whole
         with atomic_write(out / RUN) as fh:
             for start in range(0, len(qids), BATCH):
-                hits = search({q: queries[q] for q in qids[start:start + BATCH]})
+                hits = search({q: queries[q] for q in qids[start : start + BATCH]})
                 if index_type != "bm25":
                     past += len(lucene.past_float32(hits))
                     if shards:  # sums past 2**24 come back rounded: exact integers again
@@ -98,9 +117,14 @@ class Search(StageKind):
                 without_hits += sum(1 for v in hits.values() if not v)
                 fh.write(format_run(hits))
         kill_points.point("search:written")
-        record: dict[str, Any] = {"type": index_type, "queries": len(queries), "k": config.k,
-                                  "removed_self_hits": removed, "queries_without_hits": without_hits,
-                                  "lucene_s": round(timing.get("lucene_s", 0.0), 3)}
+        record: dict[str, Any] = {
+            "type": index_type,
+            "queries": len(queries),
+            "k": config.k,
+            "removed_self_hits": removed,
+            "queries_without_hits": without_hits,
+            "lucene_s": round(timing.get("lucene_s", 0.0), 3),
+        }
         if index_type != "bm25":
             record["queries_past_float32"] = past
             record["queries_rescored_exactly"] = rescored if config.exact and "docs" in inputs else 0
@@ -108,8 +132,16 @@ class Search(StageKind):
             from benchmark.retrieval.flops import flops
 
             docs, query_rec = inputs.record("docs", EncodeRecord), inputs.record("queries", QueriesRecord)
-            record.update({"doc_nnz": docs.doc_nnz, "query_nnz": query_rec.query_nnz,
-                           "FLOPS": flops(vectors.read_counts(Path(inputs.path("docs")) / vectors.DF), docs.documents,
-                                          vectors.read_counts(Path(inputs.path("queries")) / vectors.QF),
-                                          query_rec.queries)})
+            record.update(
+                {
+                    "doc_nnz": docs.doc_nnz,
+                    "query_nnz": query_rec.query_nnz,
+                    "FLOPS": flops(
+                        vectors.read_counts(Path(inputs.path("docs")) / vectors.DF),
+                        docs.documents,
+                        vectors.read_counts(Path(inputs.path("queries")) / vectors.QF),
+                        query_rec.queries,
+                    ),
+                }
+            )
         return SearchRecord.from_json(record)

@@ -81,8 +81,9 @@ def files_problem(folder: Path | str, meta: Mapping[str, Any], hashes: bool = Tr
 
             if sha256_file(path) != digest:
                 return f"{rel} differs from its recorded sha256"
-    extra = sorted(rel for rel in output_files(folder, hashes=False)
-                   if rel not in outputs and rel.split("/")[0] not in dropped)
+    extra = sorted(
+        rel for rel in output_files(folder, hashes=False) if rel not in outputs and rel.split("/")[0] not in dropped
+    )
     if extra:
         more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
         return f"it holds {extra[0]}{more}, which it did not record"
@@ -227,8 +228,10 @@ class Stage:
         missing = [r for r in self.kind.parents if r not in self.parents]
         extra = [r for r in self.parents if r not in (*self.kind.parents, *self.kind.optional_parents)]
         if missing or extra:
-            raise TypeError(f"{self.kind.name} stage: parents {sorted(self.parents)}; needs {self.kind.parents}"
-                            f" (optional {self.kind.optional_parents})")
+            raise TypeError(
+                f"{self.kind.name} stage: parents {sorted(self.parents)}; needs {self.kind.parents}"
+                f" (optional {self.kind.optional_parents})"
+            )
 
     @property
     def name(self) -> str:
@@ -242,10 +245,13 @@ class Stage:
         """What the id hashes (label fields left out; config.json records the config in full)."""
         cached = self.__dict__.get("_payload")
         if cached is None:
-            cached = {"kind": self.kind.name, "version": self.kind.VERSION,
-                      "config": _config_dict(self.config, labels=False),
-                      "external": self.kind.external(self.config),
-                      "parents": {role: p.id for role, p in sorted(self.parents.items())}}
+            cached = {
+                "kind": self.kind.name,
+                "version": self.kind.VERSION,
+                "config": _config_dict(self.config, labels=False),
+                "external": self.kind.external(self.config),
+                "parents": {role: p.id for role, p in sorted(self.parents.items())},
+            }
             object.__setattr__(self, "_payload", cached)
         return cached
 
@@ -301,8 +307,14 @@ class Store:
             (default: ``$BENCHMARK_CLAIM_TTL``, else ``benchmark.stages.claims.DEFAULT_TTL``).
     """
 
-    def __init__(self, root: Path | str, force: bool = False, verify: bool = False,
-                 log: Callable[[str], None] = print, claim_ttl: float | None = None) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        force: bool = False,
+        verify: bool = False,
+        log: Callable[[str], None] = print,
+        claim_ttl: float | None = None,
+    ) -> None:
         from benchmark.stages.claims import Claims
 
         self.root = Path(root)
@@ -342,8 +354,12 @@ class Store:
 
         if not self.root.is_dir():
             return []
-        return [name for kind in sorted(self.root.iterdir()) if kind.is_dir() and not kind.name.startswith(".")
-                for name in sweep_leftovers(kind)]
+        return [
+            name
+            for kind in sorted(self.root.iterdir())
+            if kind.is_dir() and not kind.name.startswith(".")
+            for name in sweep_leftovers(kind)
+        ]
 
     def path(self, stage: StageView) -> Path:
         return self.root / stage.name / stage.id
@@ -523,14 +539,17 @@ class Store:
             "status": COMPLETE,
         }
         parents = {role: self.load(p) for role, p in stage.parents.items()}
-        problem = stage.kind.consistent(parse(meta, StageRecord),
-                                        {r: parse(m, StageRecord) for r, m in parents.items() if m is not None})
+        problem = stage.kind.consistent(
+            parse(meta, StageRecord), {r: parse(m, StageRecord) for r, m in parents.items() if m is not None}
+        )
         if problem and not self.verify:
             raise BenchmarkError(f"{stage.id}: {problem}; its inputs are inconsistent — rerun with --verify")
         if problem:  # --verify checked its inputs' files and records and found nothing: the counting rules disagree
-            raise BenchmarkError(f"{stage.id}: {problem}, and --verify found the files and records of its inputs intact: "
-                                 "the two stages count by different rules, which no rerun mends; this is a fault of the "
-                                 "harness, not of the data: report this line")
+            raise BenchmarkError(
+                f"{stage.id}: {problem}, and --verify found the files and records of its inputs intact: "
+                "the two stages count by different rules, which no rerun mends; this is a fault of the "
+                "harness, not of the data: report this line"
+            )
         write_json(partial / CONFIG, meta)
         kill_points.point("stage:publish")
         claim.check()  # a holder declared dead meanwhile must not publish over its successor

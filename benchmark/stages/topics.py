@@ -14,8 +14,14 @@ class Topics(StageKind):
     name = "topics"
     VERSION = 1
     Record = TopicsRecord
-    sources = ("benchmark.common.snapshot", "benchmark.formats.documents", "benchmark.formats.qrels", "benchmark.formats.query_texts",
-               "benchmark.data.datasets", "benchmark.stages.topics")
+    sources = (
+        "benchmark.common.snapshot",
+        "benchmark.formats.documents",
+        "benchmark.formats.qrels",
+        "benchmark.formats.query_texts",
+        "benchmark.data.datasets",
+        "benchmark.stages.topics",
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -38,6 +44,6 @@ class Topics(StageKind):
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> TopicsRecord:
         from benchmark.data.datasets import materialise_topics
 
-        return TopicsRecord.from_json(materialise_topics(config.dataset, out, config.max_queries, config.seed,
-                                                         inputs.external.get("content")))
-
+        return TopicsRecord.from_json(
+            materialise_topics(config.dataset, out, config.max_queries, config.seed, inputs.external.get("content"))
+        )

@@ -26,12 +26,24 @@ class Train(StageKind):
     parents = ("init", "triples")
     resumable = True
     device = "gpu"
-    sources = ("benchmark.formats.checkpoint", "benchmark.formats.json_lines", "benchmark.formats.triples",
-               "benchmark.model.heads", "benchmark.splade.impacts",
-               "benchmark.training.detector", "benchmark.training.dev", "benchmark.training.examples",
-               "benchmark.training.loop", "benchmark.training.losses", "benchmark.training.max_pool",
-               "benchmark.training.outcomes", "benchmark.training.ray_cluster", "benchmark.training.recipe",
-               "benchmark.training.telemetry", "benchmark.stages.train")
+    sources = (
+        "benchmark.formats.checkpoint",
+        "benchmark.formats.json_lines",
+        "benchmark.formats.triples",
+        "benchmark.model.heads",
+        "benchmark.splade.impacts",
+        "benchmark.training.detector",
+        "benchmark.training.dev",
+        "benchmark.training.examples",
+        "benchmark.training.loop",
+        "benchmark.training.losses",
+        "benchmark.training.max_pool",
+        "benchmark.training.outcomes",
+        "benchmark.training.ray_cluster",
+        "benchmark.training.recipe",
+        "benchmark.training.telemetry",
+        "benchmark.stages.train",
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -42,8 +54,9 @@ class Train(StageKind):
 
         def __post_init__(self) -> None:
             if isinstance(self.recipe, Mapping):  # the recipe as data (a plan's, a script's)
-                object.__setattr__(self, "recipe", from_dict(Recipe, dict(self.recipe),
-                                                             f"recipe {self.recipe.get('name')!r}"))
+                object.__setattr__(
+                    self, "recipe", from_dict(Recipe, dict(self.recipe), f"recipe {self.recipe.get('name')!r}")
+                )
 
     @classmethod
     def describe(cls, config: Config) -> str:
@@ -64,5 +77,12 @@ def train(config: Train.Config, inputs: Inputs, out: Path, progress: bool) -> di
     from benchmark.formats.triples import triples_path
     from benchmark.training.loop import train_splade
 
-    return train_splade(model_path(inputs.path("init")), triples_path(inputs.path("triples")), config.recipe, out,
-                        seed=config.seed, progress=progress, overrides=config.overrides or None)
+    return train_splade(
+        model_path(inputs.path("init")),
+        triples_path(inputs.path("triples")),
+        config.recipe,
+        out,
+        seed=config.seed,
+        progress=progress,
+        overrides=config.overrides or None,
+    )

@@ -16,10 +16,16 @@ class Triples(StageKind):
     VERSION = 2  # 2: Hugging Face triples joined to their corpus and queries subsets
     Record = TriplesRecord
     optional_parents = ("topics", "corpus", "run")  # BM25 mining: the training topics, their corpus, a BM25 run
-    sources = ("benchmark.formats.documents", "benchmark.formats.json_lines", "benchmark.formats.qrels",
-               "benchmark.formats.query_texts", "benchmark.formats.trec_run", "benchmark.formats.triples",
-               "benchmark.data.negatives",
-               "benchmark.stages.triples")
+    sources = (
+        "benchmark.formats.documents",
+        "benchmark.formats.json_lines",
+        "benchmark.formats.qrels",
+        "benchmark.formats.query_texts",
+        "benchmark.formats.trec_run",
+        "benchmark.formats.triples",
+        "benchmark.data.negatives",
+        "benchmark.stages.triples",
+    )
 
     @dataclass(frozen=True)
     class Config:

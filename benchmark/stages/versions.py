@@ -31,8 +31,11 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
             first = body[0] if body else None
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-                    and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 node.body = body[1:] or [ast.Pass()]
     return tree
 
@@ -71,20 +74,29 @@ def problems() -> list[str]:
         if old is None:
             out.append(f"stage kind {name!r} is not in {LOCK.name}; run `python -m benchmark.stages.versions --lock`")
         elif old["source"] != entry["source"] and old["version"] == entry["version"]:
-            out.append(f"the code of stage kind {name!r} changed but its VERSION is still {entry['version']}: "
-                       "bump it if its output changes, or run "
-                       f"`python -m benchmark.stages.versions --lock --same-output {name}`")
+            out.append(
+                f"the code of stage kind {name!r} changed but its VERSION is still {entry['version']}: "
+                "bump it if its output changes, or run "
+                f"`python -m benchmark.stages.versions --lock --same-output {name}`"
+            )
         elif old != entry:
-            out.append(f"stage kind {name!r}: {LOCK.name} says {old}, the code {entry}; run "
-                       "`python -m benchmark.stages.versions --lock` to record the bump")
+            out.append(
+                f"stage kind {name!r}: {LOCK.name} says {old}, the code {entry}; run "
+                "`python -m benchmark.stages.versions --lock` to record the bump"
+            )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmark.stages.versions", description=__doc__.split("\n\n")[0])
     p.add_argument("--lock", action="store_true", help="record the current versions and digests")
-    p.add_argument("--same-output", action="append", default=[], metavar="KIND",
-                   help="accept a code change of KIND without a bump (its output is unchanged)")
+    p.add_argument(
+        "--same-output",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="accept a code change of KIND without a bump (its output is unchanged)",
+    )
     args = p.parse_args(argv)
     lock, now = locked(), current()
     if not args.lock:
@@ -95,8 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         old = lock.get(name)
         changed = old and old["source"] != entry["source"] and old["version"] == entry["version"]
         if changed and name not in args.same_output:
-            print(f"refusing: {name!r} changed without a VERSION bump; bump it or pass --same-output {name}",
-                  file=sys.stderr)
+            print(
+                f"refusing: {name!r} changed without a VERSION bump; bump it or pass --same-output {name}",
+                file=sys.stderr,
+            )
             return 2
     LOCK.write_text(json.dumps(now, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {LOCK}")

@@ -21,7 +21,6 @@ MAX_K = 2**31 - 1
 PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}$")
 
 
-
 #: training seeds go to numpy's RandomState (transformers.set_seed), which takes 0 ≤ seed < 2**32
 MAX_SEED = 2**32 - 1
 
@@ -152,8 +151,12 @@ class Expected:
     backbone: str = ""  # for published: the model as the run names it, or a local folder's name
     variant: str = ""
     trained: bool | None = None  # None: whichever exists (an error if both do)
-    max_docs: int | None = bounded(None, ge=1, hint="the --max-docs the value was measured with; leave it out for the full corpus")
-    max_queries: int | None = bounded(None, ge=1, hint="the --max-queries the value was measured with; leave it out for every query")
+    max_docs: int | None = bounded(
+        None, ge=1, hint="the --max-docs the value was measured with; leave it out for the full corpus"
+    )
+    max_queries: int | None = bounded(
+        None, ge=1, hint="the --max-queries the value was measured with; leave it out for every query"
+    )
     collapsed: bool = False
     source: str = ""  # where the number comes from (a paper, 2CR with its address, a measured run)
 
@@ -179,7 +182,9 @@ class Suite:
     published: Published | None = None
     encode: Encode = field(default_factory=Encode)
     k: int = bounded(1000, ge=1, le=MAX_K, hint="the ranking depth per query, e.g. k = 1000")
-    max_docs: int | None = bounded(None, ge=1, hint="a corpus slice that keeps every judged document; leave it out for the whole corpus")
+    max_docs: int | None = bounded(
+        None, ge=1, hint="a corpus slice that keeps every judged document; leave it out for the whole corpus"
+    )
     max_queries: int | None = bounded(None, ge=1, hint="a query slice; leave it out for every judged query")
     optional_datasets: list[str] = field(default_factory=list)
     # group name → member datasets, reported as one column averaged over its members (CQADupStack)
@@ -226,13 +231,15 @@ class Suite:
         """Cross-references that types alone cannot check, every one at once."""
         out: list[str] = []
         if not PLAIN_NAME.match(self.name):
-            out.append(f"name = {self.name!r} is not a plain name: it names the results folder <results-dir>/<name>/, so use "
-                       "letters, digits, '.', '_', '+' or '-' (no '/', '\\', '..', '@' or spaces; at most 100 characters), "
-                       "e.g. name = \"my-suite\"")
+            out.append(
+                f"name = {self.name!r} is not a plain name: it names the results folder <results-dir>/<name>/, so use "
+                "letters, digits, '.', '_', '+' or '-' (no '/', '\\', '..', '@' or spaces; at most 100 characters), "
+                'e.g. name = "my-suite"'
+            )
         if not self.datasets:
-            out.append("datasets is empty; list at least one, e.g. datasets = [\"beir/scifact/test\"]")
+            out.append('datasets is empty; list at least one, e.g. datasets = ["beir/scifact/test"]')
         if not self.measures:
-            out.append("measures is empty; list at least one ir_measures string, e.g. measures = [\"nDCG@10\"]")
+            out.append('measures is empty; list at least one ir_measures string, e.g. measures = ["nDCG@10"]')
         for d, ms in self.dataset_measures.items():
             if not ms:
                 out.append(f"dataset_measures.{d!r} is empty; list its measures or remove the entry")
@@ -240,20 +247,27 @@ class Suite:
             from benchmark.retrieval.lucene import MAX_EXACT_K
 
             if self.k > MAX_EXACT_K:
-                out.append(f"k = {self.k} is above {MAX_EXACT_K}, the deepest impact search whose scores stay the exact "
-                           f"integer dot products (Anserini's tie offsets); set k <= {MAX_EXACT_K}, e.g. k = 1000")
+                out.append(
+                    f"k = {self.k} is above {MAX_EXACT_K}, the deepest impact search whose scores stay the exact "
+                    f"integer dot products (Anserini's tie offsets); set k <= {MAX_EXACT_K}, e.g. k = 1000"
+                )
         if self.splade is not None:
             if not self.splade.backbones:
-                out.append("splade.backbones is empty; list at least one, e.g. backbones = [\"bert-tiny\"]")
+                out.append('splade.backbones is empty; list at least one, e.g. backbones = ["bert-tiny"]')
             if not self.splade.seeds:
                 out.append("splade.seeds is empty; list at least one training seed, e.g. seeds = [42]")
             out.extend(p for s in self.splade.seeds if (p := seed_problem(s, "splade.seeds")))
             for f in self.splade.sweep:
                 if not (math.isfinite(f) and f > 0):
-                    out.append(f"splade.sweep has {f!r}; sweep factors are positive finite numbers, e.g. sweep = [0.5, 2.0]")
+                    out.append(
+                        f"splade.sweep has {f!r}; sweep factors are positive finite numbers, e.g. sweep = [0.5, 2.0]"
+                    )
             for k in self.splade.k_grid:
                 if not (math.isfinite(k) and k > 0):
-                    out.append(f"splade.k_grid has {k!r}; k is a positive finite number (α = 1/k), e.g. k_grid = [1, 2, 4, 8, 16, 32]")
+                    out.append(
+                        f"splade.k_grid has {k!r}; k is a positive finite number (α = 1/k), e.g. k_grid = [1, 2, 4, "
+                        f"8, 16, 32]"
+                    )
             rs = self.splade.rescale
             if rs.k is not None and not (math.isfinite(rs.k) and rs.k > 0):
                 out.append(f"splade.rescale.k = {rs.k!r}; k is a positive finite number (α = 1/k), e.g. k = 16")
@@ -266,18 +280,26 @@ class Suite:
                     out.append(f"splade.extra_variants[{v.name!r}].method = {v.method!r}; valid: {', '.join(METHODS)}")
             for v in self.splade.extra_variants:
                 if v.factor is not None and not (math.isfinite(v.factor) and v.factor > 0):
-                    out.append(f"splade.extra_variants[{v.name!r}].factor = {v.factor!r} must be a positive finite number "
-                               "(or left out for the head as pretrained)")
+                    out.append(
+                        f"splade.extra_variants[{v.name!r}].factor = {v.factor!r} must be a positive finite number "
+                        "(or left out for the head as pretrained)"
+                    )
         if self.published is not None and not self.published.models:
-            out.append("published.models is empty; list at least one, e.g. models = [\"naver/splade-v3\"]")
+            out.append('published.models is empty; list at least one, e.g. models = ["naver/splade-v3"]')
         known = set(self.known_datasets())
         measures = set(self.all_measures())
         for group, members in self.groups.items():
             if not members:
                 out.append(f"groups.{group!r} is empty; list its member datasets")
-        for where, name in [("table.measure", self.table.measure), *[(f"table.measure_for.{d!r}", m) for d, m in self.table.measure_for.items()]]:
+        for where, name in [
+            ("table.measure", self.table.measure),
+            *[(f"table.measure_for.{d!r}", m) for d, m in self.table.measure_for.items()],
+        ]:
             if name is not None and name not in measures:
-                out.append(f"{where} = {name!r} is not one of the suite's measures ({', '.join(self.all_measures())}); add it to measures")
+                out.append(
+                    f"{where} = {name!r} is not one of the suite's measures ({', '.join(self.all_measures())}); add "
+                    f"it to measures"
+                )
         refs = [(f"table.measure_for.{d!r}", d) for d in self.table.measure_for]
         refs += [(f"dataset_measures.{d!r}", d) for d in self.dataset_measures]
         refs += [(f"table.averages[{a.name!r}]", d) for a in self.table.averages for d in a.datasets]
@@ -290,8 +312,10 @@ class Suite:
             if e.system not in SYSTEMS:
                 out.append(f"expected[{i}].system = {e.system!r}; valid: {', '.join(SYSTEMS)}")
             if not e.collapsed and (e.value is None or e.measure not in self.measures_of(e.dataset)):
-                out.append(f"expected[{i}] needs measure (one of {', '.join(self.measures_of(e.dataset))}) and value, "
-                           "or collapsed = true")
+                out.append(
+                    f"expected[{i}] needs measure (one of {', '.join(self.measures_of(e.dataset))}) and value, "
+                    "or collapsed = true"
+                )
             if e.tolerance < 0 or (e.okish is not None and e.okish < e.tolerance):
                 out.append(f"expected[{i}]: need 0 <= tolerance <= okish")
         if self.resources:
@@ -302,8 +326,10 @@ class Suite:
         if self.table.digits < 1 or not 0 < self.table.alpha < 1:
             out.append("table.digits must be >= 1 and table.alpha in (0, 1)")
         if self.table.reference and self.splade is not None and self.table.reference not in self.splade.backbones:
-            out.append(f"table.reference = {self.table.reference!r} is not one of splade.backbones "
-                       f"({', '.join(self.splade.backbones)}); name the BERT reference's backbone or leave it out")
+            out.append(
+                f"table.reference = {self.table.reference!r} is not one of splade.backbones "
+                f"({', '.join(self.splade.backbones)}); name the BERT reference's backbone or leave it out"
+            )
         from benchmark.model.varlen import NAME as VARLEN
         from benchmark.splade.encoder import PRECISIONS
         from benchmark.training.recipe import ATTN_IMPLEMENTATIONS
@@ -312,13 +338,17 @@ class Suite:
             out.append(f"encode.precision = {self.encode.precision!r}; valid: {', '.join(PRECISIONS)}")
         attention = (*ATTN_IMPLEMENTATIONS, VARLEN)
         if self.encode.attn_implementation not in attention:
-            out.append(f"encode.attn_implementation = {self.encode.attn_implementation!r}; valid: "
-                       f"{', '.join(attention)} ({VARLEN!r}: ModernBERT documents packed without padding)")
+            out.append(
+                f"encode.attn_implementation = {self.encode.attn_implementation!r}; valid: "
+                f"{', '.join(attention)} ({VARLEN!r}: ModernBERT documents packed without padding)"
+            )
         from benchmark.retrieval.impact_vectors import COMPILERS
 
         if self.encode.compile not in COMPILERS:
-            out.append(f"encode.compile = {self.encode.compile!r}; valid: {', '.join(COMPILERS)} "
-                       "('inductor': torch.compile of the documents' encoder body)")
+            out.append(
+                f"encode.compile = {self.encode.compile!r}; valid: {', '.join(COMPILERS)} "
+                "('inductor': torch.compile of the documents' encoder body)"
+            )
         return out
 
 
@@ -328,7 +358,9 @@ def resource_value(kind: str, field: str, value: Any, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise BenchmarkError(f"{where}: workers = {value!r} must be a whole number ≥ 1, e.g. workers = 2")
         if kind != "train":
-            raise BenchmarkError(f"{where}: workers applies to train only (data-parallel training); remove it from {kind}")
+            raise BenchmarkError(
+                f"{where}: workers applies to train only (data-parallel training); remove it from {kind}"
+            )
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise BenchmarkError(f"{where}: {field} = {value!r} must be a number ≥ 0")
@@ -376,9 +408,11 @@ def _collision(path: Path, suite: Suite) -> list[str]:
     """
     if suite.name not in suite_names() or _same_file(path, packaged_path(suite.name)):
         return []
-    return [f"name = {suite.name!r} is the name of a packaged suite, and this file is not that suite: its tables would "
-            f"overwrite <results-dir>/{suite.name}/. Give the file its own name (e.g. name = \"{suite.name}-custom\") "
-            f"or run the packaged suite with --suite {suite.name}"]
+    return [
+        f"name = {suite.name!r} is the name of a packaged suite, and this file is not that suite: its tables would "
+        f'overwrite <results-dir>/{suite.name}/. Give the file its own name (e.g. name = "{suite.name}-custom") '
+        f"or run the packaged suite with --suite {suite.name}"
+    ]
 
 
 def canonical_measures(suite: Suite) -> Suite:
@@ -395,15 +429,24 @@ def canonical_measures(suite: Suite) -> Suite:
         return list(dict.fromkeys(norm(n) for n in names))
 
     table = dataclasses.replace(
-        suite.table, measure=None if suite.table.measure is None else norm(suite.table.measure),
-        measure_for={d: norm(m) for d, m in suite.table.measure_for.items()})
+        suite.table,
+        measure=None if suite.table.measure is None else norm(suite.table.measure),
+        measure_for={d: norm(m) for d, m in suite.table.measure_for.items()},
+    )
     expected = [dataclasses.replace(e, measure=norm(e.measure)) if e.measure else e for e in suite.expected]
-    return dataclasses.replace(suite, measures=many(suite.measures), table=table, expected=expected,
-                               dataset_measures={d: many(ms) for d, ms in suite.dataset_measures.items()})
+    return dataclasses.replace(
+        suite,
+        measures=many(suite.measures),
+        table=table,
+        expected=expected,
+        dataset_measures={d: many(ms) for d, ms in suite.dataset_measures.items()},
+    )
 
 
 #: ``[encode] profile = NAME``: shared encode settings, one TOML file each in ``benchmark/suites/encode_profiles/``
-ENCODE_PROFILES: Registry[Path] = Registry("encode profile", fix="Set [encode] profile to one of these, or leave it out")
+ENCODE_PROFILES: Registry[Path] = Registry(
+    "encode profile", fix="Set [encode] profile to one of these, or leave it out"
+)
 for _path in sorted(Path(str(resources.files("benchmark.suites.encode_profiles"))).glob("*.toml")):
     ENCODE_PROFILES.register(_path.stem, _path)
 
@@ -420,8 +463,9 @@ def with_encode_profile(data: dict[str, Any], where: str) -> dict[str, Any]:
     own = dict(encode)
     name = own.pop("profile")
     if not isinstance(name, str):
-        raise BenchmarkError(f"{where}.encode.profile must be a profile name, got {name!r}; valid: "
-                             f"{', '.join(ENCODE_PROFILES)}")
+        raise BenchmarkError(
+            f"{where}.encode.profile must be a profile name, got {name!r}; valid: {', '.join(ENCODE_PROFILES)}"
+        )
     path = ENCODE_PROFILES[name]
     profile = load_toml(path)
     from_dict(Encode, profile, f"encode profile {path.name}")  # its own keys and ranges, named by its file
@@ -435,12 +479,21 @@ def load_suite(name: str, overrides: Sequence[tuple[list[str], Any]] = ()) -> Su
     custom = path.suffix == ".toml" and path.is_file()
     if not custom:
         if name not in suite_names():
-            raise unknown("suite", name, suite_names(), "Pass one of these to --suite, or a path to a suite .toml file "
-                          "(or leave --suite out to run any ir_datasets id given to --datasets)")
+            raise unknown(
+                "suite",
+                name,
+                suite_names(),
+                "Pass one of these to --suite, or a path to a suite .toml file "
+                "(or leave --suite out to run any ir_datasets id given to --datasets)",
+            )
         path = packaged_path(name)
     try:
-        return suite_from_data(apply_overrides(load_toml(path), list(overrides), "suite"), path, custom,
-                               measures_overridden=any(p[0] in MEASURE_KEYS for p, _ in overrides))
+        return suite_from_data(
+            apply_overrides(load_toml(path), list(overrides), "suite"),
+            path,
+            custom,
+            measures_overridden=any(p[0] in MEASURE_KEYS for p, _ in overrides),
+        )
     except BenchmarkError as exc:
         raise with_overrides(exc, list(overrides)) from None
 
@@ -456,8 +509,9 @@ def suite_from_data(data: dict[str, Any], path: Path, custom: bool = True, measu
     data = with_encode_profile(data, path.name)
     suite = canonical_measures(from_dict(Suite, data, str(path.name)))
     if measures_overridden:
-        suite = dataclasses.replace(suite, expected=[e for e in suite.expected if e.collapsed
-                                                     or e.measure in suite.measures_of(e.dataset)])
+        suite = dataclasses.replace(
+            suite, expected=[e for e in suite.expected if e.collapsed or e.measure in suite.measures_of(e.dataset)]
+        )
     if suite.bm25 is None and suite.splade is None and suite.published is None:
         raise BenchmarkError(f"suite file {path.name} defines no system; add a [bm25], [splade] or [published] table")
     problems = suite.problems() + (_collision(path, suite) if custom else [])

@@ -70,12 +70,18 @@ def conventional_measures(dataset: str) -> list[str]:
     return list(dict.fromkeys(normalise_measure(m) for m in [*base, *official_measures(dataset)]))
 
 
-def adhoc_suite_data(datasets: list[str], backbones: list[str] | None,
-                     published: list[str] | None = None) -> dict[str, Any]:
+def adhoc_suite_data(
+    datasets: list[str], backbones: list[str] | None, published: list[str] | None = None
+) -> dict[str, Any]:
     """The TOML document of an ad-hoc suite (``--set`` overrides then apply to it as to a file's)."""
     measures = {d: conventional_measures(d) for d in datasets}
-    systems = ", ".join(["BM25", *(["SPLADE (" + ", ".join(backbones) + ")"] if backbones else []),
-                         *(["published SPLADE (" + ", ".join(published) + ")"] if published else [])])
+    systems = ", ".join(
+        [
+            "BM25",
+            *(["SPLADE (" + ", ".join(backbones) + ")"] if backbones else []),
+            *(["published SPLADE (" + ", ".join(published) + ")"] if published else []),
+        ]
+    )
     data: dict[str, Any] = {
         "name": ADHOC,
         "description": f"{systems} on {', '.join(datasets)}; measures from each dataset's conventions",
@@ -92,8 +98,12 @@ def adhoc_suite_data(datasets: list[str], backbones: list[str] | None,
     return data
 
 
-def load_adhoc(datasets: list[str], backbones: list[str] | None,
-               overrides: Sequence[tuple[list[str], Any]] = (), published: list[str] | None = None) -> Any:
+def load_adhoc(
+    datasets: list[str],
+    backbones: list[str] | None,
+    overrides: Sequence[tuple[list[str], Any]] = (),
+    published: list[str] | None = None,
+) -> Any:
     """The ad-hoc suite of ``datasets``, checked as a suite file is."""
     from benchmark.common.config import apply_overrides, with_overrides
     from benchmark.common.errors import BenchmarkError

@@ -114,19 +114,25 @@ class OutcomeDetector:
         if nnz_q is not None and nnz_d is not None:
             density = max(nnz_q, nnz_d) / self.vocab_size
             if density > self.dense_fraction:
-                held[DENSE] = (f"{max(nnz_q, nnz_d):.1f} indexed terms per vector (query {nnz_q:.1f}, document "
-                               f"{nnz_d:.1f}) > {self.dense_fraction:g} of the {self.vocab_size} vocabulary")
+                held[DENSE] = (
+                    f"{max(nnz_q, nnz_d):.1f} indexed terms per vector (query {nnz_q:.1f}, document "
+                    f"{nnz_d:.1f}) > {self.dense_fraction:g} of the {self.vocab_size} vocabulary"
+                )
         low, cosine = row.get("low_support_q"), row.get("query_cosine")
         if low is not None and low >= SUPPORT_QUERY_FRACTION:
-            held[SUPPORT] = (f"{100 * low:.1f}% of queries have <= {SUPPORT_MAX_TERMS} indexed terms "
-                             f"(>= {100 * SUPPORT_QUERY_FRACTION:g}%)")
+            held[SUPPORT] = (
+                f"{100 * low:.1f}% of queries have <= {SUPPORT_MAX_TERMS} indexed terms "
+                f"(>= {100 * SUPPORT_QUERY_FRACTION:g}%)"
+            )
         elif cosine is not None and cosine > COSINE_MAX:
             held[SUPPORT] = f"different queries share their terms: mean pairwise cosine {cosine:.3f} > {COSINE_MAX:g}"
         if self.loss == "infonce":
             loss, chance = row.get("ranking_loss"), math.log(self.candidates)
             if loss is not None and loss >= CHANCE_FRACTION * chance:
-                held[CHANCE] = (f"in-batch InfoNCE {loss:.3f} >= {CHANCE_FRACTION:g} x ln({self.candidates}) = "
-                                f"{CHANCE_FRACTION * chance:.3f} (chance level)")
+                held[CHANCE] = (
+                    f"in-batch InfoNCE {loss:.3f} >= {CHANCE_FRACTION:g} x ln({self.candidates}) = "
+                    f"{CHANCE_FRACTION * chance:.3f} (chance level)"
+                )
         else:
             r2 = row.get("r2")
             if r2 is not None and r2 <= 0:
@@ -207,14 +213,23 @@ def published_drop(dev_rows: Sequence[dict[str, Any]], step: int) -> DevDrop | N
 def recovered(detector: OutcomeDetector, published_row: dict[str, Any] | None) -> bool:
     """Whether a fired collapse trigger no longer holds on the published checkpoint's armed row (never
     for a non-finite step, which stops training)."""
-    if detector.reason is None or NON_FINITE in detector.fired or published_row is None or not detector.armed(published_row):
+    if (
+        detector.reason is None
+        or NON_FINITE in detector.fired
+        or published_row is None
+        or not detector.armed(published_row)
+    ):
         return False
     return not (set(detector.conditions(published_row)) & set(TRIGGERS))
 
 
-def outcome(detector: OutcomeDetector, dev: DevDrop | None, published_step: int,
-            last_step: int | None = None, published_row: dict[str, Any] | None = None
-            ) -> tuple[str, str | None, int | None, str | None]:
+def outcome(
+    detector: OutcomeDetector,
+    dev: DevDrop | None,
+    published_step: int,
+    last_step: int | None = None,
+    published_row: dict[str, Any] | None = None,
+) -> tuple[str, str | None, int | None, str | None]:
     """(outcome, reason, step, detail) of a run whose published checkpoint is ``published_step``
     (``last_step``: where it ended, when that differs; ``published_row``: its telemetry row); ``dev``
     None: no held-out signal. A degraded run's step is the published one: the drop is measured on the
@@ -222,20 +237,28 @@ def outcome(detector: OutcomeDetector, dev: DevDrop | None, published_step: int,
     event = ""
     if detector.reason is not None:
         if recovered(detector, published_row):
-            event = (f"; recovered: {detector.reason} fired at step {detector.step} ({detector.detail}) and no "
-                     f"longer holds at the published step {published_step}")
+            event = (
+                f"; recovered: {detector.reason} fired at step {detector.step} ({detector.detail}) and no "
+                f"longer holds at the published step {published_step}"
+            )
         else:
             detail = detector.detail or ""
             if detector.step is not None and published_step < detector.step:
                 detail += f"; the published best checkpoint (step {published_step}) precedes it"
             return COLLAPSED, detector.reason, detector.step, detail
     if dev is not None and dev.degraded:
-        where = ("at the end" if last_step in (None, published_step)
-                 else f"at step {published_step} (the published best checkpoint; training ended at step {last_step})")
-        detail = (f"held-out dev MRR@10 fell from {dev.initial:.4f} at step 0 to {dev.final:.4f} {where}: a drop of "
-                  f"{dev.drop:.4f} > t({1 - DEGRADED_FPR:g}, {dev.queries - 1}) x its standard error {dev.se:.4f} = {dev.threshold:.4f}"
-                  f" (one-sided paired t-test over {dev.queries} queries; {100 * DEGRADED_FPR:g} % of unchanged runs"
-                  f" are marked){event}")
+        where = (
+            "at the end"
+            if last_step in (None, published_step)
+            else f"at step {published_step} (the published best checkpoint; training ended at step {last_step})"
+        )
+        detail = (
+            f"held-out dev MRR@10 fell from {dev.initial:.4f} at step 0 to {dev.final:.4f} {where}: a drop of "
+            f"{dev.drop:.4f} > t({1 - DEGRADED_FPR:g}, {dev.queries - 1}) x its standard error {dev.se:.4f} = "
+            f"{dev.threshold:.4f}"
+            f" (one-sided paired t-test over {dev.queries} queries; {100 * DEGRADED_FPR:g} % of unchanged runs"
+            f" are marked){event}"
+        )
         return DEGRADED, DEV_DROP, published_step, detail
     if event:
         return OK, None, None, event[2:]

@@ -70,7 +70,11 @@ def _check_row(where: str, example: Any, columns: Sequence[str], loss: str) -> N
         raise BenchmarkError(f"{where} has {keys}; recipe loss {loss!r} needs keys {', '.join(columns)}")
     for column in columns:
         value = example[column]
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) if column == "score" else isinstance(value, str)
+        ok = (
+            isinstance(value, (int, float)) and not isinstance(value, bool)
+            if column == "score"
+            else isinstance(value, str)
+        )
         if not ok:
             kind = "a number" if column == "score" else "a str"
             raise BenchmarkError(f"{where}[{column!r}] is {type(value).__name__} {value!r:.40}, expected {kind}")
@@ -78,8 +82,10 @@ def _check_row(where: str, example: Any, columns: Sequence[str], loss: str) -> N
 
 def _check_list(examples: Any, columns: Sequence[str], loss: str) -> None:
     if not isinstance(examples, Sequence) or isinstance(examples, (str, bytes)):
-        raise BenchmarkError(f"examples must be a triples.jsonl path or a list of dicts with keys {', '.join(columns)}, "
-                             f"got {type(examples).__name__}")
+        raise BenchmarkError(
+            f"examples must be a triples.jsonl path or a list of dicts with keys {', '.join(columns)}, "
+            f"got {type(examples).__name__}"
+        )
     for i, example in enumerate(examples):
         _check_row(f"examples[{i}]", example, columns, loss)
 
@@ -93,7 +99,9 @@ def _list_batches(examples: Sequence[dict[str, Any]], columns: Sequence[str]) ->
         yield pa.RecordBatch.from_pylist(chunk, schema=schema)
 
 
-def _bad_line(path: Path, lines: list[bytes], first: int, columns: Sequence[str], loss: str, message: str) -> BenchmarkError:
+def _bad_line(
+    path: Path, lines: list[bytes], first: int, columns: Sequence[str], loss: str, message: str
+) -> BenchmarkError:
     """Arrow does not say which line failed: check the block's lines one by one (error path only)."""
     for n, line in enumerate(lines, first):
         if not line.strip():
@@ -106,8 +114,10 @@ def _bad_line(path: Path, lines: list[bytes], first: int, columns: Sequence[str]
             _check_row(f"{path}: line {n}", example, columns, loss)
         except BenchmarkError as exc:
             return exc
-    return BenchmarkError(f"{path}: lines {first}-{first + len(lines) - 1}: {message}; each line must be a JSON "
-                          f"object with keys {', '.join(columns)}")
+    return BenchmarkError(
+        f"{path}: lines {first}-{first + len(lines) - 1}: {message}; each line must be a JSON "
+        f"object with keys {', '.join(columns)}"
+    )
 
 
 def _file_batches(path: Path, columns: Sequence[str], loss: str) -> Iterator[Any]:
@@ -127,8 +137,16 @@ def _file_batches(path: Path, columns: Sequence[str], loss: str) -> Iterator[Any
             yield from table.to_batches()
 
 
-def prepare_examples(source: Path | str | Sequence[dict[str, Any]], columns: Sequence[str], *, loss: str,
-                     dev_queries: int, max_examples: int, work_dir: Path, build: bool = True) -> Examples:
+def prepare_examples(
+    source: Path | str | Sequence[dict[str, Any]],
+    columns: Sequence[str],
+    *,
+    loss: str,
+    dev_queries: int,
+    max_examples: int,
+    work_dir: Path,
+    build: bool = True,
+) -> Examples:
     """Stream ``source`` (a triples JSONL file, or a list of dicts) into ``work_dir``; see the module doc.
 
     ``max_examples`` (0: all) caps the training rows, after the hold-out. ``build`` False: only open
@@ -145,7 +163,9 @@ def prepare_examples(source: Path | str | Sequence[dict[str, Any]], columns: Seq
     if is_file:
         path = Path(source)
         if not path.is_file():
-            raise BenchmarkError(f"triples file {str(path)!r} does not exist; run the triples stage first or pass a list of dicts")
+            raise BenchmarkError(
+                f"triples file {str(path)!r} does not exist; run the triples stage first or pass a list of dicts"
+            )
         where, source_sha256 = str(path), file_digest(path)
         batches = _file_batches(path, columns, loss)
     else:
@@ -156,14 +176,20 @@ def prepare_examples(source: Path | str | Sequence[dict[str, Any]], columns: Seq
         for example in source:  # type: ignore[union-attr]
             digest.update(json.dumps([example[c] for c in columns]).encode())
         source_sha256 = digest.hexdigest()
-    params = {"columns": list(columns), "dev_queries": dev_queries, "max_examples": max_examples,
-              "source_sha256": source_sha256}
+    params = {
+        "columns": list(columns),
+        "dev_queries": dev_queries,
+        "max_examples": max_examples,
+        "source_sha256": source_sha256,
+    }
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
     if meta is not None and meta["params"] == params:
         dev = DevBatch.from_dict(meta["dev"]) if meta["dev"] else None
         return Examples(work_dir / TRAIN, meta["rows"], dev, where, source_sha256)
     if not build:
-        raise BenchmarkError(f"{work_dir} holds no examples prepared for this run; the main process prepares them first")
+        raise BenchmarkError(
+            f"{work_dir} holds no examples prepared for this run; the main process prepares them first"
+        )
 
     work_dir.mkdir(parents=True, exist_ok=True)
     tmp = work_dir / f".{TRAIN}.tmp{os.getpid()}"
@@ -173,7 +199,9 @@ def prepare_examples(source: Path | str | Sequence[dict[str, Any]], columns: Seq
 
     def keep(batch: Any) -> Any:
         if held:
-            batch = batch.filter(pc.invert(pc.is_in(batch.column("query"), value_set=pa.array(list(held), pa.string()))))
+            batch = batch.filter(
+                pc.invert(pc.is_in(batch.column("query"), value_set=pa.array(list(held), pa.string())))
+            )
         if max_examples:
             batch = batch.slice(0, max(0, max_examples - written))
         return batch
@@ -215,8 +243,10 @@ def prepare_examples(source: Path | str | Sequence[dict[str, Any]], columns: Seq
             flush()
             if len(held) < dev_queries:
                 raise BenchmarkError(
-                    f"{where} has {len(held)} distinct queries, fewer than dev_queries = {dev_queries} to hold out for the "
-                    "dev MRR; lower dev_queries in the recipe (0: no held-out signal)")
+                    f"{where} has {len(held)} distinct queries, fewer than dev_queries = {dev_queries} to hold out "
+                    f"for the "
+                    "dev MRR; lower dev_queries in the recipe (0: no held-out signal)"
+                )
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -277,10 +307,23 @@ class PermutedBatchSampler(DefaultBatchSampler):
     #: extra passes over a new order when duplicate-free batches ran short of ``len(self)``
     EXTRA_PASSES = 2
 
-    def __init__(self, dataset: Any, batch_size: int, drop_last: bool, valid_label_columns: list[str] | None = None,
-                 generator: Any = None, seed: int = 0) -> None:
-        super().__init__(dataset, batch_size=batch_size, drop_last=drop_last, valid_label_columns=valid_label_columns,
-                         generator=generator, seed=seed)
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int,
+        drop_last: bool,
+        valid_label_columns: list[str] | None = None,
+        generator: Any = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(
+            dataset,
+            batch_size=batch_size,
+            drop_last=drop_last,
+            valid_label_columns=valid_label_columns,
+            generator=generator,
+            seed=seed,
+        )
         self.dataset = dataset
         self.value_columns = [c for c in dataset.column_names if c not in set(valid_label_columns or ())]
 
@@ -320,10 +363,11 @@ class NoDuplicatesPermutedBatchSampler(PermutedBatchSampler):
             batch: list[int] = []
             values: set[str] = set()
 
+            # take() fills this iteration's batch only, so it reads the loop's batch and values on purpose
             def take(index: int, row: set[str]) -> bool:
-                if len(batch) < self.batch_size and values.isdisjoint(row):
-                    batch.append(index)
-                    values.update(row)
+                if len(batch) < self.batch_size and values.isdisjoint(row):  # noqa: B023
+                    batch.append(index)  # noqa: B023
+                    values.update(row)  # noqa: B023
                     return True
                 return False
 

@@ -109,8 +109,10 @@ class _Best:
         if not (self.enabled and self.main):
             return
         if self.step is not None and self.step not in self.folders():
-            raise BenchmarkError(f"{self.out_dir}: the checkpoint names step {self.step} as the best dev MRR@10, but "
-                                 f"best-{self.step}/ is missing; delete the folder to train again")
+            raise BenchmarkError(
+                f"{self.out_dir}: the checkpoint names step {self.step} as the best dev MRR@10, but "
+                f"best-{self.step}/ is missing; delete the folder to train again"
+            )
         for step, path in self.folders().items():
             if step != self.step:
                 shutil.rmtree(path)
@@ -134,8 +136,17 @@ class _Telemetry:
     """Builds the telemetry row of a logging step, runs the outcome rules on it, and evaluates the
     held-out dev batch on the steps that call for it."""
 
-    def __init__(self, probe: Probe, loss: Any, decoder: torch.nn.Linear, detector: OutcomeDetector,
-                 dev: DevBatch | None, recipe: Recipe, best: _Best, autocast: Any) -> None:
+    def __init__(
+        self,
+        probe: Probe,
+        loss: Any,
+        decoder: torch.nn.Linear,
+        detector: OutcomeDetector,
+        dev: DevBatch | None,
+        recipe: Recipe,
+        best: _Best,
+        autocast: Any,
+    ) -> None:
         self.probe = probe
         self.loss = loss
         self.decoder = decoder
@@ -168,9 +179,17 @@ class _Telemetry:
 
 
 #: (log key, label, format): the one line each logging step prints, instead of the Trainer's whole dict
-LOG_LINE = (("loss", "loss", ".4g"), ("ranking_loss", "ranking", ".4g"), ("flops_reg_q", "FLOPS reg q", ".3g"),
-            ("flops_reg_d", "d", ".3g"), ("nnz_q", "nnz q", ".0f"), ("nnz_d", "d", ".0f"),
-            ("grad_norm", "grad", ".3g"), ("learning_rate", "lr", ".2g"), ("dev_mrr", "dev RR@10", ".4f"))
+LOG_LINE = (
+    ("loss", "loss", ".4g"),
+    ("ranking_loss", "ranking", ".4g"),
+    ("flops_reg_q", "FLOPS reg q", ".3g"),
+    ("flops_reg_d", "d", ".3g"),
+    ("nnz_q", "nnz q", ".0f"),
+    ("nnz_d", "d", ".0f"),
+    ("grad_norm", "grad", ".3g"),
+    ("learning_rate", "lr", ".2g"),
+    ("dev_mrr", "dev RR@10", ".4f"),
+)
 
 
 def log_line(step: int, max_steps: int, logs: dict[str, Any]) -> str:
@@ -394,13 +413,19 @@ def train_splade(
     args = _training_args(recipe, ckpt_dir, seed, progress, cuda, bf16)
     world = args.world_size  # initialises torch.distributed under torchrun
     if recipe.batch_size % world:
-        raise BenchmarkError(f"batch_size = {recipe.batch_size} does not split over {world} processes; override batch_size")
+        raise BenchmarkError(
+            f"batch_size = {recipe.batch_size} does not split over {world} processes; override batch_size"
+        )
     args.per_device_train_batch_size = recipe.batch_size // world
     main = args.process_index == 0
 
     # the examples: streamed to a memory-mapped file by the main process, opened by every process
-    prepare = dict(loss=recipe.loss, dev_queries=recipe.dev_queries, max_examples=recipe.max_examples,
-                   work_dir=out_dir / EXAMPLES_DIR)
+    prepare = dict(
+        loss=recipe.loss,
+        dev_queries=recipe.dev_queries,
+        max_examples=recipe.max_examples,
+        work_dir=out_dir / EXAMPLES_DIR,
+    )
     if main:
         data = prepare_examples(examples, columns, **prepare)
     _barrier(world)
@@ -414,8 +439,13 @@ def train_splade(
         )
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    fingerprint = {"recipe": recipe.hyperparameters(), "seed": seed, "world_size": world, "examples": data.rows,
-                   "examples_sha256": data.source_sha256}
+    fingerprint = {
+        "recipe": recipe.hyperparameters(),
+        "seed": seed,
+        "world_size": world,
+        "examples": data.rows,
+        "examples_sha256": data.source_sha256,
+    }
     fingerprint_path = out_dir / "fingerprint.json"
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
     if last and fingerprint_path.is_file() and json.loads(fingerprint_path.read_text()) != fingerprint:
@@ -438,21 +468,28 @@ def train_splade(
         )
     attn = module.auto_model.config._attn_implementation
     if attn != recipe.attn_implementation:
-        raise BenchmarkError(f"{init_dir}: loaded with attention {attn!r}, not the recipe's {recipe.attn_implementation!r}; "
-                             "pick an attn_implementation this model and transformers support")
+        raise BenchmarkError(
+            f"{init_dir}: loaded with attention {attn!r}, not the recipe's {recipe.attn_implementation!r}; "
+            "pick an attn_implementation this model and transformers support"
+        )
     _check_head_as_saved(init_dir, module.auto_model)
     model = SparseEncoder(modules=[module])
     vocab = module.get_embedding_dimension()
     probe = Probe()
     loss = build_loss(model, recipe.loss, recipe.lambda_q, recipe.lambda_d, recipe.mnrl_scale, probe)
     detector = OutcomeDetector(  # in-batch candidates: a positive and a negative per query of the global batch
-        loss=recipe.loss, vocab_size=vocab, candidates=2 * recipe.batch_size,
-        dense_fraction=recipe.dense_fraction, patience=recipe.trigger_patience,
-        lambda_q=recipe.lambda_q, lambda_d=recipe.lambda_d,
+        loss=recipe.loss,
+        vocab_size=vocab,
+        candidates=2 * recipe.batch_size,
+        dense_fraction=recipe.dense_fraction,
+        patience=recipe.trigger_patience,
+        lambda_q=recipe.lambda_q,
+        lambda_d=recipe.lambda_d,
     )
     best = _Best(out_dir, enabled=recipe.checkpoint == "best", main=main)
-    telemetry = _Telemetry(probe, loss, module.decoder, detector, data.dev, recipe, best,
-                           torch.bfloat16 if bf16 else None)
+    telemetry = _Telemetry(
+        probe, loss, module.decoder, detector, data.dev, recipe, best, torch.bfloat16 if bf16 else None
+    )
     head_norm_initial = telemetry.head_norm()
 
     trainer = _SpladeTrainer(
@@ -559,8 +596,14 @@ def train_splade(
         kill_points.point("train:saved")
         write_csv(rows, out_dir / "telemetry.csv")
         label = f"{result}: {reason}" if reason else ""
-        plot_png(rows, out_dir / "telemetry.png", f"{recipe.name}: {init_dir.name} ({result})", outcome_step, label,
-                 detector.armed_step)
+        plot_png(
+            rows,
+            out_dir / "telemetry.png",
+            f"{recipe.name}: {init_dir.name} ({result})",
+            outcome_step,
+            label,
+            detector.armed_step,
+        )
         write_json(record_path, record)
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         shutil.rmtree(out_dir / EXAMPLES_DIR, ignore_errors=True)

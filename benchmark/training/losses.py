@@ -37,7 +37,11 @@ from benchmark.training.detector import SUPPORT_MAX_TERMS
 
 
 def world_size() -> int:
-    return torch.distributed.get_world_size() if torch.distributed.is_available() and torch.distributed.is_initialized() else 1
+    return (
+        torch.distributed.get_world_size()
+        if torch.distributed.is_available() and torch.distributed.is_initialized()
+        else 1
+    )
 
 
 def indexed_threshold() -> float:
@@ -114,7 +118,9 @@ class Probe:
             counts = indexed[side].sum(1)
             step[f"nnz_{side}"] = counts.float().mean()
             step[f"flops_reg_{side}"] = self.seen[f"flops_reg_{side}"]
-            self.maxes[f"max_{side}"] = torch.maximum(self.maxes.get(f"max_{side}", emb.new_zeros(())).float(), emb.max())
+            self.maxes[f"max_{side}"] = torch.maximum(
+                self.maxes.get(f"max_{side}", emb.new_zeros(())).float(), emb.max()
+            )
             finite = finite & torch.isfinite(emb).all()
             if side == "q":
                 step["low_support_q"] = (counts <= SUPPORT_MAX_TERMS).float().mean()
@@ -151,7 +157,7 @@ class Probe:
         floats = torch.stack([*values, *ss]).tolist()
         row = dict(zip(keys, floats[: len(keys)]))
         if ss:
-            ss_res, ss_tot = floats[len(keys):]
+            ss_res, ss_tot = floats[len(keys) :]
             row["r2"] = 1.0 - ss_res / ss_tot if ss_tot > 0 else None
         self._reset()
         return row
@@ -180,7 +186,9 @@ class MonitoredSpladeLoss(SpladeLoss):
         super().__init__(*args, **kwargs)
         self.probe = probe
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
         losses = super().forward(sentence_features, labels)
         if self.model.training:
             self.probe.end_step(losses, labels if isinstance(self.loss, SparseMarginMSELoss) else None)
@@ -203,7 +211,9 @@ RANKING_LOSSES.register("infonce", _infonce)
 RANKING_LOSSES.register("marginmse", _marginmse)
 
 
-def build_loss(model: Any, loss: str, lambda_q: float, lambda_d: float, mnrl_scale: float, probe: Probe) -> MonitoredSpladeLoss:
+def build_loss(
+    model: Any, loss: str, lambda_q: float, lambda_d: float, mnrl_scale: float, probe: Probe
+) -> MonitoredSpladeLoss:
     """SpladeLoss(ranking loss, λ_d · FLOPS(docs) + λ_q · FLOPS(queries)), FLOPS on the global batch."""
     return MonitoredSpladeLoss(
         model,

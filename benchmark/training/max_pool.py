@@ -64,7 +64,9 @@ class _SpladeMaxPool(torch.autograd.Function):
         # the arg-max token. Two sparse-dense products give the hidden and projection gradients at
         # a cost proportional to the active terms, not to B·L·V.
         rows = b * length + where[b, v].long()
-        grad = torch.sparse_coo_tensor(torch.stack([rows, v]), g, (batch * length, weight.shape[0]), check_invariants=False)
+        grad = torch.sparse_coo_tensor(
+            torch.stack([rows, v]), g, (batch * length, weight.shape[0]), check_invariants=False
+        )
         grad_hidden = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
             grad_hidden = torch.sparse.mm(grad, weight.float()).view(batch, length, width).to(hidden.dtype)
@@ -167,7 +169,9 @@ class SpladeMLM(Transformer):
             setattr(parent, attr, decoder)
         hidden = features.pop("token_embeddings")
         scale = projection_scale(self.auto_model)
-        if scale != 1.0:  # α(W h) = W(α h): the projection's constant multiplier, exactly as the decoder hook applies it
+        if (
+            scale != 1.0
+        ):  # α(W h) = W(α h): the projection's constant multiplier, exactly as the decoder hook applies it
             hidden = hidden * scale
         features["sentence_embedding"] = splade_max_pool(
             hidden, features["attention_mask"], decoder.weight, decoder.bias, self.chunk_size

@@ -21,8 +21,17 @@ from typing import Any
 from benchmark.common.errors import BenchmarkError
 
 
-def fit(fn: Callable[..., Any], args: Sequence[Any], *, workers: int, cpus: float = 1.0, gpus: float = 0.0,
-        memory_gb: float = 0.0, storage: Path, retries: int = 3) -> Any:
+def fit(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    *,
+    workers: int,
+    cpus: float = 1.0,
+    gpus: float = 0.0,
+    memory_gb: float = 0.0,
+    storage: Path,
+    retries: int = 3,
+) -> Any:
     """``fn(*args)`` on ``workers`` Ray Train workers (each ``cpus`` CPUs, ``gpus`` GPUs); rank 0's result.
 
     ``storage`` must be a folder every node can write (Ray Train keeps its run state there); the run's
@@ -58,16 +67,19 @@ def fit(fn: Callable[..., Any], args: Sequence[Any], *, workers: int, cpus: floa
         loop,
         scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus > 0, resources_per_worker=per_worker),
         torch_config=TorchConfig(backend="nccl" if gpus else "gloo"),
-        run_config=RunConfig(name=name, storage_path=str(Path(storage).resolve()),
-                             failure_config=FailureConfig(max_failures=retries)),
+        run_config=RunConfig(
+            name=name, storage_path=str(Path(storage).resolve()), failure_config=FailureConfig(max_failures=retries)
+        ),
     )
     try:
         trainer.fit()
         try:
             return pickle.loads(result.read_bytes())
         except OSError:
-            raise BenchmarkError(f"Ray Train finished without rank 0's result ({result}); is {storage} on a "
-                                 "filesystem every node mounts?") from None
+            raise BenchmarkError(
+                f"Ray Train finished without rank 0's result ({result}); is {storage} on a "
+                "filesystem every node mounts?"
+            ) from None
     finally:
         shutil.rmtree(Path(storage) / name, ignore_errors=True)
         with contextlib.suppress(OSError):

@@ -109,8 +109,13 @@ class Recipe:
 
         if self.loss not in LOSS_COLUMNS:
             raise BenchmarkError(f"{where}: {unknown('loss', self.loss, LOSS_COLUMNS)}")
-        choices = {"lambda_schedule": LAMBDA_SCHEDULES, "dataset_kind": DATASET_KINDS, "lr_scheduler": LR_SCHEDULERS,
-                   "attn_implementation": ATTN_IMPLEMENTATIONS, "checkpoint": CHECKPOINTS}
+        choices = {
+            "lambda_schedule": LAMBDA_SCHEDULES,
+            "dataset_kind": DATASET_KINDS,
+            "lr_scheduler": LR_SCHEDULERS,
+            "attn_implementation": ATTN_IMPLEMENTATIONS,
+            "checkpoint": CHECKPOINTS,
+        }
         for key, options in choices.items():
             if getattr(self, key) not in options:
                 raise bad(key, f"must be one of {', '.join(options)}")
@@ -121,7 +126,15 @@ class Recipe:
         for key in ("mnrl_scale", "trigger_patience", "dev_steps"):
             if not getattr(self, key) > 0:
                 raise bad(key, "must be > 0")
-        for key in ("lambda_q", "lambda_d", "weight_decay", "max_grad_norm", "max_examples", "chunk_size", "dev_queries"):
+        for key in (
+            "lambda_q",
+            "lambda_d",
+            "weight_decay",
+            "max_grad_norm",
+            "max_examples",
+            "chunk_size",
+            "dev_queries",
+        ):
             if not getattr(self, key) >= 0:
                 raise bad(key, "must be >= 0")
         for key in ("warmup_ratio",):
@@ -135,7 +148,9 @@ class Recipe:
         if self.loss == "infonce" and self.batch_size < 2:
             raise bad("batch_size", "must be >= 2 for in-batch negatives")
         if self.dev_steps % self.logging_steps:
-            raise bad("dev_steps", f"must be a multiple of logging_steps = {self.logging_steps} (dev rows are telemetry rows)")
+            raise bad(
+                "dev_steps", f"must be a multiple of logging_steps = {self.logging_steps} (dev rows are telemetry rows)"
+            )
         if self.dev_queries == 1:
             raise bad("dev_queries", "must be 0 (no dev signal) or >= 2 (a standard error needs two queries)")
         if self.checkpoint == "best" and not self.dev_queries:
@@ -162,7 +177,9 @@ def load_recipe(name: str | Path, overrides: Sequence[tuple[list[str], Any]] = (
     try:
         recipe = from_dict(Recipe, data, path.name)
         if str(name) in RECIPES and recipe.name != path.stem:
-            raise BenchmarkError(f"{path.name}: name = {recipe.name!r} must equal the file name; set name = {path.stem!r}")
+            raise BenchmarkError(
+                f"{path.name}: name = {recipe.name!r} must equal the file name; set name = {path.stem!r}"
+            )
         recipe.validate(path.name)
     except BenchmarkError as exc:  # the --set values checked with the file's: say which were given
         raise with_overrides(exc, [(["recipe", *p], v) for p, v in overrides]) from None

@@ -76,8 +76,14 @@ PANELS: dict[str, tuple[tuple[str, ...], bool]] = {
 }
 
 
-def plot_png(rows: Sequence[dict[str, Any]], path: Path, title: str = "", outcome_step: int | None = None,
-             outcome_label: str = "", armed_step: int | None = None) -> None:
+def plot_png(
+    rows: Sequence[dict[str, Any]],
+    path: Path,
+    title: str = "",
+    outcome_step: int | None = None,
+    outcome_label: str = "",
+    armed_step: int | None = None,
+) -> None:
     """One panel per quantity against the step; a red line marks the outcome's step (labelled with
     its reason), a grey one the first step the triggers were armed (λ final).
 
@@ -120,8 +126,15 @@ def png_key(path: Path) -> str | None:
         return None
 
 
-def _draw(rows: Sequence[dict[str, Any]], path: Path, title: str, outcome_step: int | None, outcome_label: str,
-          armed_step: int | None, key: str) -> None:
+def _draw(
+    rows: Sequence[dict[str, Any]],
+    path: Path,
+    title: str,
+    outcome_step: int | None,
+    outcome_label: str,
+    armed_step: int | None,
+    key: str,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -142,7 +155,13 @@ def _draw(rows: Sequence[dict[str, Any]], path: Path, title: str, outcome_step: 
         if armed_step is not None:
             ax.axvline(armed_step, color="grey", linestyle=":", linewidth=1)
         if outcome_step is not None:
-            ax.axvline(outcome_step, color="red", linestyle="--", linewidth=1, label=(outcome_label or None) if n == 0 else None)
+            ax.axvline(
+                outcome_step,
+                color="red",
+                linestyle="--",
+                linewidth=1,
+                label=(outcome_label or None) if n == 0 else None,
+            )
         ax.set_title(name)
         ax.set_xlabel("step")
         if ax.get_legend_handles_labels()[0]:

@@ -19,8 +19,9 @@ def hidden_states(model, tokenizer, texts: list[str]) -> tuple[torch.Tensor, tor
     hook = _decoder(model).register_forward_pre_hook(_capture)
     try:
         with torch.inference_mode():
-            hidden, mask = _hidden_batch(model, tokens, np.arange(len(tokens)), tokenizer.pad_token_id,
-                                         torch.device("cpu"), 1)
+            hidden, mask = _hidden_batch(
+                model, tokens, np.arange(len(tokens)), tokenizer.pad_token_id, torch.device("cpu"), 1
+            )
     finally:
         hook.remove()
     return hidden, mask.bool(), [len(t) for t in tokens]

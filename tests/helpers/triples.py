@@ -19,7 +19,13 @@ def scifact_triples(n: int) -> list[dict[str, str]]:
         if qrel.relevance > 0 and qrel.query_id not in seen:
             seen.add(qrel.query_id)
             pos, neg = store.get(qrel.doc_id), store.get(rng.choice(doc_ids))
-            out.append({"query": queries[qrel.query_id], "positive": f"{pos.title} {pos.text}", "negative": f"{neg.title} {neg.text}"})
+            out.append(
+                {
+                    "query": queries[qrel.query_id],
+                    "positive": f"{pos.title} {pos.text}",
+                    "negative": f"{neg.title} {neg.text}",
+                }
+            )
         if len(out) == n:
             return out
     raise AssertionError(f"SciFact train has fewer than {n} judged queries")

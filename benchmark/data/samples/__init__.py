@@ -26,7 +26,9 @@ SCIFACT_MAX_CHARS = 2000
 
 def select_scifact(docs: Iterable[tuple[str, str, str]], size: int = SCIFACT_SIZE) -> list[dict[str, str]]:
     """``size`` documents (doc_id, title, text) ordered by sha256(doc_id): a fixed, unbiased pick."""
-    kept = [(hashlib.sha256(i.encode()).hexdigest(), i, t, x) for i, t, x in docs if len(t) + len(x) <= SCIFACT_MAX_CHARS]
+    kept = [
+        (hashlib.sha256(i.encode()).hexdigest(), i, t, x) for i, t, x in docs if len(t) + len(x) <= SCIFACT_MAX_CHARS
+    ]
     kept.sort()
     return [{"doc_id": i, "title": t, "text": x} for _, i, t, x in kept[:size]]
 
