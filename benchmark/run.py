@@ -13,6 +13,7 @@ from typing import Any
 
 from benchmark.common.errors import BenchmarkError
 from benchmark.pipeline.plan import Options, Plan, build_plan
+from benchmark.pipeline.systems import system
 from benchmark.stages.store import Store
 
 #: ``--keep auto`` (the default) drops the encoded shards of corpora this large once their impact index is
@@ -54,19 +55,7 @@ def dry_run(plan: Plan, store: Store) -> None:
         print(f"  [{state:9}] {s.kind.name:8} {s.id}  {s.describe()}")
     print(f"{len(plan.conditions)} conditions (system × dataset × seed):")
     for c in plan.conditions:
-        label = (
-            c.system
-            if c.system == "bm25"
-            else f"run {c.variant}"
-            if c.system == "run"
-            else (f"published {c.backbone} (trained elsewhere, evaluated as it is)")
-            if c.system == "published"
-            else (
-                f"{c.system} {c.backbone} {c.variant} (factor {c.factor}, "
-                f"{'trained, seed ' + str(c.seed) if c.trained else 'untrained'})"
-            )
-        )
-        print(f"  {c.dataset:40} {label}")
+        print(f"  {c.dataset:40} {system(c.system).dry_run(c)}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from benchmark.pipeline.plan import Options, build_plan
-from benchmark.report.check import applies, model_names
+from benchmark.pipeline.systems.published import model_names
+from benchmark.report.check import applies
 from benchmark.report.labels import row_id, system_label
 from benchmark.suites import load_suite
 from helpers.pipeline import SUBSET, run_cli

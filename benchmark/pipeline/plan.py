@@ -7,7 +7,6 @@ Building the plan loads no model and touches no index, so it can be validated an
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
@@ -16,16 +15,13 @@ from typing import Any, Protocol
 
 from benchmark.common.errors import BenchmarkError
 from benchmark.data.datasets import DatasetRef
-from benchmark.stages import Backbone, Corpus, Encode, Evaluate, Index, Queries, RunFile, Search, Topics, Train, Triples
+from benchmark.pipeline.systems import BM25, PUBLISHED, SPLADE, SYSTEMS, Build, Condition
+from benchmark.pipeline.systems.splade import describe_variant, variant_specs
+from benchmark.stages import Backbone, Corpus, Index, RunFile, Topics, Train, Triples
 from benchmark.stages.store import Stage, StageView
-from benchmark.suites import Bm25, Suite
-from benchmark.training.recipe import Recipe
+from benchmark.suites import Suite
 
-MINE_DEPTH = 50
-TRAIN_SEARCH_K = 100
-BASELINE = "baseline"
-RUN_SYSTEM = "run"  # a --run file's rows: system "run", variant = its name
-PUBLISHED = "published"  # a model trained elsewhere, evaluated as it is: system "published", backbone = its name
+__all__ = ["Condition", "ConditionView", "Options", "Plan", "PlanView", "build_plan", "data_stages", "variant_specs"]
 
 
 @dataclass(frozen=True)
@@ -178,56 +174,6 @@ class PlanView(Protocol):
     def conditions(self) -> Sequence[ConditionView]: ...
 
 
-@dataclass(frozen=True)
-class Condition:
-    """One cell of the result tables for one seed: a system on a dataset."""
-
-    dataset: str
-    system: str  # bm25 | splade | published | run
-    backbone: str = ""
-    variant: str = ""  # the row label; variants that share one model are joined: "baseline = x1"
-    variants: tuple[str, ...] = ()  # the variant names behind the label
-    factor: str = ""
-    method: str = ""  # how the head was rescaled ("" when it was not)
-    trained: bool = False
-    seed: int | None = None
-    evaluate: Stage | None = None
-    train: Stage | None = None
-    search: Stage | None = None
-    backbone_stage: Stage | None = None
-    command: str = ""  # the command that reproduces this row
-
-    @property
-    def system_key(self) -> tuple[str, str, str, bool]:
-        """What identifies a row of the result tables: the same system on every dataset and seed."""
-        return (self.system, self.backbone, self.variant, self.trained)
-
-    @property
-    def is_baseline(self) -> bool:
-        return self.system == "splade" and BASELINE in self.variants
-
-    @property
-    def arm(self) -> str:
-        """The row label with how its head was rescaled: 'rescaled [projection ×0.0625 = 1/16]'."""
-        from benchmark.model.rescale import rescale_tag
-
-        return f"{self.variant} [{rescale_tag(self.method, self.factor)}]" if self.method else self.variant
-
-    def row(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "system": self.system,
-            "backbone": self.backbone,
-            "variant": self.variant,
-            "variants": list(self.variants),
-            "factor": self.factor,
-            "method": self.method,
-            "trained": self.trained,
-            "seed": self.seed,
-            "command": self.command,
-        }
-
-
 @dataclass
 class Plan:
     suite: Suite
@@ -265,7 +211,7 @@ class Plan:
     def summary(self) -> str:
         """The matrix in a few lines: what --dry-run prints before the stage list."""
         lines = [f"suite {self.suite.name}: {self.suite.description}"]
-        splade = {c.system_key for c in self.conditions if c.system == "splade"}
+        splade = {c.system_key for c in self.conditions if c.system == SPLADE}
         systems = {c.system_key for c in self.conditions}
         if self.suite.splade is not None:
             states = sorted({"trained" if key[3] else "untrained" for key in splade})
@@ -279,14 +225,14 @@ class Plan:
             lines.append(f"backbones: {', '.join(self.backbones)}")
             for name, others in self.same_backbones.items():
                 lines.append(f"  {' and '.join(map(repr, others))}: the checkpoint of {name!r} (same content), one row")
-            lines.append("variants: " + "; ".join(f"{n} ({_describe_variant(*v)})" for n, v in self.variants.items()))
+            lines.append("variants: " + "; ".join(f"{n} ({describe_variant(*v)})" for n, v in self.variants.items()))
             arms: dict[str, list[str]] = {}
             for c in self.conditions:
-                if c.system == "splade" and c.arm not in arms.setdefault(c.backbone, []):
+                if c.system == SPLADE and c.arm not in arms.setdefault(c.backbone, []):
                     arms[c.backbone].append(c.arm)
             from benchmark.model.rescale import tie_note
 
-            rescaled = {c.backbone for c in self.conditions if c.system == "splade" and c.method in ("once", "untie")}
+            rescaled = {c.backbone for c in self.conditions if c.system == SPLADE and c.method in ("once", "untie")}
             for backbone, labels in arms.items():
                 lines.append(f"  {backbone}: " + "; ".join(labels))
                 if backbone in rescaled:
@@ -320,7 +266,7 @@ class Plan:
         elif self.suite.bm25 is not None:
             lines.append(
                 f"matrix: BM25 × {len(self.datasets)} dataset(s) = "
-                f"{sum(c.system == 'bm25' for c in self.conditions)} conditions"
+                f"{sum(c.system == BM25 for c in self.conditions)} conditions"
             )
         if self.published:
             lines.append(
@@ -428,77 +374,6 @@ class Plan:
             if cond.evaluate is not None:
                 ordered.extend(visit(cond.evaluate))
         return ordered
-
-
-def _fmt_factor(f: float) -> str:
-    return f"{f:g}"
-
-
-def _describe_variant(spec: Any, overrides: dict[str, Any]) -> str:
-    return spec.description + "".join(
-        f", {k} = {v:g}" if isinstance(v, float) else f", {k} = {v}" for k, v in sorted(overrides.items())
-    )
-
-
-def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variants: bool = False) -> dict[str, Any]:
-    """Variant name → (Rescale spec, recipe overrides); every bad name is reported at once with the valid ones."""
-    from benchmark.model.rescale import Rescale
-
-    assert suite.splade is not None
-    rs = suite.splade.rescale
-    scale_bias, method = rs.scale_bias, opts.rescale_method or rs.method
-    stat = opts.match_stat or rs.match_stat
-    suite_spec = (rs.mode, rs.alpha, rs.match)
-    try:
-        rescaled = Rescale.from_options(opts.rescale_factor, opts.match_norm, scale_bias, method, stat, suite_spec)
-    except BenchmarkError:
-        if not all_variants:
-            raise
-        rescaled = Rescale.from_options(None, None, scale_bias, method, stat, suite_spec)
-    table: dict[str, Any] = {BASELINE: (Rescale(mode="none"), {}), "rescaled": (rescaled, {})}
-    for k in suite.splade.k_grid:
-        table[f"k{_fmt_factor(k)}"] = (Rescale("factor", 1.0 / k, scale_bias=scale_bias, method=method), {})
-    for f in suite.splade.sweep:
-        table[f"x{_fmt_factor(f)}"] = (Rescale("factor", f, scale_bias=scale_bias, method=method), {})
-    for v in suite.splade.extra_variants:
-        spec = (
-            Rescale("factor", v.factor, scale_bias=scale_bias, method=v.method or method)
-            if v.factor is not None
-            else Rescale()
-        )
-        table[v.name] = (spec, dict(v.overrides))
-    reference = opts.match_norm or rs.match
-    if reference is not None:
-        # This harness's extensions, run only when named in --variants: the head matched to the reference
-        # backbone's statistic (the paper uses one fixed k), via head-norm or via the projection.
-        table.setdefault(
-            "head-norm",
-            (Rescale("match", match=reference, match_stat=stat, scale_bias=scale_bias, method="head-norm"), {}),
-        )
-        from benchmark.model.rescale import STATISTICS
-
-        for name in STATISTICS:
-            table.setdefault(
-                f"match-{name}",
-                (Rescale("match", match=reference, match_stat=name, scale_bias=scale_bias, method=method), {}),
-            )
-    if all_variants:
-        return table
-    bad = [n for n in names if n not in table]
-    if bad:
-        raise BenchmarkError(
-            f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, "
-            f"comma-separated"
-        )
-    return {n: table[n] for n in names}
-
-
-def _factor_label(spec: Any) -> str:
-    if spec.mode == "none":
-        return "1"
-    if spec.mode == "factor":
-        return _fmt_factor(spec.factor)
-    return f"match:{spec.match}"
 
 
 def _select_datasets(
@@ -628,241 +503,25 @@ def build_plan(suite: Suite, opts: Options, problems: list[str] | None = None, s
 
 
 def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str) -> Plan:
+    """The registered systems composed: each adds its conditions, in the registry's order, a late one's
+    (models trained elsewhere) after the harness's own."""
     datasets, columns, groups = _select_datasets(suite, opts.datasets or list(suite.datasets), problems)
     plan = Plan(suite, datasets, suite.all_measures(), columns=columns, groups=groups, suite_arg=suite_arg)
     plan.dataset_measures = {name: suite.measures_of(name) for name in datasets}
-    max_docs = opts.max_docs if opts.max_docs is not None else suite.max_docs
-    max_queries = opts.max_queries if opts.max_queries is not None else suite.max_queries
-    plan.max_docs, plan.max_queries = max_docs, max_queries
+    plan.max_docs = opts.max_docs if opts.max_docs is not None else suite.max_docs
+    plan.max_queries = opts.max_queries if opts.max_queries is not None else suite.max_queries
     plan.subset = subset_label(opts)
 
-    def evaluate(search: Stage, name: str) -> Stage:
-        t, c = data_stages(name, max_docs, max_queries)
-        return Stage(
-            Evaluate, Evaluate.Config(tuple(sorted(suite.measures_of(name)))), {"run": search, "topics": t, "corpus": c}
-        )
+    def command(**row: Any) -> str:
+        return reproduce_command(suite_arg, opts, **row)
 
-    for name in datasets:
-        if suite.bm25 is not None:
-            topics, corpus = data_stages(name, max_docs, max_queries)
-            idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
-            search = Stage(
-                Search,
-                Search.Config(suite.k, suite.bm25.k1, suite.bm25.b, suite.removes_query(name)),
-                {"index": idx, "queries": topics},
-            )
-            plan.conditions.append(
-                Condition(
-                    name,
-                    "bm25",
-                    evaluate=evaluate(search, name),
-                    search=search,
-                    command=reproduce_command(suite_arg, opts),
-                )
-            )
-    if opts.runs and len(datasets) != 1:
-        problems.append(
-            f"--run evaluates a run file on one dataset, and this run has {len(datasets)} "
-            f"({', '.join(datasets) or 'none'}); pass --datasets with the one the run file was made on"
-        )
-    elif opts.runs:
-        topics, corpus = data_stages(datasets[0], max_docs, max_queries)
-        for run_name, path in opts.runs:
-            source = Stage(RunFile, RunFile.Config(path), {"topics": topics, "corpus": corpus})
-            plan.conditions.append(
-                Condition(
-                    datasets[0],
-                    RUN_SYSTEM,
-                    variant=run_name,
-                    evaluate=evaluate(source, datasets[0]),
-                    search=source,
-                    command=reproduce_command(suite_arg, opts),
-                )
-            )
-
-    e = suite.encode
-    doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile)
-    query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
-
-    def impact_search(model: Stage, name: str) -> tuple[Stage, Stage]:
-        """(evaluate, search) of a model's encodings of ``name``, searched in an impact index."""
-        topics, corpus = data_stages(name, max_docs, max_queries)
-        encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
-        queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
-        idx = Stage(Index, Index.Config("impact"), {"source": encode})
-        search = Stage(
-            Search,
-            Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True),
-            {"index": idx, "queries": queries, "docs": encode},
-        )
-        return evaluate(search, name), search
-
-    published = (
-        opts.published if opts.published is not None else list(suite.published.models if suite.published else [])
-    )
-    late: list[Condition] = []  # the published rows follow the harness's own
-    if published:
-        from benchmark.model.rescale import Rescale
-
-        plan.published = _distinct_models(published, plan)
-        for model in plan.published:
-            # the checkpoint as it is: the same backbone stage as an untrained baseline of that name
-            init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model)))
-            for name in datasets:
-                ev, search = impact_search(init, name)
-                late.append(
-                    Condition(
-                        name,
-                        PUBLISHED,
-                        model,
-                        "",
-                        (),
-                        "1",
-                        trained=False,
-                        evaluate=ev,
-                        search=search,
-                        backbone_stage=init,
-                        command=reproduce_command(suite_arg, opts, published=model),
-                    )
-                )
-    if suite.splade is None:
-        plan.conditions.extend(late)
-        return plan
-    sp = suite.splade
-    backbones = opts.backbones or list(sp.backbones)
-    names = opts.variants or list(sp.variants)
-    try:
-        variants = variant_specs(suite, names, opts)
-    except BenchmarkError as exc:
-        problems.append(str(exc))
-        valid = variant_specs(suite, [], opts, all_variants=True)
-        variants = {n: valid[n] for n in names if n in valid}
-    recipe_name = opts.recipe or sp.recipe
-    if (
-        recipe_name
-        and not opts.recipe
-        and sp.slice_recipe
-        and sp.slice_recipe != recipe_name
-        and (opts.max_docs is not None or opts.max_queries is not None)
-    ):
-        recipe_name, plan.slice_training = sp.slice_recipe, True
-    train_inputs = None
-    if recipe_name:
-        try:
-            train_inputs = _train_inputs(suite, recipe_name, opts.recipe_overrides())
-        except BenchmarkError as exc:
-            problems.append(str(exc))
-    seeds = list(opts.seeds or sp.seeds)
-    plan.backbones, plan.variants, plan.seeds = list(backbones), dict(variants), seeds
-    plan.recipe = dataclasses.asdict(train_inputs[0]) if train_inputs is not None else None
-    for backbone in _distinct_backbones(backbones, plan):
-        # variants that give the same weights and training share one stage and one row
-        arms: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
-        for vname, (spec, overrides) in variants.items():
-            spec = spec.canonical_for(backbone)
-            key = repr((spec.to_dict(), sorted(overrides.items())))
-            arms.setdefault(key, ([], spec, overrides))[0].append(vname)
-        for vnames, spec, overrides in arms.values():
-            label = " = ".join(vnames)
-            init = Stage(Backbone, Backbone.Config(backbone, spec))
-            models: list[tuple[Stage, Stage | None, int | None]] = []
-            if train_inputs is not None:
-                recipe, mined = train_inputs
-                for each in seeds:
-                    trained = Stage(
-                        Train, Train.Config(recipe, each, dict(overrides)), {"init": init, "triples": mined}
-                    )
-                    models.append((trained, trained, each))
-            if (train_inputs is None or sp.untrained) and not overrides:
-                models.append((init, None, None))
-            for trained_or_init, train, seed in models:
-                row = {"backbones": backbone, "variants": vnames[0]}
-                for name in datasets:
-                    ev, search = impact_search(trained_or_init, name)
-                    plan.conditions.append(
-                        Condition(
-                            name,
-                            "splade",
-                            backbone,
-                            label,
-                            tuple(vnames),
-                            _factor_label(spec),
-                            spec.method if spec.mode != "none" else "",
-                            trained=train is not None,
-                            seed=seed,
-                            evaluate=ev,
-                            train=train,
-                            search=search,
-                            backbone_stage=init,
-                            command=reproduce_command(suite_arg, opts, **row),
-                        )
-                    )
+    build = Build(suite, opts, plan, datasets, problems, data_stages, command, plan.max_docs, plan.max_queries)
+    late: list[Condition] = []
+    for name in SYSTEMS:
+        system = SYSTEMS[name]
+        (late if system.late else plan.conditions).extend(system.conditions(build))
     plan.conditions.extend(late)
     return plan
-
-
-def _distinct_models(models: Sequence[str], plan: Plan) -> list[str]:
-    """Published models, one per checkpoint content (as ``_distinct_backbones``)."""
-    first: dict[str, str] = {}
-    for name in models:
-        key = Stage(Backbone, Backbone.Config(name)).id
-        if key in first:
-            plan.same_backbones.setdefault(first[key], []).append(name)
-        else:
-            first[key] = name
-    return list(first.values())
-
-
-def _distinct_backbones(backbones: Sequence[str], plan: Plan) -> list[str]:
-    """One name per checkpoint content: a registry key, its hub id and a folder of the same files are
-    one backbone stage (its id sees the content, not the name), so they get one row, named as first
-    listed; the other names are kept in ``plan.same_backbones`` for the summary."""
-    first: dict[str, str] = {}
-    for name in backbones:
-        key = Stage(Backbone, Backbone.Config(name)).id
-        if key in first:
-            plan.same_backbones.setdefault(first[key], []).append(name)
-        else:
-            first[key] = name
-    plan.backbones = list(first.values())
-    return plan.backbones
-
-
-def _train_inputs(
-    suite: Suite, recipe_name: str, overrides: Sequence[tuple[list[str], Any]] = ()
-) -> tuple[Recipe, Stage]:
-    """The recipe (every field enters the train stage's id, so edits to it, and ``--set recipe.KEY=VALUE``,
-    re-key the stage) and the triples stage it trains on."""
-    from benchmark.training.recipe import load_recipe
-
-    recipe = load_recipe(recipe_name, overrides)
-    as_dict = dataclasses.asdict(recipe)
-    dataset = as_dict.get("dataset") or as_dict.get("train_dataset")
-    if not dataset:
-        raise BenchmarkError(
-            f'recipe {recipe_name!r} names no training dataset; add dataset = "<ir_datasets id>" to it'
-        )
-    negatives = as_dict.get("negatives", "bm25")
-    seed = suite.splade.data_seed if suite.splade else 42
-    # Enough examples for the whole run, when the recipe bounds it by steps, plus room for the rows of
-    # the held-out dev queries, which training drops (MS MARCO triples: ~50 rows per query).
-    limit = (
-        as_dict["max_steps"] * as_dict["batch_size"] + 100 * as_dict.get("dev_queries", 0)
-        if as_dict.get("max_steps", -1) > 0
-        else 0
-    )
-    if negatives != "bm25":
-        return recipe, Stage(Triples, Triples.Config(negatives, dataset=dataset, limit=limit))
-    topics, corpus = data_stages(dataset, None, as_dict.get("max_train_queries"))
-    idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
-    bm25 = suite.bm25 or Bm25()  # mining uses BM25 even in a suite that does not report it
-    search = Stage(Search, Search.Config(TRAIN_SEARCH_K, bm25.k1, bm25.b), {"index": idx, "queries": topics})
-    mined = Stage(
-        Triples,
-        Triples.Config("bm25", depth=MINE_DEPTH, seed=seed, limit=limit),
-        {"topics": topics, "corpus": corpus, "run": search},
-    )
-    return recipe, mined
 
 
 def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tuple[Stage, Stage]:

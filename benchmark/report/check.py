@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark.pipeline.systems import system
 from benchmark.stages.records import EvaluateRecord, parse
 from benchmark.stages.store import Store
 from benchmark.training.outcomes import COLLAPSED, MISSING
@@ -46,47 +47,17 @@ def grade(observed: float, expected: float, tolerance: float, okish: float | Non
     return VERDICT_FAIL
 
 
-def model_names(name: str) -> set[str]:
-    """The names an expected entry may give a model by: as the run names it, and a local folder by its
-    own name (a suite file cannot know where a folder lies on each machine)."""
-    from pathlib import Path
-
-    names = {name}
-    if name.startswith(("/", "~", ".")) or Path(name).expanduser().is_dir():
-        names.add(Path(name.rstrip("/\\")).name)
-    return names
-
-
 def _matches(entry: Any, cond: Any) -> bool:
-    if cond.system != entry.system:
-        return False
-    if entry.system == "bm25":
-        return True
-    if entry.system == "published":
-        return not entry.backbone or entry.backbone in model_names(cond.backbone)
-    return (
-        (not entry.backbone or cond.backbone == entry.backbone)
-        and (entry.variant or "baseline") in (getattr(cond, "variants", ()) or (cond.variant,))
-        and (entry.trained is None or cond.trained == entry.trained)
-    )
+    return cond.system == entry.system and system(entry.system).matches(entry, cond)
 
 
 def _describe(entry: Any) -> str:
-    if entry.system == "bm25":
-        return "bm25"
-    if entry.system == "published":
-        return f"published {entry.backbone or '*'}"
-    trained = "" if entry.trained is None else (" trained" if entry.trained else " untrained")
-    return f"splade {entry.backbone or '*'} {entry.variant or 'baseline'}{trained}"
+    return system(entry.system).describe(entry)
 
 
 def not_evaluated(entry: Any, plan: Any) -> bool:
-    """A published model's entry when this run does not evaluate that model."""
-    return (
-        entry.system == "published"
-        and bool(entry.backbone)
-        and not any(entry.backbone in model_names(name) for name in getattr(plan, "published", []))
-    )
+    """An entry for a model this run does not evaluate (a published model ``--published`` left out)."""
+    return not system(entry.system).evaluates(entry, getattr(plan, "published", []))
 
 
 def applies(entry: Any, plan: Any) -> bool:
@@ -238,11 +209,8 @@ def expected_entries(results: Any) -> tuple[list[Any], str]:
 def applies_to_results(entry: Any, results: Any) -> bool:
     """``applies`` for a results folder: its subset, one of its datasets, and a published model it evaluated."""
     columns = set(results.column_names()) | {c.dataset for c in results.conditions}
-    if (
-        entry.system == "published"
-        and entry.backbone
-        and not any(entry.backbone in model_names(c.backbone) for c in results.conditions if c.system == "published")
-    ):
+    evaluated = [c.backbone for c in results.conditions if c.system == entry.system]
+    if not system(entry.system).evaluates(entry, evaluated):
         return False
     return entry.dataset in columns and entry.max_docs == results.max_docs and entry.max_queries == results.max_queries
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from benchmark.pipeline.systems import system
 from benchmark.report.labels import row_id, system_label
 from benchmark.report.markdown import header, once, sparsity_header
 from benchmark.report.plots import AVERAGES, NORMS, SWEEP, changed_statistic, head_norms
@@ -235,7 +236,7 @@ def significance_html(table: Table, labels: dict[str, str] | None) -> str:
 def _outcome_cell(c: ConditionResult) -> str:
     """The training outcome with its step (a number the test checks) and reason."""
     if not c.trained:
-        return f'<td class="num outcome">{"untrained" if c.system == "splade" else ""}</td>'
+        return f'<td class="num outcome">{system(c.system).untrained_cell(c)}</td>'
     step = f' at step <span data-field="step">{c.outcome_step}</span>' if c.outcome_step is not None else ""
     reason = f" ({escape(c.outcome_reason)})" if c.outcome_reason else ""
     klass = "num outcome" + (" collapsed" if c.outcome == COLLAPSED else "")

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from benchmark.report.labels import baseline_of, is_baseline, system_label
+from benchmark.report.labels import baseline_of, is_baseline, system_label, trained_here
 from benchmark.report.results import DEV_MEASURE, ConditionResult, RowKey, SuiteResults
 from benchmark.training.outcomes import DEGRADED
 
@@ -65,9 +65,9 @@ def reference_row(results: SuiteResults, rows: Mapping[RowKey, Any]) -> RowKey |
     """The BERT reference: the trained baseline arm of the table's ``reference`` backbone, else of
     the first backbone named ``bert…``."""
     wanted = results.settings().reference
-    backbones = list(dict.fromkeys(k[1] for k in rows if k[0] == "splade" and k[3]))
+    backbones = list(dict.fromkeys(k[1] for k in rows if trained_here(k)))
     name = wanted or next((b for b in backbones if b.lower().startswith(REFERENCE_PREFIX)), None)
-    return next((k for k in rows if k[0] == "splade" and k[3] and k[1] == name and is_baseline(k[2])), None)
+    return next((k for k in rows if trained_here(k) and k[1] == name and is_baseline(k[2])), None)
 
 
 def _by_seed(runs: list[ConditionResult]) -> dict[Any, ConditionResult]:
@@ -209,7 +209,7 @@ def judge(results: SuiteResults, rows: Mapping[RowKey, Any]) -> dict[RowKey, lis
     ref = reference_row(results, rows)
     out: dict[RowKey, list[Judgement]] = {}
     for key, row in rows.items():
-        if key[0] != "splade" or not key[3]:
+        if not trained_here(key):
             continue
         found: list[Judgement] = []
         base = baseline_of(key, rows)

@@ -3,50 +3,44 @@ with; below both the tables and the judgements against other runs, which each ne
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from benchmark.report.results import RowKey
+from benchmark.pipeline.systems import BM25, RowKey, is_baseline, system
 
-BASELINE = "baseline"
-PUBLISHED = "published"  # a SPLADE model trained elsewhere, evaluated as it is (never "untrained")
+__all__ = ["baseline_of", "bm25_of", "is_baseline", "row_id", "system_label", "trained_here"]
 
 
-def system_label(system: str, backbone: str, variant: str, trained: bool) -> str:
-    if system == "bm25":
-        return "BM25"
-    if system == "run":  # a --run file: its name
-        return f"{variant} (run file)"
-    if system == PUBLISHED:  # trained elsewhere: not a starting point the harness left untrained
-        return f"SPLADE {backbone} (published)"
-    label = f"SPLADE {backbone} {variant}"
-    return label if trained else f"{label} (untrained)"
+def system_label(name: str, backbone: str, variant: str, trained: bool) -> str:
+    """A row's name, as its system gives it."""
+    return system(name).label(RowKey(name, backbone, variant, trained))
 
 
 def row_id(key: RowKey) -> str:
     """A row as text (HTML attributes, CSV): system|backbone|variant|trained (a published model: published)."""
-    return "|".join(
-        [key[0], key[1], key[2], PUBLISHED if key[0] == PUBLISHED else "trained" if key[3] else "untrained"]
-    )
+    key = RowKey(*key)
+    return "|".join([key.system, key.backbone, key.variant, system(key.system).state(key)])
 
 
-def is_baseline(variant: str) -> bool:
-    """``baseline``, or a shared label that includes it (``baseline = x1``)."""
-    return BASELINE in (part.strip() for part in variant.split("="))
+def trained_here(key: RowKey) -> bool:
+    """A row of a system that trains, trained: what the training judgements, outcomes and plots are about."""
+    return system(key[0]).trains and bool(key[3])
 
 
-def baseline_of(key: RowKey, rows: dict[RowKey, Any]) -> RowKey | None:
-    """The row a SPLADE row's Δ is taken against: the same backbone and training, unrescaled."""
-    system, backbone, variant, trained = key
-    if system != "splade" or is_baseline(variant):
+def baseline_of(key: RowKey, rows: Mapping[RowKey, Any]) -> RowKey | None:
+    """The row a row's Δ is taken against, for a system that has one: the same backbone and training,
+    unrescaled."""
+    name, backbone, variant, trained = key
+    if not system(name).has_baseline or is_baseline(variant):
         return None
     for other in rows:
-        if other[0] == system and other[1] == backbone and other[3] == trained and is_baseline(other[2]):
+        if other[0] == name and other[1] == backbone and other[3] == trained and is_baseline(other[2]):
             return other
     return None
 
 
-def bm25_of(key: RowKey, rows: dict[RowKey, Any]) -> RowKey | None:
-    """The BM25 row a SPLADE row is also tested against (same queries, no training)."""
-    if key[0] == "bm25":
+def bm25_of(key: RowKey, rows: Mapping[RowKey, Any]) -> RowKey | None:
+    """The BM25 row a row is also tested against (same queries, no training), for a system that is."""
+    if not system(key[0]).against_bm25:
         return None
-    return next((other for other in rows if other[0] == "bm25"), None)
+    return next((other for other in rows if other[0] == BM25), None)

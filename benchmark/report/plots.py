@@ -10,7 +10,8 @@ from typing import Any
 
 from benchmark.common.atomic import save_figure
 from benchmark.common.confine import confined
-from benchmark.report.labels import is_baseline, system_label
+from benchmark.pipeline.systems import BM25, SPLADE, RowKey, system
+from benchmark.report.labels import is_baseline, system_label, trained_here
 from benchmark.report.results import RESULTS, TELEMETRY_DIR, ConditionResult, SuiteResults
 from benchmark.report.table import PARTIAL as PARTIAL_MARK, Table, short_name
 from benchmark.training.outcomes import COLLAPSED, OK
@@ -88,7 +89,9 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
     factor_of = {c.row: factor_value(c.factor) for c in results.conditions}
     method_of = {c.row: c.method for c in results.conditions}
     sweep_rows = [
-        r for r in table.rows if r[0] == "splade" and factor_of.get(r) is not None and sweep_arm(r[2]) is not None
+        r
+        for r in table.rows
+        if system(r[0]).has_baseline and factor_of.get(r) is not None and sweep_arm(r[2]) is not None
     ]
     if sum(1 for r in sweep_rows if r[2].startswith("x") and sweep_arm(r[2]) == "") < 2:
         return None
@@ -160,7 +163,7 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
                 (
                     table.cells[(r, col.name)]
                     for r in table.rows
-                    if r[0] == "splade" and (r[1], r[3]) == (backbone, trained) and is_baseline(r[2])
+                    if system(r[0]).has_baseline and (r[1], r[3]) == (backbone, trained) and is_baseline(r[2])
                 ),
                 None,
             )
@@ -241,8 +244,8 @@ def averages_plot(table: Table, path: Path) -> list[str]:
     BM25's average as a line across and each row's training outcome on its bar: a red-edged, hatched bar
     for a scored run marked collapsed or degraded, a red ✗ for a run stopped at its collapse (no score)."""
     averages = [c for c in table.columns if c.kind == "average"]
-    backbones = list(dict.fromkeys(r[1] for r in table.rows if r[0] == "splade" and r[3]))
-    variants = list(dict.fromkeys(r[2] for r in table.rows if r[0] == "splade" and r[3]))
+    backbones = list(dict.fromkeys(r[1] for r in table.rows if trained_here(r)))
+    variants = list(dict.fromkeys(r[2] for r in table.rows if trained_here(r)))
     if not averages or len(backbones) < 2 or len(variants) < 2:
         return []
     plt = _pyplot()
@@ -254,7 +257,7 @@ def averages_plot(table: Table, path: Path) -> list[str]:
         layout="constrained",
     )
     width = 0.8 / len(variants)
-    bm25 = next((r for r in table.rows if r[0] == "bm25"), None)
+    bm25 = next((r for r in table.rows if r[0] == BM25), None)
     for ax, col in zip(axes[:, 0], averages):
         stopped_label, partial_label = (
             "collapsed (stopped, no score)",
@@ -264,7 +267,7 @@ def averages_plot(table: Table, path: Path) -> list[str]:
         for j, variant in enumerate(variants):
             labelled = False  # one legend entry per variant, on its first bar (whichever backbone has one)
             for i, backbone in enumerate(backbones):
-                key = ("splade", backbone, variant, True)
+                key = RowKey(SPLADE, backbone, variant, True)
                 cell = table.cells.get((key, col.name))
                 x = i + (j - (len(variants) - 1) / 2) * width
                 if cell is not None and cell.status == OK:
@@ -328,7 +331,7 @@ def head_norms(results: SuiteResults) -> list[tuple[tuple[str, str, str, bool], 
     """One backbone record per SPLADE row: (row, condition) for rows whose backbone stage recorded norms."""
     seen: dict[Any, Any] = {}
     for c in results.conditions:
-        if c.system == "splade" and c.head_norm_before is not None and c.row not in seen:
+        if system(c.system).trains and c.head_norm_before is not None and c.row not in seen:
             seen[c.row] = c
     return list(seen.items())
 

@@ -25,6 +25,7 @@ from benchmark.common.atomic import atomic_write, write_json
 from benchmark.common.confine import confined
 from benchmark.common.errors import BenchmarkError
 from benchmark.formats import trec_run
+from benchmark.pipeline.systems import RowKey, system
 from benchmark.stages.records import TrainRecord
 from benchmark.training.outcomes import COLLAPSED, DEGRADED, MISSING, OK, TRAINING_OUTCOMES
 
@@ -37,8 +38,6 @@ STAGE_LOG = "stages.csv"  # written by the run (benchmark.report.build.write_sta
 PERQUERY_COLUMNS = ["condition", "measure", "query_id", "value"]
 #: perquery.csv.gz rows whose condition is a train stage id: the published checkpoint's held-out dev RR@10
 DEV_MEASURE = "dev RR@10"
-
-RowKey = tuple[str, str, str, bool]  # (system, backbone, variant, trained): one table row, every seed
 
 
 @dataclass
@@ -89,7 +88,7 @@ class ConditionResult:
 
     @property
     def row(self) -> RowKey:
-        return (self.system, self.backbone, self.variant, self.trained)
+        return RowKey(self.system, self.backbone, self.variant, self.trained)
 
     @property
     def scored(self) -> bool:
@@ -245,16 +244,7 @@ def run_tag(c: ConditionResult) -> str:
     """A TREC run tag that names the system (TREC tags have no spaces), distinct per row: ``bm25``,
     ``splade.bert-tiny.x4.head-norm-4.seed44``, ``splade.bert-tiny.baseline.untrained``,
     ``published.naver_splade-v3``, ``run.mine`` (a ``--run`` file by its name)."""
-    if c.system in ("run", "published"):
-        name = c.variant if c.system == "run" else c.backbone
-        return re.sub(r"[^\w.=+:@-]", "_", f"{c.system}.{name}")
-    if c.system != "splade":
-        return re.sub(r"\s+", "", c.system) or "run"
-    parts = [c.system, c.backbone, c.variant.replace(" ", "")]
-    if c.method:
-        parts.append(f"{c.method}-{c.factor}")
-    parts.append(f"seed{c.seed}" if c.trained and c.seed is not None else ("trained" if c.trained else "untrained"))
-    return re.sub(r"[^\w.=+:@-]", "_", ".".join(p for p in parts if p))
+    return system(c.system).tag(c)
 
 
 def tagged_run(source: Path, tag: str) -> bytes:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark.pipeline.systems import system
 from benchmark.report.judgements import judge, marks
 from benchmark.report.labels import baseline_of, bm25_of, system_label
 from benchmark.report.results import ConditionResult, RowKey, SuiteResults, outcome_counts
@@ -155,7 +156,7 @@ def outcome_mark(counts: dict[str, int]) -> str:
 
 def _rescale_tag(c: ConditionResult) -> str:
     """The backbone stage's own account, else (results written before it) the planned method and factor."""
-    if c.rescale or not c.method or c.system != "splade":
+    if c.rescale or not c.method or not system(c.system).trains:
         return c.rescale
     from benchmark.model.rescale import rescale_tag
 
