@@ -9,19 +9,33 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from benchmark.common.errors import BenchmarkError
 from benchmark.data.datasets import DatasetRef
+from benchmark.pipeline.stage_labels import stage_labels
+from benchmark.pipeline.subset import narrowing_label, subset_folder
 from benchmark.pipeline.systems import BM25, PUBLISHED, SPLADE, SYSTEMS, Build, Condition
 from benchmark.pipeline.systems.splade import describe_variant, variant_specs
-from benchmark.stages import Backbone, Corpus, Index, RunFile, Topics, Train, Triples
-from benchmark.stages.store import Stage, StageView
+from benchmark.pipeline.views import ConditionView, PlanView, SuiteView
+from benchmark.stages import Corpus, Topics
+from benchmark.stages.store import Stage
 from benchmark.suites import Suite
 
-__all__ = ["Condition", "ConditionView", "Options", "Plan", "PlanView", "build_plan", "data_stages", "variant_specs"]
+__all__ = [
+    "Condition",
+    "ConditionView",
+    "Options",
+    "Plan",
+    "PlanView",
+    "SuiteView",
+    "build_plan",
+    "data_stages",
+    "subset_folder",
+    "variant_specs",
+]
 
 
 @dataclass(frozen=True)
@@ -76,102 +90,6 @@ class Options:
         out += [("set", item) for item in self.sets]
         out += [("run", name) for name, _ in self.runs]
         return out
-
-
-class SuiteView(Protocol):
-    """What a report reads of a suite: its name, its description, its ``[table]`` settings (a
-    ``benchmark.suites.Table``, or the same as a dict when read back from results.json) and its expected
-    scores."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def description(self) -> str: ...
-
-    @property
-    def table(self) -> object: ...
-
-    @property
-    def expected(self) -> Sequence[object] | None: ...  # the [[expected]] entries (None: not recorded)
-
-
-class ConditionView(Protocol):
-    """What a report reads of one condition (a cell of the tables for one seed) and the stages behind it."""
-
-    @property
-    def dataset(self) -> str: ...
-
-    @property
-    def system(self) -> str: ...
-
-    @property
-    def backbone(self) -> str: ...
-
-    @property
-    def variant(self) -> str: ...
-
-    @property
-    def factor(self) -> str: ...
-
-    @property
-    def method(self) -> str: ...
-
-    @property
-    def trained(self) -> bool: ...
-
-    @property
-    def seed(self) -> int | None: ...
-
-    @property
-    def evaluate(self) -> StageView | None: ...
-
-    @property
-    def train(self) -> StageView | None: ...
-
-    @property
-    def search(self) -> StageView | None: ...
-
-    @property
-    def command(self) -> str: ...
-
-
-class PlanView(Protocol):
-    """What ``benchmark.report.collect`` reads of a plan: the planner's ``Plan`` is one, and so is the plan a
-    refresh rebuilds from a results record and its stage ids (``benchmark.report.collect.RecordedPlan``)."""
-
-    @property
-    def suite(self) -> SuiteView: ...
-
-    @property
-    def measures(self) -> Sequence[str]: ...
-
-    @property
-    def dataset_measures(self) -> Mapping[str, Sequence[str]]: ...
-
-    @property
-    def columns(self) -> Sequence[str]: ...
-
-    @property
-    def groups(self) -> Mapping[str, Sequence[str]]: ...
-
-    @property
-    def max_docs(self) -> int | None: ...
-
-    @property
-    def max_queries(self) -> int | None: ...
-
-    @property
-    def seeds(self) -> Sequence[int]: ...
-
-    @property
-    def subset(self) -> str | None: ...
-
-    @property
-    def training(self) -> str: ...
-
-    @property
-    def conditions(self) -> Sequence[ConditionView]: ...
 
 
 @dataclass
@@ -297,66 +215,8 @@ class Plan:
         return "\n".join(lines)
 
     def stage_labels(self) -> dict[str, str]:
-        """Stage id → what it belongs to, for the log: ``bert-tiny x4, seed 42, beir/scifact/test``,
-        ``BM25, beir/nfcorpus/test``. A hash alone does not say which system a stage of a long run is.
-
-        Read from the stage and its ancestors (the backbone, the training seed, the dataset of its
-        topics or corpus); the variant label from the rows whose model the backbone stage is. A part
-        shared by nothing (a corpus serves every system) is left out."""
-        variants: dict[str, list[str]] = {}
-        for c in self.conditions:
-            label = "(published)" if c.system == PUBLISHED else c.variant
-            if c.backbone_stage is not None and label not in variants.setdefault(c.backbone_stage.id, []):
-                variants[c.backbone_stage.id].append(label)
-        facts: dict[str, dict[str, set[Any]]] = {}
-
-        def gather(stage: Stage) -> dict[str, set[Any]]:
-            if stage.id in facts:
-                return facts[stage.id]
-            out: dict[str, set[Any]] = {key: set() for key in ("model", "seed", "topics", "corpus", "bm25", "run")}
-            for parent in stage.parents.values():
-                for key, values in gather(parent).items():
-                    out[key] |= values
-            kind, config = stage.kind.name, stage.config
-            if kind == Backbone.name:
-                out["model"].add(f"{config.backbone} {' / '.join(variants.get(stage.id, []))}".strip())
-            elif kind == Train.name:
-                out["seed"].add(config.seed)
-                out["topics"], out["corpus"] = set(), set()  # the recipe's data, not an evaluated dataset
-                out["bm25"] = set()
-            elif kind == Triples.name:
-                out["bm25"] = set()  # negatives mined with BM25: training data, not the BM25 row
-            elif kind == Topics.name:
-                out["topics"].add(config.dataset)
-            elif kind == Corpus.name:
-                out["corpus"].add(config.source)
-            elif kind == Index.name and config.type == "bm25":
-                out["bm25"].add(True)
-            elif kind == RunFile.name:
-                out["run"].add(config.path.replace("\\", "/").rsplit("/", 1)[-1])
-            facts[stage.id] = out
-            return out
-
-        labels: dict[str, str] = {}
-        for stage in self.stages():
-            f = gather(stage)
-            parts = []
-            if len(f["model"]) == 1:
-                (model,) = f["model"]
-                trains = stage.kind.name not in (Backbone.name, Train.name) and not f["seed"]
-                parts.append(model + (" untrained" if trains and self.recipe is not None else ""))
-            elif f["bm25"] and not f["model"]:
-                parts.append("BM25")
-            elif len(f["run"]) == 1:
-                parts.append(f"run file {next(iter(f['run']))}")
-            if len(f["seed"]) == 1:
-                parts.append(f"seed {next(iter(f['seed']))}")
-            datasets = f["topics"] or f["corpus"]  # beir/scifact/test, not its documents' beir/scifact
-            if len(datasets) == 1 and stage.kind.name not in (Backbone.name, Train.name):
-                parts.append(next(iter(datasets)))
-            if parts:
-                labels[stage.id] = ", ".join(parts)
-        return labels
+        """Stage id → what it belongs to, for the log (``benchmark.pipeline.stage_labels``)."""
+        return stage_labels(self.conditions, self.stages(), self.recipe is not None)
 
     def stages(self) -> list[Stage]:
         """Every stage once, parents before children."""
@@ -412,49 +272,7 @@ def _select_datasets(
 
 def subset_label(opts: Options) -> str | None:
     """What the command line narrowed, in full (None: the whole suite); tables and pages show it."""
-    parts = []
-    for flag, value in opts.narrowing():
-        if flag == "datasets":
-            value = "+".join(_short_dataset(d) for d in value.split(","))
-        elif flag in ("backbones", "published", "recipe"):
-            value = ",".join(_short_model(m) for m in value.split(","))
-        parts.append(f"{flag}={value}")
-    return ",".join(parts) or None
-
-
-def _short_model(name: str) -> str:
-    """A model or recipe as a label names it: a local folder or file by its own name (the label names
-    the results folder, which holds no machine path); keys and hub ids as given."""
-    from pathlib import Path
-
-    if name.startswith(("/", "~", ".")) or Path(name).expanduser().is_dir():
-        return Path(name.rstrip("/\\")).name or name
-    return name
-
-
-def subset_folder(label: str) -> str:
-    """A filesystem-safe folder name for a subset label: long labels keep a prefix and a digest."""
-    import hashlib
-    import re
-
-    name = re.sub(r"[^A-Za-z0-9=+,.:_~-]", "_", label)
-    if len(name) > 80:
-        name = name[:60] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
-    return name
-
-
-def _short_dataset(name: str) -> str:
-    """A dataset in a subset label (and so in its results folder's name). A local folder carries its content
-    digest, ``cisi~1a2b3c4d``: two folders of one name, run apart, must not publish into one results folder,
-    the second's numbers under the first's name."""
-    ref = DatasetRef(name)
-    if ref.local is not None:
-        try:
-            return f"{ref.local[0].name}~{ref.key().rsplit(':', 1)[-1][:8]}"
-        except OSError:  # unreadable: validation names it in one line before any results folder is written
-            return ref.local[0].name
-    parts = name.split("/")
-    return parts[1] if parts[0] == "beir" and len(parts) > 1 else parts[-1]
+    return narrowing_label(opts.narrowing())
 
 
 def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:

@@ -15,7 +15,7 @@ from benchmark.common.errors import BenchmarkError
 from benchmark.evaluation.measures import means
 from benchmark.formats import trec_run
 from benchmark.formats.perquery import perquery_path, read_perquery
-from benchmark.pipeline.plan import PlanView
+from benchmark.pipeline.views import PlanView
 from benchmark.report.portable import dataset_labels, is_machine_path, portable_dataset, scrub
 from benchmark.report.results import (
     DEV_MEASURE,
