@@ -526,3 +526,22 @@ def test_a_relative_work_folder_is_planned_as_a_path(tmp_path, monkeypatch):
     dataset = args[args.index("--datasets") + 1]
     assert dataset == f"{tmp_path}/work/data/synthetic-1@test"
     assert args[args.index("--runs-dir") + 1] == f"{tmp_path}/work/runs"
+
+
+def test_a_child_of_the_rehearsal_plans_as_benchmark_run_does(tmp_path, capsys):
+    """Each child plans through ``benchmark.pipeline.command.prepare``, the function ``python -m benchmark.run``
+    plans with (no environment variable, no import of ``perf`` from the run): its stages are that run's."""
+    from benchmark.data.synthetic_corpus import Recipe, write
+    from benchmark.perf.scale import CHILD, main, run_args
+    from benchmark.pipeline.command import parse_args, prepare
+
+    folder = write(Recipe(50, 5, "beir/scifact"), tmp_path / "data", progress=False)
+    args = run_args(folder, tmp_path, 1, 32, splade=False)
+    assert main([CHILD, "plan", *args, "--dry-run"]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    plan, *_ = prepare(parse_args([*args, "--dry-run"]))
+    assert sorted(r["id"] for r in rows) == sorted(s.id for s in plan.stages())
+    assert sorted(r["kind"] for r in rows) == ["corpus", "evaluate", "index", "search", "topics"]
+    assert main([CHILD, f"nope-1={tmp_path / 'x.json'}", *args]) == 2
+    assert "the rehearsal names stage 'nope-1', which this plan does not have" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()

@@ -5,7 +5,8 @@ lengths, about 7,000 queries, one judged document each) goes through the stage g
 plans for it: corpus, topics, BM25 index, search and evaluation; and SPLADE with the ``scale-bert``
 backbone (bert-base's vocabulary, ~200 non-zeros per document): encode, queries, impact index, search,
 evaluation; then the report (tables, page, gzipped TREC exports). Each stage runs in its own process
-(``python -m benchmark.run`` with ``BENCHMARK_SCALE_STAGE`` naming the stage), so its wall time, CPU
+(``python -m benchmark.perf.scale stage SPEC RUN_ARGS``, planning as ``python -m benchmark.run RUN_ARGS`` does
+through ``benchmark.pipeline.command.prepare``), so its wall time, CPU
 time (itself and its children: the indexer's JVM) and peak resident memory (VmHWM, reset when the
 stage starts; the largest child's, separately) are its own. Bytes on disk are the stage folder's.
 
@@ -34,8 +35,9 @@ from benchmark.common.atomic import write_csv, write_json, write_text
 from benchmark.common.errors import BenchmarkError
 from benchmark.pipeline.budget import CORPORA
 
-#: set by the driver for each child ``python -m benchmark.run``: ``STAGE_ID=JSON_PATH`` (or ``report=…``)
-STAGE_ENV = "BENCHMARK_SCALE_STAGE"
+#: the child's first argument: ``python -m benchmark.perf.scale stage SPEC RUN_ARGS``, where SPEC is
+#: ``STAGE_ID=JSON_PATH`` (or ``report=…``), or ``plan`` for the plan's stages as JSON
+CHILD = "stage"
 BACKBONE = "scale-bert"
 #: BEIR-13's test queries per corpus, BEIR paper Table 1 (documents: the compute budget's ``CORPORA``, the
 #: same table): each query searches its own corpus, so a search costs by its corpus's size, not all 13 together
@@ -140,14 +142,14 @@ def _size(path: Path) -> int:
 
 def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int, spec: str) -> int:
     """In the child: compute the one stage ``spec`` names (its parents are finished), or write the report,
-    and write what it cost as JSON. Called by ``benchmark.run`` when ``BENCHMARK_SCALE_STAGE`` is set."""
+    and write what it cost as JSON. Called by ``child``."""
     from benchmark.pipeline.executor import run_stage
     from benchmark.stages import Context
 
     target, _, out = spec.partition("=")
     stages = {s.id: s for s in plan.stages()}
     if target != "report" and target not in stages:
-        raise BenchmarkError(f"{STAGE_ENV} names stage {target!r}, which this plan does not have")
+        raise BenchmarkError(f"the rehearsal names stage {target!r}, which this plan does not have")
     _rss_peak_reset()
     start_mb = _status_mb("VmRSS")  # the interpreter, its imports and the plan, before the stage
     wall, cpu, children = time.perf_counter(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
@@ -176,6 +178,31 @@ def run_one(plan: Any, store: Any, results_dir: Path, folder: str, threads: int,
 
 
 # --------------------------------------------------------------------------- the driver
+
+
+def child(spec: str, run_args: list[str]) -> int:
+    """One process of the rehearsal: the plan of ``python -m benchmark.run RUN_ARGS`` (as that command plans it,
+    through ``benchmark.pipeline.command.prepare``), then its stages as JSON (``plan``), or one stage computed
+    and measured (``run_one``)."""
+    from benchmark.common.signals import install_signal_handlers
+    from benchmark.pipeline.command import parse_args, prepare, results_folder
+
+    install_signal_handlers()
+    args = parse_args(run_args)
+    try:
+        plan, store, _, _ = prepare(args)
+        if spec == "plan":
+            print(json.dumps(plan_rows(plan)))
+            return 0
+        return run_one(plan, store, Path(args.results_dir), results_folder(plan), args.threads, spec)
+    except BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def command(spec: str, args: list[str]) -> list[str]:
+    """The child's command line."""
+    return [sys.executable, "-m", "benchmark.perf.scale", CHILD, spec, *args]
 
 
 def run_args(folder: Path, work: Path, threads: int, doc_tokens: int, splade: bool = True) -> list[str]:
@@ -230,10 +257,7 @@ def rehearse(
             log(f"scale {documents:,} docs: {row['kind']} {row['system']} ({row['text']})")
             result.parent.mkdir(parents=True, exist_ok=True)
             proc = subprocess.run(
-                [sys.executable, "-m", "benchmark.run", *args],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=dict(os.environ, **{STAGE_ENV: f"{row['id']}={result}"}),
+                command(f"{row['id']}={result}", args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
             )
             if proc.returncode != 0 or not result.is_file():
                 tail = " | ".join(proc.stdout.decode(errors="replace").strip().splitlines()[-3:])
@@ -275,13 +299,8 @@ def _latency(runs: Path, row: dict[str, str]) -> float | None:
 
 
 def _plan(args: list[str]) -> list[dict[str, str]]:
-    """The rehearsal's stages, parents first (``plan_rows``, printed by a dry run under ``STAGE_ENV=plan``)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmark.run", *args, "--dry-run"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=dict(os.environ, **{STAGE_ENV: "plan"}),
-    )
+    """The rehearsal's stages, parents first (``plan_rows``, printed by a child planning as a dry run)."""
+    proc = subprocess.run(command("plan", [*args, "--dry-run"]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         raise BenchmarkError(f"planning the rehearsal failed: {proc.stdout.decode(errors='replace').strip()[-400:]}")
     rows: list[dict[str, str]] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
@@ -604,6 +623,9 @@ def _plot(rows: list[Measurement], path: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [CHILD] and len(argv) > 1:  # one stage of the rehearsal, in its own process
+        return child(argv[1], argv[2:])
     from benchmark.common.command_line import parser
     from benchmark.common.environment import machine_class
     from benchmark.model.synthetic import SCALE_DOC_TOKENS
