@@ -22,7 +22,7 @@ from benchmark.pipeline.systems.base import (
 
 #: name → system, in the order the plan lists their rows (a ``late`` system's after every other): every
 #: module of this package but ``base`` holds one, as ``SYSTEM``, so a new family is one new module
-SYSTEMS: Registry[System] = Registry("system", "each module of benchmark/pipeline/systems/ defines one as SYSTEM")
+SYSTEMS: Registry[System] = Registry("system", "Each module of benchmark/pipeline/systems/ defines one as SYSTEM")
 _found = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__) if m.name != "base"]
 for _system in sorted((module.SYSTEM for module in _found), key=lambda s: (s.order, s.name)):
     SYSTEMS.register(_system.name, _system)
