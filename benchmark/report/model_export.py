@@ -301,7 +301,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         folder = Path(args.results_dir) / args.suite
         if not folder.is_dir():
-            raise BenchmarkError(f"no results folder {folder}; pass --suite NAME of a folder under --results-dir")
+            from benchmark.common.command_line import did_you_mean
+
+            there = sorted(f.parent.name for f in Path(args.results_dir).glob("*/results.json"))
+            close = did_you_mean(args.suite, there)
+            hint = f" (did you mean {close!r}?)" if close else ""
+            raise BenchmarkError(
+                f"no results folder {folder}{hint}; pass --suite NAME of a folder under --results-dir "
+                f"({', '.join(there) or 'none yet: run the suite first'})"
+            )
         from benchmark.pipeline.preflight import output_dir_problem
 
         problem = output_dir_problem(args.out, "export", "--out")
