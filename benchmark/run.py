@@ -470,19 +470,40 @@ def _main(args: argparse.Namespace) -> int:
             else f"tables of the finished conditions in {out}"
         )
         print(
-            f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; {where}\n{failed}",
+            f"suite {suite.name} incomplete after {(time.perf_counter() - start) / 60:.1f} min; {where}\n{failed}",
             file=sys.stderr,
         )
         return 1
     table = headline(out)
     if table:
         print("\n" + table + "\n")
-    print(f"suite {suite.name} finished in {time.perf_counter() - start:.1f}s; tables in {out}")
-    if args.check:
-        from benchmark.report.check import check_suite
+    from benchmark.report.check import applies, check_suite
 
-        return check_suite(plan, store)
-    return 0
+    lines: list[str] = []
+    code = check_suite(plan, store, out=lines.append)
+    if args.check:
+        print("\n".join(lines))
+    print(
+        finished_line(
+            suite.name,
+            time.perf_counter() - start,
+            out,
+            lines if any(applies(e, plan) for e in plan.suite.expected) else None,
+            args.check,
+        )
+    )
+    return code if args.check else 0
+
+
+def finished_line(name: str, seconds: float, out: Path, check: list[str] | None, checked: bool) -> str:
+    """The run's last line: its time in minutes, the check's verdict where the suite expects scores of
+    this subset (``--check`` lists each; without it, the verdict alone), and the page to open."""
+    verdict = ""
+    if check:
+        verdict = "; " + check[-1] + ("" if checked else " (--check lists each)")
+    page = out / "index.html"
+    where = f"page {page}" if page.is_file() else f"tables in {out}"
+    return f"suite {name} finished in {seconds / 60:.1f} min{verdict}; {where}"
 
 
 if __name__ == "__main__":
