@@ -128,13 +128,16 @@ def _save_sparse_encoder(model_dir: Path, out: Path, tmp: Path, max_seq_length: 
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
+    from benchmark.model.checkpoints import quiet_transformers
+
     logging.getLogger("sentence_transformers").setLevel(logging.ERROR)  # MLMTransformer's deprecation notice
-    mlm = MLMTransformer(str(model_dir), max_seq_length=max_seq_length)
-    mlm.auto_model = fold_for_export(mlm.auto_model)
-    encoder = SparseEncoder(
-        modules=[mlm, SpladePooling(pooling_strategy="max", activation_function="relu")], device="cpu"
-    )
-    encoder.save(str(tmp), create_model_card=False)
+    with quiet_transformers():  # transformers' "Loading weights" and "Writing" bars, one per model, are noise here
+        mlm = MLMTransformer(str(model_dir), max_seq_length=max_seq_length)
+        mlm.auto_model = fold_for_export(mlm.auto_model)
+        encoder = SparseEncoder(
+            modules=[mlm, SpladePooling(pooling_strategy="max", activation_function="relu")], device="cpu"
+        )
+        encoder.save(str(tmp), create_model_card=False)
     config = tmp / "sentence_bert_config.json"  # sentence-transformers 5 reads the length here (6: the tokenizer's)
     config.write_text(
         json.dumps({**json.loads(config.read_text(encoding="utf-8")), "max_seq_length": max_seq_length}, indent=4)
