@@ -278,7 +278,9 @@ def test_every_bad_name_is_reported_at_once(tmp_path, capsys):
         str(tmp_path),
     )
     err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1
+    lines = err.strip().splitlines()  # a summary line, then one line per problem
+    assert code == 2 and len(lines) == 4 and lines[0] == "error: 3 problems, one a line:", lines
+    assert all(line.startswith("  ") for line in lines[1:])
     assert "'beir/scifakt/test' not in suite 'smoke'; valid: beir/scifact/test" in err
     assert "unknown variant(s) 'shrunk'; valid: baseline, rescaled" in err
     assert "unknown backbone 'bert-tinny' (did you mean 'bert-tiny'?)" in err
