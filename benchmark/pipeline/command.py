@@ -142,7 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--verify", action="store_true", help="check every reused stage's files against their recorded sha256"
     )
-    p.add_argument("--dry-run", action="store_true", help="print the stage plan without loading models")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan without loading models: the matrix, stage counts and the GPU estimate (--gpus N)",
+    )
+    p.add_argument(
+        "--stages", action="store_true", help="with --dry-run: list every stage (id, cached or not) and condition"
+    )
     p.add_argument("--check", action="store_true", help="compare with the suite's expected scores; exit 1 on FAIL")
     p.add_argument(
         "--keep",
@@ -177,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpus",
         type=int,
         help="with --executor ray: GPUs of the local cluster; with --dry-run: "
-        "estimate the wall time on this many GPUs (default: all the cluster has; the estimate: 1)",
+        "estimate the wall time on this many GPUs (default: all the cluster has; the estimate: this machine's, "
+        "else 1)",
     )
     return p
 

@@ -153,6 +153,8 @@ class System:
     has_baseline: ClassVar[bool] = False
     #: its rows are tested against the BM25 row (same queries)
     against_bm25: ClassVar[bool] = True
+    #: its ranked list comes from a search this run times (a run file's stage reads a file: no ms per query)
+    searches: ClassVar[bool] = True
     #: its rows show what training did (outcome, dense judgements, the scale plots): rows trained here
     trains: ClassVar[bool] = False
 

@@ -12,6 +12,7 @@ from benchmark.stages.store import Stage
 class RunFileSystem(System):
     order = 20
     name = RUN
+    searches = False
 
     def conditions(self, build: Build) -> list[Condition]:
         runs, datasets = build.opts.runs, build.datasets
