@@ -36,9 +36,13 @@ class Topics(StageKind):
 
     @classmethod
     def external(cls, config: Config) -> dict[str, Any]:
+        from benchmark.common.errors import BenchmarkError
         from benchmark.data.sources import parse
 
-        ref = parse(config.dataset)
+        try:
+            ref = parse(config.dataset)
+        except BenchmarkError:  # a name in no known form: validation refuses it before any stage runs
+            return {}
         return {"content": ref.key()} if ref.digest() is not None else {}
 
     @classmethod
