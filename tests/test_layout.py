@@ -28,7 +28,7 @@ LAYERS = [
     "report/",
     "perf/",
     "run.py",
-    "__main__.py",  # the benchmark command: it dispatches to every command by module name
+    "__main__.py",  # the `benchmark` command: dispatches to run, report, export, norms and perf
 ]
 #: What may stand loose at the top beside the folders.
 TOP_FILES = {"__init__.py", "__main__.py", "run.py"}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.data.datasets import DatasetRef
+from benchmark.data.sources import is_path, parse
 from benchmark.pipeline.stage_labels import stage_labels
 from benchmark.pipeline.subset import narrowing_label, subset_folder
 from benchmark.pipeline.systems import BM25, PUBLISHED, SPLADE, SYSTEMS, Build, Condition
@@ -250,7 +250,7 @@ def _select_datasets(
             groups[name] = list(suite.groups[name])
             datasets.extend(suite.groups[name])
             columns.append(name)
-        elif name in known or DatasetRef(name).local is not None:
+        elif name in known or is_path(name):  # a local folder runs in any suite
             datasets.append(name)
             columns.append(name)
         else:
@@ -345,15 +345,12 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
 def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tuple[Stage, Stage]:
     """(topics, corpus) of a dataset. Query sets that share documents share the corpus stage (and so
     its encodings and indexes), unless a subset is cut: then the corpus keeps the topics' judged docs."""
-    from benchmark.data.datasets import corpus_source
-
-    ref = DatasetRef(name)
-    dataset = str(ref.local[0]) + "@" + ref.local[1] if ref.local is not None else name
-    topics = Stage(Topics, Topics.Config(dataset, max_queries, 0))
     try:
-        source = corpus_source(name)
-    except Exception:  # an unknown id: validation reports it; the plan only needs a placeholder
-        source = name
+        ref = parse(name)
+        dataset, source = ref.place, ref.corpus()  # an id's place is its name
+    except Exception:  # an unknown id, or a name in no known form: validation reports it; the plan needs placeholders
+        dataset = source = name
+    topics = Stage(Topics, Topics.Config(dataset, max_queries, 0))
     corpus = Stage(Corpus, Corpus.Config(source, max_docs, 0), {"topics": topics} if max_docs is not None else {})
     return topics, corpus
 

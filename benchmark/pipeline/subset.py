@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchmark.data.datasets import DatasetRef
+from benchmark.common.errors import BenchmarkError
+from benchmark.data.sources import parse
 
 
 def narrowing_label(narrowing: Sequence[tuple[str, str]]) -> str | None:
@@ -45,11 +46,7 @@ def _short_dataset(name: str) -> str:
     """A dataset in a subset label (and so in its results folder's name). A local folder carries its content
     digest, ``cisi~1a2b3c4d``: two folders of one name, run apart, must not publish into one results folder,
     the second's numbers under the first's name."""
-    ref = DatasetRef(name)
-    if ref.local is not None:
-        try:
-            return f"{ref.local[0].name}~{ref.key().rsplit(':', 1)[-1][:8]}"
-        except OSError:  # unreadable: validation names it in one line before any results folder is written
-            return ref.local[0].name
-    parts = name.split("/")
-    return parts[1] if parts[0] == "beir" and len(parts) > 1 else parts[-1]
+    try:
+        return parse(name).short()
+    except BenchmarkError:  # a name in no known form: validation names it before any results folder is written
+        return name
