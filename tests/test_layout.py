@@ -28,9 +28,10 @@ LAYERS = [
     "report/",
     "perf/",
     "run.py",
+    "api.py",
 ]
 #: What may stand loose at the top beside the folders.
-TOP_FILES = {"__init__.py", "__main__.py", "run.py"}
+TOP_FILES = {"__init__.py", "__main__.py", "run.py", "api.py"}
 
 
 def _unit(module: str, package: Path) -> str:
