@@ -188,3 +188,153 @@ def test_an_evaluate_record_whose_metrics_is_a_list_is_damage(finished, tmp_path
         f"[damaged] {folder.name}: its record's 'metrics' is [0.5] (a JSON list), not a JSON object whose values "
         "are each a number (EvaluateRecord); recomputing it"
     ]
+
+
+# --------------------------------------------------------------------------- checks before work
+
+
+def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """The one stderr line of a run refused before any stage (no runs folder made)."""
+    capsys.readouterr()
+    runs = ["--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results")]
+    assert run_cli(*args, *runs) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert not (tmp_path / "runs").exists()
+    return line
+
+
+@pytest.mark.parametrize(
+    "setting, expected",
+    [
+        ("bm25.k1=inf", "bm25.k1 = inf must be a finite number"),  # a Java exception after the index was built
+        ("bm25.k1=nan", "bm25.k1 = nan must be a finite number"),
+        ("bm25.k1=1e39", "bm25.k1 = 1e+39 is inf in float32"),  # Lucene's BM25Similarity holds k1 as a float
+        ("recipe.lambda_d=inf", "lambda_d = inf must be a finite number"),
+        ("recipe.learning_rate=1e-50", "learning_rate = 1e-50 is 0 in float32"),
+    ],
+)
+def test_bm25_and_recipe_values_must_be_finite_float32_before_work(tmp_path, capsys, setting, expected):
+    args = ["--datasets", "cranfield", "--backbones", "bert-tiny", "--recipe", "smoke", "--set", setting]
+    assert expected in _refused(tmp_path, capsys, *args)
+
+
+def test_an_encode_length_past_the_backbones_positions_is_refused_before_bm25_runs(tmp_path, capsys):
+    line = _refused(
+        tmp_path, capsys, "--datasets", "cranfield", "--backbones", "bert-tiny", "--set", "encode.max_doc_length=100000"
+    )
+    assert line == (
+        "error: encode.max_doc_length = 100000, but backbone 'bert-tiny' has 512 positions (max_position_embeddings) "
+        "and cannot read a longer input; set encode.max_doc_length to 512 or less (--set encode.max_doc_length=512)"
+    )
+
+
+def test_a_measure_deeper_than_the_search_is_refused_in_an_adhoc_run(tmp_path, capsys):
+    """``--set measures=[…]`` on ``--datasets`` was dropped for each dataset's own measures: an empty P@2000 column."""
+    line = _refused(tmp_path, capsys, "--datasets", "cranfield", "--set", 'measures=["P@2000"]')
+    assert line.startswith("error: measure(s) P@2000 rank deeper than the search depth k = 1000")
+
+
+def test_set_measures_names_the_measures_of_an_adhoc_run(tmp_path):
+    from benchmark.run import parse_args, prepare
+
+    plan, *_ = prepare(parse_args(["--datasets", "cranfield", "--set", 'measures=["P@10"]', "--dry-run"]))
+    assert [c.evaluate.config.measures for c in plan.conditions] == [("P@10",)]
+
+
+def test_an_infinite_tolerance_is_refused(tmp_path, capsys):
+    """``tolerance = inf`` graded 0.1 against 0.8598 as [OK]."""
+    suite = tmp_path / "tol.toml"
+    suite.write_text(
+        'name = "tol"\ndescription = "d"\ndatasets = ["cranfield"]\nmeasures = ["nDCG@10"]\n[bm25]\n'
+        '[[expected]]\ndataset = "cranfield"\nsystem = "bm25"\nmeasure = "nDCG@10"\nvalue = 0.8598\ntolerance = inf\n'
+    )
+    line = _refused(tmp_path, capsys, "--suite", str(suite))
+    assert "expected[0].tolerance = inf must be a finite number" in line
+
+
+def test_perf_scale_refuses_doc_tokens_past_its_backbones_positions_before_writing_the_corpus(tmp_path, capsys):
+    from benchmark.perf.scale import main
+
+    capsys.readouterr()
+    assert main(["--doc-tokens", "100000", "--docs", "100", "--work", str(tmp_path / "w"), "--out", str(tmp_path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: --doc-tokens 100000: the rehearsal's backbone scale-bert reads 1 to 512 tokens")
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_corpus_with_a_lone_surrogate_escape_is_one_line(tmp_path, capsys):
+    """``\\ud800`` is valid JSON but no UTF-8 text: one line naming the corpus stage and the fix."""
+    folder = tmp_path / "sur"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(
+        '{"_id": "d1", "title": "", "text": "alpha \\ud800 gamma"}\n{"_id": "d2", "title": "", "text": "beta"}\n'
+    )
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "alpha gamma"}\n')
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    capsys.readouterr()
+    runs = ["--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results")]
+    assert run_cli("--datasets", f"{folder}@test", *runs) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: stage corpus-") and "UnicodeEncodeError" in line
+    assert "a lone surrogate escape such as \\ud800): fix that text and rerun; the full traceback is in" in line
+
+
+# --------------------------------------------------------------------------- signals
+
+HANGUP = """
+import os, signal, sys
+from pathlib import Path
+from benchmark.common.signals import Interrupted, install_signal_handlers
+from benchmark.stages.claims import Claims
+
+install_signal_handlers()
+claim = Claims(log=print).acquire(Path(sys.argv[1]) / ".stage")
+try:
+    os.kill(os.getpid(), signal.SIGHUP)
+    print("not interrupted")
+except Interrupted as exc:
+    print("raised", exc)
+finally:
+    claim.release()
+"""
+
+
+def test_sighup_unwinds_like_sigterm_and_releases_the_claim(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", HANGUP, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "raised SIGHUP", proc.stderr
+    assert list(tmp_path.iterdir()) == []  # the claim released
+
+
+def test_ctrl_c_during_report_is_one_line(tmp_path, capsys, monkeypatch):
+    import benchmark.report.build
+    from benchmark.report.report_cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(benchmark.report.build, "rebuild", interrupted)
+    capsys.readouterr()
+    assert main(["--results-dir", str(tmp_path)]) == 130
+    assert capsys.readouterr().err.splitlines() == [
+        "interrupted (SIGINT): each results folder holds its earlier tables or its new ones; rerun to rebuild"
+    ]
+
+
+def test_ctrl_c_during_export_is_one_line(tmp_path, capsys, monkeypatch):
+    import benchmark.report.model_export as model_export
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_export, "export_suite", interrupted)
+    (tmp_path / "results" / "smoke").mkdir(parents=True)
+    capsys.readouterr()
+    out = tmp_path / "out"
+    code = model_export.main(["--suite", "smoke", "--results-dir", str(tmp_path / "results"), "--out", str(out)])
+    assert code == 130
+    assert capsys.readouterr().err.splitlines() == [
+        f"interrupted (SIGINT): nothing half-written was left in {out}; export again"
+    ]
