@@ -338,3 +338,23 @@ def test_ctrl_c_during_export_is_one_line(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().err.splitlines() == [
         f"interrupted (SIGINT): nothing half-written was left in {out}; export again"
     ]
+
+
+def test_a_run_files_ms_per_query_is_empty():
+    """A ``--run`` row's ms/q was its file copy's time, labelled search time per query."""
+    from benchmark.report.results import ConditionResult, SuiteResults, efficiency
+
+    def condition(system: str, stage: str) -> ConditionResult:
+        return ConditionResult(key=system, dataset="d", system=system, search_id=stage, queries=4, metrics={"m": 1.0})
+
+    results = SuiteResults(
+        suite="s",
+        measures=["m"],
+        conditions=[condition("bm25", "search-a"), condition("run", "runfile-b")],
+        stage_log={
+            "search-a": {"stage": "search", "seconds": 2.0, "bytes": 1},
+            "runfile-b": {"stage": "runfile", "seconds": 3.0, "bytes": 1},
+        },
+    )
+    costs = efficiency(results)
+    assert costs["bm25"]["search_ms"] == 500.0 and costs["run"]["search_ms"] is None
