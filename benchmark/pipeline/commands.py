@@ -83,16 +83,14 @@ def _is_local(value: str) -> bool:
 
 
 def placeholder(value: str) -> str:
-    """``<path to NAME>`` for a local path (the reader puts theirs), else the value as given."""
-    from benchmark.data.datasets import DatasetRef
-
-    ref = DatasetRef(value)
-    if ref.local is not None:
-        folder, split = ref.local
-        return f"<path to {folder.name}>" + (f"@{split}" if "@" in value else "")
-    if _is_local(value):
-        return f"<path to {Path(value.rstrip('/')).name or value}>"
-    return value
+    """``<path to NAME>`` for a local path (the reader puts theirs; a BEIR folder keeps its ``@split``), else the
+    value as given."""
+    if not _is_local(value):
+        return value
+    path, at, split = value.rpartition("@")
+    if not at or "/" in split or not path:
+        path, split = value, ""
+    return f"<path to {Path(path.rstrip('/')).name or path}>" + (f"@{split}" if split else "")
 
 
 def row_command(suite_arg: str, opts: Any, row: Mapping[str, Any]) -> str:

@@ -300,7 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmark.common.signals import Interrupted, install_signal_handlers, interrupted_exit
+
     args = build_parser().parse_args(argv)
+    install_signal_handlers()
     try:
         folder = Path(args.results_dir) / args.suite
         if not folder.is_dir():
@@ -336,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    except (KeyboardInterrupt, Interrupted) as exc:  # its scratch folder is removed on the way out
+        return interrupted_exit(exc, f"nothing half-written was left in {args.out}; export again")
     return 0
 
 
