@@ -113,7 +113,7 @@ def test_folder_is_a_sparse_encoder_with_a_model_card(exported):
         "MLM-head rescale: method `head-norm`, factor 4 (applied: ×4)",
         "- Training: recipe smoke (one short epoch). Seed 42.",
         "Training outcome: degraded at step 26 (dev_mrr_drop)",
-        "| scifact (`beir/scifact/test`) | 0.6123 | 0.9000 |",
+        "| scifact (`beir/scifact/test`) | 0.6123 | 0.9000 | 300 |",
         "python -m benchmark.run --suite hand --variants x4 --seeds 42",
         "queries 64 tokens",
     ):
@@ -433,3 +433,28 @@ def test_an_exports_files_get_the_users_umask(exported, tmp_path):
     assert modes[exported.name] == 0o755
     assert modes[f"{exported.name}/model.safetensors"] == 0o644
     assert set(modes.values()) == {0o755, 0o644}, modes
+
+
+def test_the_model_card_states_the_per_query_mean_not_the_recorded_one(exported, tmp_path, capsys):
+    """A results folder whose results.json says nDCG@10 0.9999 while its per-query values average 0.6000:
+    the card gives 0.6000 over the 2 queries (it used to copy 0.9999)."""
+    import dataclasses
+
+    from benchmark.report.results import read_results
+
+    root = exported.parents[1]
+    results = read_results(root / "results" / "hand")
+    [c] = results.conditions
+    edited = dataclasses.replace(c, metrics={"nDCG@10": 0.9999, "R@100": 1.0})
+    results.conditions = [edited]
+    results.perquery = {c.key: {"nDCG@10": {"q1": 0.5, "q2": 0.7}, "R@100": {"q1": 1.0, "q2": 1.0}}}
+    folder = publish(results, tmp_path / "results" / "hand")
+    assert json.loads((folder / "results.json").read_text())["conditions"][0]["metrics"]["nDCG@10"] == 0.9999
+    capsys.readouterr()
+    out = tmp_path / "out"
+    argv = _argv(exported, out)
+    argv[argv.index("--results-dir") + 1] = str(tmp_path / "results")
+    assert export.main(argv) == 0
+    card = (out / exported.name / "README.md").read_text()
+    assert "| scifact (`beir/scifact/test`) | 0.6000 | 1.0000 | 2 |" in card and "0.9999" not in card
+    assert "gives nDCG@10 = 0.9999" in capsys.readouterr().err

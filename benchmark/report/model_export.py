@@ -213,11 +213,12 @@ def model_card(c: Any, results: Any, *, name: str, doc_len: int, query_len: int 
     )
     measures = [m for m in measures if any(m in r.metrics for r in scores)]
     training = results.training.removeprefix("Training: ") or "the suite's recipe (see the command)."
-    table = ["| dataset | " + " | ".join(measures) + " |", "|---|" + "---:|" * len(measures)]
+    # the means read_results derived from the per-query values, over the queries counted here
+    table = ["| dataset | " + " | ".join(measures) + " | queries |", "|---|" + "---:|" * (len(measures) + 1)]
     table += [
         f"| {short_name(r.dataset)} (`{r.dataset}`) | "
         + " | ".join(f"{r.metrics[m]:.4f}" if m in r.metrics else "" for m in measures)
-        + " |"
+        + f" | {r.queries if r.queries is not None else ''} |"
         for r in scores
     ]
     rescale = (
@@ -258,7 +259,7 @@ def model_card(c: Any, results: Any, *, name: str, doc_len: int, query_len: int 
         *table,
         "",
         "Impacts were indexed as round(100·w) in a Lucene impact index and searched by Pyserini; measures "
-        "are ir_measures'.",
+        "are ir_measures', each a mean over the dataset's judged queries (the per-query values).",
         "",
         "## Reproduce",
         "",
