@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.model.identity import model_label
 from benchmark.pipeline.plan import Options, build_plan
 from benchmark.report.check import applies, model_names
 from benchmark.report.labels import row_id, system_label
@@ -92,13 +93,16 @@ def test_a_published_model_is_evaluated_as_an_untrained_baseline_is(bert_tiny):
     assert (splade.system, splade.trained, published.system) == ("splade", False, "published")
     assert splade.evaluate.id == published.evaluate.id
     assert system_label(*splade.system_key) == "SPLADE bert-tiny baseline (untrained)"
-    assert plan.subset == f"datasets=scifact,backbones=bert-tiny,published={Path(bert_tiny).name}"  # no machine path
+    # no machine path: the folder by its name and content digest
+    assert plan.subset == f"datasets=scifact,backbones=bert-tiny,published={model_label(str(bert_tiny))}"
+    assert model_label(str(bert_tiny)).startswith(f"{Path(bert_tiny).name}~")
 
 
 def test_check_names_a_local_model_by_its_folder(tmp_path):
     folder = tmp_path / "somewhere" / EXPORT
     folder.mkdir(parents=True)
-    assert model_names(str(folder)) == {str(folder), EXPORT}
+    assert model_names(str(folder)) == {str(folder), EXPORT, model_label(str(folder))}
+    assert model_names(model_label(str(folder))) == {EXPORT, model_label(str(folder))}  # as results.json names it
     assert model_names(V3) == {V3}  # a hub id is not a folder: its owner stays
     suite = load_suite("published")
     plan = build_plan(
@@ -194,7 +198,7 @@ def test_the_exported_bert_tiny_is_checked_as_a_published_model(bert_tiny, tmp_p
     assert "3 OK, 0 OKish, 0 FAIL" in out
     (folder,) = results.iterdir()
     table = (folder / "table.md").read_text()
-    assert f"| SPLADE {EXPORT} (published) |" in table and "untrained" not in table
+    assert f"| SPLADE {model_label(str(export))} (published) |" in table and "untrained" not in table
 
 
 @pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
@@ -227,10 +231,8 @@ def test_no_machine_path_in_an_adhoc_run_with_local_models(bert_tiny, tmp_path):
         == 0
     )
     (folder,) = results.iterdir()
-    assert folder.name.startswith(
-        "adhoc@datasets=scifact,backbones=my-bert,published=splade-bert-tin"
-    )  # long: cut, digest
-    assert "published=splade-bert-tiny-baseline-seed42," in (folder / "table.md").read_text()
+    assert folder.name.startswith("adhoc@datasets=scifact,backbones=my-bert~")  # long: cut, digest
+    assert f"published={model_label(str(export))}," in (folder / "table.md").read_text()
     files = [p for p in folder.rglob("*")]
     assert {p.name for p in files} >= {
         "table.md",
@@ -250,6 +252,9 @@ def test_no_machine_path_in_an_adhoc_run_with_local_models(bert_tiny, tmp_path):
                 assert machine.encode() not in text, (path.name, machine)
     data = json.loads((folder / "results.json").read_text())
     rows = {c["system"]: c for c in data["conditions"]}
-    assert rows["splade"]["backbone"] == "my-bert" and rows["published"]["backbone"] == EXPORT
+    assert rows["splade"]["backbone"] == model_label(str(backbone)) and model_label(str(backbone)).startswith(
+        "my-bert~"
+    )
+    assert rows["published"]["backbone"] == model_label(str(export))
     assert rows["published"]["metrics"] == rows["splade"]["metrics"]  # the same weights, encoded alike
-    assert "| SPLADE my-bert baseline (untrained) |" in (folder / "table.md").read_text()
+    assert f"| SPLADE {model_label(str(backbone))} baseline (untrained) |" in (folder / "table.md").read_text()

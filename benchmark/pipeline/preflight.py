@@ -129,7 +129,7 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
 
         for name in published:
             problems.extend(backbone_problems(name, deep=deep))
-        problems.extend(_length_problems(plan, published))
+        # a published SparseEncoder's encode lengths are capped at its max_seq_length in the plan
     problems.extend(depth_problems(plan))
     if plan.suite.splade is not None:
         from benchmark.model.loader import backbone_problems
