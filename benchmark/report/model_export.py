@@ -63,7 +63,10 @@ def export_name(c: Any) -> str:
     """The folder (and hub repository) name of a condition's model: ``splade-bert-tiny-x4-head-norm-4-seed44``."""
     from benchmark.report.results import run_tag
 
-    return run_tag(c).replace(".", "-").replace("=", "-").replace("+", "-").replace(":", "-").replace("@", "-")
+    tag = run_tag(c)  # a local backbone's label carries ~<digest>: a hub repository name may not
+    for char in ".=+:@~":
+        tag = tag.replace(char, "-")
+    return tag
 
 
 def stage_config(runs: Path, stage_id: str) -> dict[str, Any]:
