@@ -6,6 +6,7 @@ ran it would stand. ``--systems`` narrows a suite to row families without changi
 from __future__ import annotations
 
 import difflib
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -107,7 +108,11 @@ def row_command(suite_arg: str, opts: Any, row: Mapping[str, Any]) -> str:
     for flag in FLAGS:
         if flag in flags:
             value = flags[flag]
-            if flag in ("datasets", "published", "backbones", "recipe"):
+            if flag in ("published", "backbones"):  # a local folder as its content names it, not as it was typed
+                from benchmark.model.identity import command_path
+
+                value = ",".join(command_path(v) for v in value.split(","))
+            elif flag in ("datasets", "recipe"):
                 value = ",".join(placeholder(v) for v in value.split(","))
             args += [f"--{flag}", value]
     for item in opts.sets:
@@ -120,4 +125,4 @@ def row_command(suite_arg: str, opts: Any, row: Mapping[str, Any]) -> str:
         if row.get("run") in (None, name):
             args += ["--run", f"{name}=<path to {Path(path).name}>"]
     # a placeholder stays as the reader replaces it, unquoted
-    return " ".join(a if "<path to " in a else shlex.quote(a) for a in args)
+    return " ".join(a if re.search(r"<(path to|folder) [^>]*>", a) else shlex.quote(a) for a in args)

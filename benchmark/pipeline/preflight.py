@@ -129,6 +129,8 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
 
         for name in published:
             problems.extend(backbone_problems(name, deep=deep, published=True))
+        # a published SparseEncoder's encode lengths are capped at its max_seq_length in the plan; what is left is
+        # checked against the model's positions
         problems.extend(_length_problems(plan, published, deep))
     problems.extend(depth_problems(plan))
     if plan.suite.splade is not None:
