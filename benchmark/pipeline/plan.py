@@ -46,6 +46,7 @@ class Options:
     sets: tuple[str, ...] = ()  # --set KEY=VALUE, as given (suite keys, and recipe.KEY)
     runs: tuple[tuple[str, str], ...] = ()  # --run NAME=PATH: (name, absolute path)
     published: list[str] | None = None  # --published: models trained elsewhere, evaluated as they are
+    engines: list[str] | None = None  # --engines: impact search engines (benchmark.retrieval.engines)
 
     def recipe_overrides(self) -> list[tuple[list[str], Any]]:
         """The ``--set recipe.KEY=VALUE`` items, as (path inside the recipe, value)."""
@@ -61,7 +62,7 @@ class Options:
     def narrowing(self) -> list[tuple[str, str]]:
         """The command-line flags that make this run a subset of its suite, as (flag, value)."""
         out = []
-        for name in ("datasets", "backbones", "variants", "seeds", "published"):
+        for name in ("datasets", "backbones", "variants", "seeds", "published", "engines"):
             value = getattr(self, name)
             if value is not None:
                 out.append((name, ",".join(map(str, value))))
@@ -196,6 +197,7 @@ class Condition:
     search: Stage | None = None
     backbone_stage: Stage | None = None
     command: str = ""  # the command that reproduces this row
+    engine: str = ""  # the impact search's engine label where it is not Lucene ("pisa:maxscore")
 
     @property
     def system_key(self) -> tuple[str, str, str, bool]:
@@ -225,7 +227,7 @@ class Condition:
             "trained": self.trained,
             "seed": self.seed,
             "command": self.command,
-        }
+        } | ({"engine": self.engine} if self.engine else {})
 
 
 @dataclass
@@ -595,6 +597,7 @@ def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
         "variants",
         "seeds",
         "published",
+        "engines",
         "recipe",
         "rescale-factor",
         "match-norm",
@@ -684,15 +687,19 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile)
     query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
 
-    def impact_search(model: Stage, name: str) -> tuple[Stage, Stage]:
-        """(evaluate, search) of a model's encodings of ``name``, searched in an impact index."""
+    choices = _engine_choices(suite, opts, problems)
+
+    def impact_search(model: Stage, name: str, choice: Any = None) -> tuple[Stage, Stage]:
+        """(evaluate, search) of a model's encodings of ``name``, searched in an impact index of ``choice``'s
+        engine (Lucene when None)."""
         topics, corpus = data_stages(name, max_docs, max_queries)
         encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
         queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
-        idx = Stage(Index, Index.Config("impact"), {"source": encode})
+        engine, spec = (choice.engine.name, choice.spec) if choice is not None else ("lucene", "lucene")
+        idx = Stage(Index, Index.Config("impact", engine=engine), {"source": encode})
         search = Stage(
             Search,
-            Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True),
+            Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True, engine=spec),
             {"index": idx, "queries": queries, "docs": encode},
         )
         return evaluate(search, name), search
@@ -709,22 +716,24 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             # the checkpoint as it is: the same backbone stage as an untrained baseline of that name
             init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model)))
             for name in datasets:
-                ev, search = impact_search(init, name)
-                late.append(
-                    Condition(
-                        name,
-                        PUBLISHED,
-                        model,
-                        "",
-                        (),
-                        "1",
-                        trained=False,
-                        evaluate=ev,
-                        search=search,
-                        backbone_stage=init,
-                        command=reproduce_command(suite_arg, opts, published=model),
+                for choice in choices:
+                    ev, search = impact_search(init, name, choice)
+                    late.append(
+                        Condition(
+                            name,
+                            PUBLISHED,
+                            model,
+                            _engine_label("", choice),
+                            (),
+                            "1",
+                            trained=False,
+                            evaluate=ev,
+                            search=search,
+                            backbone_stage=init,
+                            command=reproduce_command(suite_arg, opts, published=model),
+                            engine=_engine_name(choice),
+                        )
                     )
-                )
     if suite.splade is None:
         plan.conditions.extend(late)
         return plan
@@ -778,27 +787,53 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             for trained_or_init, train, seed in models:
                 row = {"backbones": backbone, "variants": vnames[0]}
                 for name in datasets:
-                    ev, search = impact_search(trained_or_init, name)
-                    plan.conditions.append(
-                        Condition(
-                            name,
-                            "splade",
-                            backbone,
-                            label,
-                            tuple(vnames),
-                            _factor_label(spec),
-                            spec.method if spec.mode != "none" else "",
-                            trained=train is not None,
-                            seed=seed,
-                            evaluate=ev,
-                            train=train,
-                            search=search,
-                            backbone_stage=init,
-                            command=reproduce_command(suite_arg, opts, **row),
+                    for choice in choices:
+                        ev, search = impact_search(trained_or_init, name, choice)
+                        plan.conditions.append(
+                            Condition(
+                                name,
+                                "splade",
+                                backbone,
+                                _engine_label(label, choice),
+                                tuple(vnames),
+                                _factor_label(spec),
+                                spec.method if spec.mode != "none" else "",
+                                trained=train is not None,
+                                seed=seed,
+                                evaluate=ev,
+                                train=train,
+                                search=search,
+                                backbone_stage=init,
+                                command=reproduce_command(suite_arg, opts, **row),
+                                engine=_engine_name(choice),
+                            )
                         )
-                    )
     plan.conditions.extend(late)
     return plan
+
+
+def _engine_choices(suite: Suite, opts: Options, problems: list[str]) -> list[Any]:
+    """The impact search engines of this run (``--engines``, else the suite's ``engines``, else Lucene alone):
+    an unknown engine, or one whose package is missing, is a problem named before any work."""
+    from benchmark.retrieval import engines
+
+    try:
+        return engines.choose_all(opts.engines or suite.engines)
+    except BenchmarkError as exc:
+        problems.append(str(exc))
+        return [engines.choose(engines.DEFAULT)]
+
+
+def _engine_name(choice: Any) -> str:
+    return "" if choice.engine.name == "lucene" else choice.name
+
+
+def _engine_label(label: str, choice: Any) -> str:
+    """A row's label with its engine where it is not Lucene: ``baseline · pisa:maxscore``, and ``(approximate)``
+    for an approximate point."""
+    if choice.engine.name == "lucene":
+        return label
+    return f"{label} · {choice.label}" if label else choice.label
 
 
 def _distinct_models(models: Sequence[str], plan: Plan) -> list[str]:
