@@ -153,3 +153,35 @@ def test_exact_engines_equal_lucene_on_real_encoded_vectors_and_a_dense_models_q
     seismic.engine.build(encode_dir / "docs", tmp_path / "seismic", 1)
     approximate = seismic.engine.search(tmp_path / "seismic", queries, 1000, seismic.point)
     assert 0.0 < engines.recall_of_exact(reference, approximate, 10) <= 1.0
+
+
+def test_the_frontiers_synthetic_documents_keep_a_real_collections_sparsity(tmp_path):
+    """Every drawn document has a real document's length, real terms and real weights (drawn, not made up)."""
+    from benchmark.perf.engines import synthetic
+
+    real = {"a": {"x": 3, "y": 7}, "b": {"x": 2, "z": 9, "w": 1}, "c": {"y": 4}}
+    source = _collection(tmp_path / "real", real)
+    folder, _ = synthetic(source, {}, 50, tmp_path / "work")
+    drawn = [row.vector for row in read_vectors(folder / "part-00000.jsonl")]
+    assert len(drawn) == 50
+    assert {len(v) for v in drawn} <= {1, 2, 3}
+    assert set().union(*drawn) <= {"x", "y", "z", "w"} and set().union(*(v.values() for v in drawn)) <= {
+        1,
+        2,
+        3,
+        4,
+        7,
+        9,
+    }
+
+
+def test_the_frontier_table_labels_approximate_points(tmp_path):
+    from benchmark.perf.engines import COLUMNS, write
+
+    row = dict.fromkeys(COLUMNS, 0) | {"collection": "c", "engine": "seismic", "point": "qc10-hf0.8", "exact": False}
+    row.update({"nDCG@10": 0.5, "delta_nDCG@10": -0.01, "RR@10": 0.4, "delta_RR@10": 0.0, "index_bytes": 2_000_000})
+    write([row], tmp_path, ["Machine: test."])
+    table = (tmp_path / "engines.md").read_text()
+    assert "| c | 0 | seismic:qc10-hf0.8 | approximate |" in table and "0.5000 (-0.0100)" in table
+    assert (tmp_path / "engines.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
+    assert (tmp_path / "engines.png").stat().st_size > 0
