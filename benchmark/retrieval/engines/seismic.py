@@ -77,19 +77,15 @@ class Seismic(Engine):
         components = [np.array(list(queries[q]), dtype=kind) for q in qids]
         values = [np.array(list(queries[q].values()), dtype=np.float32) for q in qids]
         began = time.perf_counter()
-        results = (
-            loaded.batch_search(
-                np.array(qids, dtype=kind),
-                components,
-                values,
-                k,
-                point.knobs["query_cut"],
-                point.knobs["heap_factor"],
-                num_threads=threads,
+        cut, factor = point.knobs["query_cut"], point.knobs["heap_factor"]
+        if len(qids) == 1:  # one query: its own call, without a thread pool's start
+            results = [loaded.search(qids[0], components[0], values[0], k, cut, factor)]
+        else:
+            results = (
+                loaded.batch_search(np.array(qids, dtype=kind), components, values, k, cut, factor, num_threads=threads)
+                if qids
+                else []
             )
-            if qids
-            else []
-        )
         add_time(timing, time.perf_counter() - began)
         found: dict[str, list[tuple[str, float]]] = {q: [] for q in queries}
         for qid, hits in zip(qids, results, strict=True):
