@@ -185,3 +185,24 @@ def test_the_frontier_table_labels_approximate_points(tmp_path):
     assert "| c | 0 | seismic:qc10-hf0.8 | approximate |" in table and "0.5000 (-0.0100)" in table
     assert (tmp_path / "engines.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
     assert (tmp_path / "engines.png").stat().st_size > 0
+
+
+def test_engines_add_labelled_rows_and_keep_lucenes_stage_ids():
+    """``--engines lucene,pisa`` keeps every Lucene stage of the plain plan (same ids) and adds one row per
+    SPLADE model searched with PISA, labelled, in its own index and search stages."""
+    from benchmark.pipeline.plan import Options, build_plan
+    from benchmark.suites import load_suite
+
+    suite = load_suite("smoke")
+    plain = build_plan(suite, Options())
+    both = build_plan(suite, Options(engines=["lucene", "pisa"]))
+    ids = {c.search.id for c in plain.conditions if c.search is not None}
+    assert ids <= {c.search.id for c in both.conditions if c.search is not None}
+    pisa = [c for c in both.conditions if c.engine]
+    assert [c.variant for c in pisa] == ["baseline · pisa:maxscore"] * 2  # trained and untrained
+    assert all(c.engine == "pisa:maxscore" and c.row()["engine"] == "pisa:maxscore" for c in pisa)
+    assert all(c.search.config.engine == "pisa" and c.search.parents["index"].config.engine == "pisa" for c in pisa)
+    assert "--engines lucene,pisa" in pisa[0].command
+    problems: list[str] = []
+    build_plan(suite, Options(engines=["lucene", "bmp"]), problems)
+    assert len(problems) == 1 and "unknown search engine 'bmp'" in problems[0]
