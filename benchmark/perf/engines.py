@@ -122,9 +122,12 @@ def measure(
     k: int = 1000,
 ) -> list[dict[str, Any]]:
     """One collection's rows: each engine's index built once, each operating point searched query by query."""
+    import shutil
+
     from benchmark.common.disk import disk_usage
 
     documents, _ = engines.count_documents(shards)
+    shutil.rmtree(work / name, ignore_errors=True)  # every index built in this run, none reused
     lucene_index = work / name / "lucene"
     began = _cpu()
     engines.choose("lucene").engine.build(shards, lucene_index, 1)
@@ -173,8 +176,8 @@ def synthetic(
     source: Path, queries: dict[str, dict[str, int]], n: int, out: Path, seed: int = 0
 ) -> tuple[Path, dict[str, dict[str, int]]]:
     """``n`` documents of a trained model's sparsity: each draws as many terms as a real document has (a real
-    length drawn at random), terms by the real document frequencies without replacement, weights from the
-    real weights; the real queries search them."""
+    length drawn at random) by the real document frequencies (with replacement, a repeat kept once, so a
+    document can come out a little shorter), weights from the real weights; the real queries search them."""
     import numpy as np
 
     from benchmark.formats import vectors
@@ -187,8 +190,8 @@ def synthetic(
         for term in vector:
             df[term] = df.get(term, 0) + 1
     terms = np.array(list(df))
-    p = np.array(list(df.values()), dtype=np.float64)
-    p /= p.sum()
+    cdf = np.cumsum(np.array(list(df.values()), dtype=np.float64))
+    cdf /= cdf[-1]
     lengths = np.array([len(v) for v in rows if v])
     weights = np.array([w for v in rows for w in v.values()])
     rng = np.random.default_rng(seed)
@@ -199,11 +202,11 @@ def synthetic(
 
         def draw() -> Any:
             for i in range(n):
-                m = min(int(rng.choice(lengths)), len(terms))
-                picked = rng.choice(len(terms), size=m, replace=False, p=p)
-                yield vectors.Vector(
-                    f"s{i}", dict(zip(terms[picked].tolist(), rng.choice(weights, size=m).tolist(), strict=True))
+                picked = np.unique(
+                    np.minimum(np.searchsorted(cdf, rng.random(int(rng.choice(lengths)))), len(terms) - 1)
                 )
+                drawn = rng.choice(weights, size=len(picked)).tolist()
+                yield vectors.Vector(f"s{i}", dict(zip(terms[picked].tolist(), drawn, strict=True)))
 
         vectors.write_doc_vectors(shard, draw())
     return folder, queries
