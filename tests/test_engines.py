@@ -110,6 +110,7 @@ def test_recall_of_the_exact_top_k_counts_tied_substitutes_as_kept():
     assert engines.recall_of_exact(exact, {"q": [("a", 9.0), ("c", 5.0)]}, 2) == 1.0  # c ties b at the 2nd
     assert engines.recall_of_exact(exact, {"q": [("a", 9.0), ("d", 1.0)]}, 2) == 0.5
     assert engines.recall_of_exact(exact, {"q": []}, 2) == 0.0
+    assert engines.recall_of_exact({"q": exact["q"][:2]}, {"q": [("a", 9.0), ("x", 5.0)]}, 2) == 1.0  # x ties b
 
 
 def _stage_dir(runs: Path, kind: str, record_key: str, value: str) -> Path:

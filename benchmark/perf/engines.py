@@ -312,15 +312,15 @@ def main(argv: list[str] | None = None) -> int:
             if args.max_queries:
                 queries = dict(list(queries.items())[: args.max_queries])
             collections[name] = (Path(encode_dir) / vectors.SHARDS, queries, _qrels(dataset))
+        rows = []
+        for name, (shards, queries, qrels) in collections.items():
+            rows += measure(name, shards, queries, qrels, specs, args.work)
         if args.synthetic:
             name, _, rest = args.synthetic.partition("=")
             source, docs = rest.split(",")
             shards, queries, _ = collections[source]
             folder, queries = synthetic(shards, queries, int(docs), args.work)
-            collections[name] = (folder, queries, None)
-        rows = []
-        for name, (shards, queries, qrels) in collections.items():
-            rows += measure(name, shards, queries, qrels, specs, args.work)
+            rows += measure(name, folder, queries, None, specs, args.work)
     except BenchmarkError as exc:
         print(f"error: {exc}")
         return 2

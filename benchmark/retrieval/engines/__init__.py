@@ -164,8 +164,8 @@ def ranked(found: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
 
 def recall_of_exact(exact: Hits, found: Hits, k: int) -> float:
     """Mean over queries of |found top k ∩ exact top k| / |exact top k|: how much of the exact ranking an
-    approximate point keeps. A document tied with the exact k-th score counts as kept (ties may be ordered
-    either way, so any of them is an exact top-k member)."""
+    approximate point keeps. A found hit whose score equals the exact k-th score counts as kept: ties may be
+    ordered either way (also past the exact list's end), and every score here is an exact integer dot product."""
     shares = []
     for qid, ranked_hits in exact.items():
         top = ranked_hits[:k]
@@ -173,9 +173,8 @@ def recall_of_exact(exact: Hits, found: Hits, k: int) -> float:
             continue
         floor = top[-1][1]
         members = {d for d, _ in top}
-        tied = {d for d, s in ranked_hits if s == floor}
-        got = {d for d, _ in found.get(qid, [])[:k]}
-        shares.append(min(len(top), len(got & members) + len((got - members) & tied)) / len(top))
+        kept = sum(1 for d, s in found.get(qid, [])[:k] if d in members or s == floor)
+        shares.append(min(len(top), kept) / len(top))
     return sum(shares) / len(shares) if shares else 1.0
 
 
