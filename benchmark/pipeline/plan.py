@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.data.datasets import DatasetRef
+from benchmark.data.sources import is_path, parse
 from benchmark.stages import Backbone, Corpus, Encode, Evaluate, Index, Queries, RunFile, Search, Topics, Train, Triples
 from benchmark.stages.store import Stage, StageView
 from benchmark.suites import Bm25, Suite
@@ -488,9 +488,13 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
         return table
     bad = [n for n in names if n not in table]
     if bad:
+        from benchmark.common.command_line import did_you_mean
+
+        close = [hint for hint in (did_you_mean(n, table) for n in bad) if hint]
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
         raise BenchmarkError(
-            f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, "
-            f"comma-separated"
+            f"unknown variant(s) {', '.join(map(repr, bad))}{hint}; valid: {', '.join(table)}. Pass them to "
+            "--variants, comma-separated"
         )
     return {n: table[n] for n in names}
 
@@ -517,7 +521,7 @@ def _select_datasets(
             groups[name] = list(suite.groups[name])
             datasets.extend(suite.groups[name])
             columns.append(name)
-        elif name in known or DatasetRef(name).local is not None:
+        elif name in known or is_path(name):  # a local folder runs in any suite
             datasets.append(name)
             columns.append(name)
         else:
@@ -550,11 +554,16 @@ def subset_label(opts: Options) -> str | None:
 
 
 def _short_model(name: str) -> str:
-    """A model or recipe as a label names it: a local folder or file by its own name (the label names
-    the results folder, which holds no machine path); keys and hub ids as given."""
+    """A model or recipe as a label names it: a local model folder by its name and content digest
+    (benchmark.model.identity), a recipe file by its own name (the label names the results folder, which
+    holds no machine path); keys and hub ids as given."""
     from pathlib import Path
 
-    if name.startswith(("/", "~", ".")) or Path(name).expanduser().is_dir():
+    from benchmark.model.identity import local_folder, model_label
+
+    if local_folder(name) is not None:
+        return model_label(name)
+    if name.startswith(("/", "~", ".")):
         return Path(name.rstrip("/\\")).name or name
     return name
 
@@ -574,14 +583,10 @@ def _short_dataset(name: str) -> str:
     """A dataset in a subset label (and so in its results folder's name). A local folder carries its content
     digest, ``cisi~1a2b3c4d``: two folders of one name, run apart, must not publish into one results folder,
     the second's numbers under the first's name."""
-    ref = DatasetRef(name)
-    if ref.local is not None:
-        try:
-            return f"{ref.local[0].name}~{ref.key().rsplit(':', 1)[-1][:8]}"
-        except OSError:  # unreadable: validation names it in one line before any results folder is written
-            return ref.local[0].name
-    parts = name.split("/")
-    return parts[1] if parts[0] == "beir" and len(parts) > 1 else parts[-1]
+    try:
+        return parse(name).short()
+    except BenchmarkError:  # a name in no known form: validation names it before any results folder is written
+        return name
 
 
 def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
@@ -589,8 +594,13 @@ def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
     from benchmark.suites.adhoc import ADHOC
 
     args = ["python", "-m", "benchmark.run"] + (["--suite", suite_arg] if suite_arg != ADHOC else [])
+    from benchmark.model.identity import command_path
+
     flags = dict(opts.narrowing())
     flags.update({k: str(v) for k, v in row.items() if v is not None})
+    for flag in ("published", "backbones"):  # a local folder as its content names it, not as it was typed
+        if flag in flags:
+            flags[flag] = ",".join(command_path(m) for m in flags[flag].split(","))
     for flag in (
         "datasets",
         "backbones",
@@ -689,12 +699,17 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
 
     choices = _engine_choices(suite, opts, problems)
 
-    def impact_search(model: Stage, name: str, choice: Any = None) -> tuple[Stage, Stage]:
+    def impact_search(model: Stage, name: str, limit: int | None = None, choice: Any = None) -> tuple[Stage, Stage]:
         """(evaluate, search) of a model's encodings of ``name``, searched in an impact index of ``choice``'s
-        engine (Lucene when None)."""
+        engine (Lucene when None); ``limit``: the model's own max_seq_length, which caps the suite's lengths
+        (a smaller suite setting stands)."""
         topics, corpus = data_stages(name, max_docs, max_queries)
-        encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
-        queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
+        docs, query = doc_cfg, query_cfg
+        if limit is not None:
+            docs = dataclasses.replace(docs, max_length=min(docs.max_length, limit))
+            query = dataclasses.replace(query, max_length=min(query.max_length, limit))
+        encode = Stage(Encode, docs, {"model": model, "corpus": corpus})
+        queries = Stage(Queries, query, {"model": model, "topics": topics})
         engine, spec = (choice.engine.name, choice.spec) if choice is not None else ("lucene", "lucene")
         idx = Stage(Index, Index.Config("impact", engine=engine), {"source": encode})
         search = Stage(
@@ -715,9 +730,10 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
         for model in plan.published:
             # the checkpoint as it is: the same backbone stage as an untrained baseline of that name
             init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model)))
+            limit = _sparse_encoder_length(model)
             for name in datasets:
                 for choice in choices:
-                    ev, search = impact_search(init, name, choice)
+                    ev, search = impact_search(init, name, limit, choice)
                     late.append(
                         Condition(
                             name,
@@ -788,7 +804,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                 row = {"backbones": backbone, "variants": vnames[0]}
                 for name in datasets:
                     for choice in choices:
-                        ev, search = impact_search(trained_or_init, name, choice)
+                        ev, search = impact_search(trained_or_init, name, choice=choice)
                         plan.conditions.append(
                             Condition(
                                 name,
@@ -834,6 +850,20 @@ def _engine_label(label: str, choice: Any) -> str:
     if choice.engine.name == "lucene":
         return label
     return f"{label} · {choice.label}" if label else choice.label
+
+
+def _sparse_encoder_length(name: str) -> int | None:
+    """A SparseEncoder folder's max_seq_length (the lengths it encodes at), None for anything else."""
+    from pathlib import Path
+
+    from benchmark.model.loader import resolve_backbone
+    from benchmark.model.st_modules import max_seq_length
+
+    try:
+        source = Path(resolve_backbone(name))
+    except BenchmarkError:
+        return None  # validation names it
+    return max_seq_length(source) if source.is_dir() else None
 
 
 def _distinct_models(models: Sequence[str], plan: Plan) -> list[str]:
@@ -903,15 +933,12 @@ def _train_inputs(
 def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tuple[Stage, Stage]:
     """(topics, corpus) of a dataset. Query sets that share documents share the corpus stage (and so
     its encodings and indexes), unless a subset is cut: then the corpus keeps the topics' judged docs."""
-    from benchmark.data.datasets import corpus_source
-
-    ref = DatasetRef(name)
-    dataset = str(ref.local[0]) + "@" + ref.local[1] if ref.local is not None else name
-    topics = Stage(Topics, Topics.Config(dataset, max_queries, 0))
     try:
-        source = corpus_source(name)
-    except Exception:  # an unknown id: validation reports it; the plan only needs a placeholder
-        source = name
+        ref = parse(name)
+        dataset, source = ref.place, ref.corpus()  # an id's place is its name
+    except Exception:  # an unknown id, or a name in no known form: validation reports it; the plan needs placeholders
+        dataset = source = name
+    topics = Stage(Topics, Topics.Config(dataset, max_queries, 0))
     corpus = Stage(Corpus, Corpus.Config(source, max_docs, 0), {"topics": topics} if max_docs is not None else {})
     return topics, corpus
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmark.common.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError, Unavailable
 
 if TYPE_CHECKING:
     from benchmark.pipeline.plan import Options, Plan
@@ -128,12 +128,15 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
         from benchmark.model.loader import backbone_problems
 
         for name in published:
-            problems.extend(backbone_problems(name, deep=deep))
-        problems.extend(_length_problems(plan, published))
+            problems.extend(backbone_problems(name, deep=deep, published=True))
+        # a published SparseEncoder's encode lengths are capped at its max_seq_length in the plan; what is left is
+        # checked against the model's positions
+        problems.extend(_length_problems(plan, published, deep))
     problems.extend(depth_problems(plan))
     if plan.suite.splade is not None:
         from benchmark.model.loader import backbone_problems
 
+        trained = set(backbones)
         backbones = list(dict.fromkeys([*backbones, *published]))
 
         references: dict[str, list[str]] = {}  # reference backbone → the variants that match it
@@ -143,7 +146,7 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
             if getattr(spec, "mode", None) == "match" and isinstance(match, str):
                 references.setdefault(match, []).append(vname)
         for name in dict.fromkeys(backbones):
-            problems.extend(backbone_problems(name, deep=deep))
+            problems.extend(backbone_problems(name, deep=deep, published=name not in trained))
         for name, variants in references.items():
             if name in backbones:
                 continue
@@ -156,7 +159,7 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
                 "itself: --rescale-factor F (or --match-norm NUMBER)"
                 for problem in backbone_problems(name, deep=deep)
             )
-        problems.extend(_length_problems(plan, backbones))
+        problems.extend(_length_problems(plan, backbones, deep))
         from benchmark.model import varlen
 
         if deep and plan.suite.encode.attn_implementation == varlen.NAME:
@@ -172,13 +175,43 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
     return problems
 
 
-def _length_problems(plan: Any, models: list[str]) -> list[str]:
-    """Encode lengths past a SparseEncoder folder's max_seq_length (it is honoured, not exceeded)."""
+def position_problems(plan: Any, models: list[str]) -> list[str]:
+    """Encode and training lengths past a backbone's positions (``max_position_embeddings``): the model
+    cannot read a longer input, and would fail inside the encode stage after BM25 and the backbone ran."""
+    from benchmark.model.loader import load_config
+
+    e = plan.suite.encode
+    recipe = getattr(plan, "recipe", None) or {}
+    lengths = {
+        "encode.max_doc_length": e.max_doc_length,
+        "encode.max_query_length": e.max_query_length,
+        **{f"recipe.{k}": recipe.get(k) for k in ("doc_max_length", "query_max_length") if recipe.get(k)},
+    }
+    problems: list[str] = []
+    for name in dict.fromkeys(models):
+        try:
+            positions = getattr(load_config(name), "max_position_embeddings", None)
+        except BenchmarkError:
+            continue  # reported by backbone_problems
+        if not isinstance(positions, int):
+            continue
+        problems.extend(
+            f"{key} = {value}, but backbone {name!r} has {positions} positions (max_position_embeddings) and "
+            f"cannot read a longer input; set {key} to {positions} or less (--set {key}={positions})"
+            for key, value in lengths.items()
+            if isinstance(value, int) and value > positions
+        )
+    return problems
+
+
+def _length_problems(plan: Any, models: list[str], deep: bool = False) -> list[str]:
+    """Encode lengths past a SparseEncoder folder's max_seq_length (it is honoured, not exceeded); with ``deep``,
+    past any backbone's positions."""
     from benchmark.model.loader import resolve_backbone
     from benchmark.model.st_modules import length_problems
 
     e = plan.suite.encode
-    problems: list[str] = []
+    problems: list[str] = position_problems(plan, models) if deep else []
     for name in dict.fromkeys(models):
         try:
             source = Path(resolve_backbone(name))
@@ -232,8 +265,10 @@ def check_flags(args: Any) -> None:
     check_factor(args.rescale_factor)
     if not args.dry_run:
         check_output_dirs(args.runs_dir, args.results_dir)
+    if args.stages and not args.dry_run:
+        raise BenchmarkError("--stages lists the stages of a dry run; add --dry-run")
     if args.executor != "ray":
-        for flag in ("ray_address", "resources", "gpus"):
+        for flag in ("ray_address", "resources") if args.dry_run else ("ray_address", "resources", "gpus"):
             if getattr(args, flag) is not None:
                 raise BenchmarkError(f"--{flag.replace('_', '-')} applies to the Ray executor; add --executor ray")
     if args.gpus is not None and args.gpus < 0:
@@ -258,4 +293,30 @@ def check_plan(plan: Plan, opts: Options, found: list[str] | None = None, deep: 
     ``deep=False`` (a dry run) skips what needs the network or transformers."""
     problems = list(found or []) + plan_problems(plan, opts.backbones or plan.backbones, deep=deep)
     if problems:
-        raise BenchmarkError(" | ".join(problems) if len(problems) > 1 else problems[0])
+        raise BenchmarkError(problems_message(problems, list(plan.datasets)))
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def problems_message(problems: list[str], datasets: list[str]) -> str:
+    """One problem as its line; several as a summary line, then one line each. Those that are only being
+    offline (a dataset or model neither cached nor reachable) are counted in the summary, beside the
+    datasets that are here, and listed in their short form."""
+    if len(problems) == 1:
+        return problems[0]
+    offline = [p for p in problems if isinstance(p, Unavailable)]
+    kinds = {kind: [p for p in offline if p.kind == kind] for kind in ("dataset", "model")}
+    others = len(problems) - len(offline)
+    if offline:
+        missing = {p.name for p in kinds["dataset"]}
+        here = [d for d in datasets if d not in missing]
+        counted = " and ".join(_count(len(v), k) for k, v in kinds.items() if v)
+        verb = "is" if len(offline) == 1 else "are"
+        head = f"{counted} {verb} unavailable offline; available here: {', '.join(here) or 'none'}"
+        if others:
+            head += f"; and {_count(others, 'other problem')}"
+    else:
+        head = f"{len(problems)} problems, one a line:"
+    return "\n".join([head] + [f"  {p.short if isinstance(p, Unavailable) else p}" for p in problems])
