@@ -208,6 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seeds", nargs="+", metavar="SEED", help="training seeds (default: the suite's)")
     p.add_argument(
+        "--engines",
+        metavar="NAME[:POINT],...",
+        help="impact search engines, comma-separated: lucene (exact reference), pisa (exact), seismic "
+        "(approximate); each SPLADE row once per engine (default: the suite's, else lucene)",
+    )
+    p.add_argument(
         "--runs-dir",
         default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"),
         help="where stages are stored and reused ($BENCHMARK_RUNS_DIR)",
@@ -393,6 +399,7 @@ def prepare(args: argparse.Namespace) -> tuple[Plan, Store, Any, dict[str, Any]]
         runs=tuple(runs),
         published=split_list(args.published),
         systems=split_list(args.systems),
+        engines=split_list(args.engines),
     )
     set_verbose(args.verbose)
     suite, suite_arg = load_run_suite(args, opts)

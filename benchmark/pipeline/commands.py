@@ -28,6 +28,7 @@ FLAGS = (
     "variants",
     "seeds",
     "published",
+    "engines",
     "recipe",
     "rescale-factor",
     "match-norm",

@@ -46,6 +46,7 @@ class Options:
     runs: tuple[tuple[str, str], ...] = ()  # --run NAME=PATH: (name, absolute path)
     published: list[str] | None = None  # --published: models trained elsewhere, evaluated as they are
     systems: list[str] | None = None  # --systems: the row families kept (None: every family the suite has)
+    engines: list[str] | None = None  # --engines: impact search engines (benchmark.retrieval.engines)
 
     def wants(self, family: str) -> bool:
         """Whether ``--systems`` keeps the rows of ``family`` (bm25, splade, published, run)."""
@@ -65,7 +66,7 @@ class Options:
     def narrowing(self) -> list[tuple[str, str]]:
         """The command-line flags that make this run a subset of its suite, as (flag, value)."""
         out = []
-        for name in ("systems", "datasets", "backbones", "variants", "seeds", "published"):
+        for name in ("systems", "datasets", "backbones", "variants", "seeds", "published", "engines"):
             value = getattr(self, name)
             if value is not None:
                 out.append((name, ",".join(map(str, value))))
@@ -200,6 +201,7 @@ class Condition:
     search: Stage | None = None
     backbone_stage: Stage | None = None
     command: str = ""  # the command that reproduces this row
+    engine: str = ""  # the impact search's engine label where it is not Lucene ("pisa:maxscore")
 
     @property
     def system_key(self) -> tuple[str, str, str, bool]:
@@ -229,7 +231,7 @@ class Condition:
             "trained": self.trained,
             "seed": self.seed,
             "command": self.command,
-        }
+        } | ({"engine": self.engine} if self.engine else {})
 
 
 @dataclass
@@ -675,9 +677,12 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile)
     query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
 
-    def impact_search(model: Stage, name: str, limit: int | None = None) -> tuple[Stage, Stage]:
-        """(evaluate, search) of a model's encodings of ``name``, searched in an impact index; ``limit``: the
-        model's own max_seq_length, which caps the suite's lengths (a smaller suite setting stands)."""
+    choices = _engine_choices(suite, opts, problems)
+
+    def impact_search(model: Stage, name: str, limit: int | None = None, choice: Any = None) -> tuple[Stage, Stage]:
+        """(evaluate, search) of a model's encodings of ``name``, searched in an impact index of ``choice``'s
+        engine (Lucene when None); ``limit``: the model's own max_seq_length, which caps the suite's lengths
+        (a smaller suite setting stands)."""
         topics, corpus = data_stages(name, max_docs, max_queries)
         docs, query = doc_cfg, query_cfg
         if limit is not None:
@@ -685,10 +690,11 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             query = dataclasses.replace(query, max_length=min(query.max_length, limit))
         encode = Stage(Encode, docs, {"model": model, "corpus": corpus})
         queries = Stage(Queries, query, {"model": model, "topics": topics})
-        idx = Stage(Index, Index.Config("impact"), {"source": encode})
+        engine, spec = (choice.engine.name, choice.spec) if choice is not None else ("lucene", "lucene")
+        idx = Stage(Index, Index.Config("impact", engine=engine), {"source": encode})
         search = Stage(
             Search,
-            Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True),
+            Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True, engine=spec),
             {"index": idx, "queries": queries, "docs": encode},
         )
         return evaluate(search, name), search
@@ -706,22 +712,31 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model)))
             limit = _sparse_encoder_length(model)
             for name in datasets:
-                ev, search = impact_search(init, name, limit)
-                late.append(
-                    Condition(
-                        name,
-                        PUBLISHED,
-                        model,
-                        "",
-                        (),
-                        "1",
-                        trained=False,
-                        evaluate=ev,
-                        search=search,
-                        backbone_stage=init,
-                        command=reproduce_command(suite_arg, opts, systems=PUBLISHED, datasets=name, published=model),
+                for choice in choices:
+                    ev, search = impact_search(init, name, limit, choice)
+                    late.append(
+                        Condition(
+                            name,
+                            PUBLISHED,
+                            model,
+                            _engine_label("", choice),
+                            (),
+                            "1",
+                            trained=False,
+                            evaluate=ev,
+                            search=search,
+                            backbone_stage=init,
+                            command=reproduce_command(
+                                suite_arg,
+                                opts,
+                                systems=PUBLISHED,
+                                datasets=name,
+                                published=model,
+                                engines=_engine_flag(choice, choices),
+                            ),
+                            engine=_engine_name(choice),
+                        )
                     )
-                )
     if suite.splade is None or not opts.wants("splade"):
         plan.conditions.extend(late)
         return plan
@@ -779,27 +794,60 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                 elif train is not None and sp.untrained:
                     row["trained"] = True
                 for name in datasets:
-                    ev, search = impact_search(trained_or_init, name)
-                    plan.conditions.append(
-                        Condition(
-                            name,
-                            "splade",
-                            backbone,
-                            label,
-                            tuple(vnames),
-                            _factor_label(spec),
-                            spec.method if spec.mode != "none" else "",
-                            trained=train is not None,
-                            seed=seed,
-                            evaluate=ev,
-                            train=train,
-                            search=search,
-                            backbone_stage=init,
-                            command=reproduce_command(suite_arg, opts, datasets=name, **row),
+                    for choice in choices:
+                        ev, search = impact_search(trained_or_init, name, choice=choice)
+                        plan.conditions.append(
+                            Condition(
+                                name,
+                                "splade",
+                                backbone,
+                                _engine_label(label, choice),
+                                tuple(vnames),
+                                _factor_label(spec),
+                                spec.method if spec.mode != "none" else "",
+                                trained=train is not None,
+                                seed=seed,
+                                evaluate=ev,
+                                train=train,
+                                search=search,
+                                backbone_stage=init,
+                                command=reproduce_command(
+                                    suite_arg, opts, datasets=name, engines=_engine_flag(choice, choices), **row
+                                ),
+                                engine=_engine_name(choice),
+                            )
                         )
-                    )
     plan.conditions.extend(late)
     return plan
+
+
+def _engine_choices(suite: Suite, opts: Options, problems: list[str]) -> list[Any]:
+    """The impact search engines of this run (``--engines``, else the suite's ``engines``, else Lucene alone):
+    an unknown engine, or one whose package is missing, is a problem named before any work."""
+    from benchmark.retrieval import engines
+
+    try:
+        return engines.choose_all(opts.engines or suite.engines)
+    except BenchmarkError as exc:
+        problems.append(str(exc))
+        return [engines.choose(engines.DEFAULT)]
+
+
+def _engine_name(choice: Any) -> str:
+    return "" if choice.engine.name == "lucene" else choice.name
+
+
+def _engine_flag(choice: Any, choices: list[Any]) -> str | None:
+    """A row command's ``--engines``: the row's own engine where the run searched with another than Lucene alone."""
+    return choice.name if len(choices) > 1 or choice.engine.name != "lucene" else None
+
+
+def _engine_label(label: str, choice: Any) -> str:
+    """A row's label with its engine where it is not Lucene: ``baseline · pisa:maxscore``, and ``(approximate)``
+    for an approximate point."""
+    if choice.engine.name == "lucene":
+        return label
+    return f"{label} · {choice.label}" if label else choice.label
 
 
 def _sparse_encoder_length(name: str) -> int | None:

@@ -328,6 +328,7 @@ class IndexRecord(StageRecord):
     type: str = ""  # bm25 | impact
     documents: int = 0
     unique_terms: int = 0
+    engine: str = "lucene"  # the search engine whose index this is (recorded when not Lucene)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -338,6 +339,9 @@ class SearchRecord(StageRecord):
     removed_self_hits: int = 0
     queries_without_hits: int = 0
     lucene_s: float | None = None  # wall seconds inside Lucene's batch searches (timing, not output)
+    engine: str = "lucene"  # the engine and operating point that searched (recorded when not Lucene)
+    exact: bool = True  # False where that point is approximate
+    engine_s: float | None = None  # wall seconds inside the engine's own calls (timing, not output)
     queries_past_float32: int = 0  # impact search
     queries_rescored_exactly: int = 0  # impact search (0 unless its config asks for exact scores)
     doc_nnz: float | None = None  # impact search with its encode stage
