@@ -150,8 +150,10 @@ def _main(args: argparse.Namespace) -> int:
     store.check_writable()
     store.sweep()
     from benchmark.common.atomic import not_a_folder
+    from benchmark.report.reference import run_folder
 
-    problem = not_a_folder(Path(args.results_dir) / results_folder(plan))
+    folder = run_folder(Path(args.results_dir), results_folder(plan))  # a committed reference stays as it is
+    problem = not_a_folder(Path(args.results_dir) / folder)
     if problem:
         raise BenchmarkError(problem)
     from benchmark.pipeline.executor import LocalExecutor, follow_training
@@ -175,7 +177,7 @@ def _main(args: argparse.Namespace) -> int:
         drop_encoded(plan, store, args.keep)
     from benchmark.report.build import headline, publish_run
 
-    results_dir, folder = Path(args.results_dir), results_folder(plan)
+    results_dir = Path(args.results_dir)
     out, kept = publish_run(plan, store, results_dir, folder, failed=failed is not None)
     if failed:
         where = (
@@ -192,6 +194,8 @@ def _main(args: argparse.Namespace) -> int:
     table = headline(out)
     if table:
         print("\n" + table + "\n")
+    if folder != results_folder(plan):
+        print(f"({results_dir / results_folder(plan)} is the committed reference, left as it is, to compare with)")
     from benchmark.report.check import applies, check_suite
 
     lines: list[str] = []

@@ -3,7 +3,7 @@
 # torch is installed first and pinned: the CPU build 2.13.0 (a wheel on local disk on the dev/CI
 # machines). Without the pin pip would pull a multi-GB CUDA build. On a GPU box, install your CUDA
 # torch into .venv before running this; the >=2.13,<2.14 range in pyproject keeps it.
-# The dependencies (pyproject.toml, with the test, java and ray extras) come from PyPI at the
+# The dependencies (pyproject.toml, with the test, java, ray and engines extras) come from PyPI at the
 # versions of constraints.txt; the checkout itself is put on the path by a .pth file, so edits take
 # effect at once in every process (torchrun ranks, Ray workers) without a build step. The console
 # commands of pyproject.toml ([project.scripts]: benchmark, benchmark-run, …) are written into
@@ -32,7 +32,7 @@ deps=$(.venv/bin/python - <<'PYEOF'
 import tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project.get("optional-dependencies", {})
-print("\n".join(project["dependencies"] + [d for name in ("test", "java", "ray") for d in extras.get(name, [])]))
+print("\n".join(project["dependencies"] + [d for name in ("test", "java", "ray", "engines") for d in extras.get(name, [])]))
 PYEOF
 )
 mapfile -t reqs <<< "$deps"

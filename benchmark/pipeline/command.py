@@ -42,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
         "dataset's conventions)",
     )
     p.add_argument(
+        "--systems",
+        nargs="+",
+        metavar="SYSTEM",
+        help="only these row families of the suite: bm25, splade, published, run; stage ids stay the "
+        "suite's (default: every family the suite has)",
+    )
+    p.add_argument(
         "--datasets",
         nargs="+",
         metavar="DATASET",
@@ -122,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-queries", type=int, help="deterministic query subset (default: the suite's, else every judged query)"
     )
     p.add_argument("--seeds", nargs="+", metavar="SEED", help="training seeds (default: the suite's)")
+    p.add_argument(
+        "--engines",
+        metavar="NAME[:POINT],...",
+        help="impact search engines, comma-separated: lucene (exact reference), pisa (exact), seismic "
+        "(approximate); each SPLADE row once per engine (default: the suite's, else lucene)",
+    )
     p.add_argument(
         "--runs-dir",
         default=os.environ.get("BENCHMARK_RUNS_DIR", "runs"),
@@ -281,6 +294,8 @@ def prepare(args: argparse.Namespace) -> tuple[Plan, Store, Any, dict[str, Any]]
         sets=tuple(args.sets),
         runs=tuple(runs),
         published=split_list(args.published),
+        systems=split_list(args.systems),
+        engines=split_list(args.engines),
     )
     set_verbose(args.verbose)
     suite, suite_arg = load_run_suite(args, opts)

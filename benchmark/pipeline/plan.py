@@ -8,7 +8,6 @@ Building the plan loads no model and touches no index, so it can be validated an
 from __future__ import annotations
 
 import math
-import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +55,12 @@ class Options:
     sets: tuple[str, ...] = ()  # --set KEY=VALUE, as given (suite keys, and recipe.KEY)
     runs: tuple[tuple[str, str], ...] = ()  # --run NAME=PATH: (name, absolute path)
     published: list[str] | None = None  # --published: models trained elsewhere, evaluated as they are
+    systems: list[str] | None = None  # --systems: the row families kept (None: every family the suite has)
+    engines: list[str] | None = None  # --engines: impact search engines (benchmark.retrieval.engines)
+
+    def wants(self, family: str) -> bool:
+        """Whether ``--systems`` keeps the rows of ``family`` (bm25, splade, published, run)."""
+        return self.systems is None or family in self.systems
 
     def recipe_overrides(self) -> list[tuple[list[str], Any]]:
         """The ``--set recipe.KEY=VALUE`` items, as (path inside the recipe, value)."""
@@ -71,7 +76,7 @@ class Options:
     def narrowing(self) -> list[tuple[str, str]]:
         """The command-line flags that make this run a subset of its suite, as (flag, value)."""
         out = []
-        for name in ("datasets", "backbones", "variants", "seeds", "published"):
+        for name in ("systems", "datasets", "backbones", "variants", "seeds", "published", "engines"):
             value = getattr(self, name)
             if value is not None:
                 out.append((name, ",".join(map(str, value))))
@@ -131,7 +136,7 @@ class Plan:
         lines = [f"suite {self.suite.name}: {self.suite.description}"]
         splade = {c.system_key for c in self.conditions if c.system == SPLADE}
         systems = {c.system_key for c in self.conditions}
-        if self.suite.splade is not None:
+        if self.suite.splade is not None and self.backbones:
             states = sorted({"trained" if key[3] else "untrained" for key in splade})
             lines.append(
                 f"matrix: {len(self.backbones)} backbone(s) × {len(self.variants)} variant(s)"
@@ -276,33 +281,10 @@ def subset_label(opts: Options) -> str | None:
 
 
 def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
-    """The command that recomputes one table row (a narrowing of the suite run)."""
-    from benchmark.suites.adhoc import ADHOC
+    """The command that recomputes one table row (a narrowing of the suite run): ``benchmark.pipeline.commands``."""
+    from benchmark.pipeline.commands import row_command
 
-    args = ["python", "-m", "benchmark.run"] + (["--suite", suite_arg] if suite_arg != ADHOC else [])
-    flags = dict(opts.narrowing())
-    flags.update({k: str(v) for k, v in row.items() if v is not None})
-    for flag in (
-        "datasets",
-        "backbones",
-        "variants",
-        "seeds",
-        "published",
-        "recipe",
-        "rescale-factor",
-        "match-norm",
-        "rescale-method",
-        "match-stat",
-        "max-docs",
-        "max-queries",
-    ):
-        if flag in flags:
-            args += [f"--{flag}", flags[flag]]
-    for item in opts.sets:
-        args += ["--set", item]
-    for name, path in opts.runs:
-        args += ["--run", f"{name}={path}"]
-    return " ".join(shlex.quote(a) for a in args)
+    return row_command(suite_arg, opts, row)
 
 
 def build_plan(suite: Suite, opts: Options, problems: list[str] | None = None, suite_arg: str | None = None) -> Plan:
@@ -321,8 +303,8 @@ def build_plan(suite: Suite, opts: Options, problems: list[str] | None = None, s
 
 
 def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str) -> Plan:
-    """The registered systems composed: each adds its conditions, in the registry's order, a late one's
-    (models trained elsewhere) after the harness's own."""
+    """The registered systems composed: each that ``--systems`` keeps adds its conditions, in the registry's
+    order, a late one's (models trained elsewhere) after the harness's own."""
     datasets, columns, groups = _select_datasets(suite, opts.datasets or list(suite.datasets), problems)
     plan = Plan(suite, datasets, suite.all_measures(), columns=columns, groups=groups, suite_arg=suite_arg)
     plan.dataset_measures = {name: suite.measures_of(name) for name in datasets}
@@ -333,13 +315,33 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     def command(**row: Any) -> str:
         return reproduce_command(suite_arg, opts, **row)
 
+    from benchmark.pipeline.commands import systems_problem
+
+    problem = systems_problem(suite, opts)
+    if problem:
+        problems.append(problem)
     build = Build(suite, opts, plan, datasets, problems, data_stages, command, plan.max_docs, plan.max_queries)
+    build.engines = _engine_choices(suite, opts, problems)
     late: list[Condition] = []
     for name in SYSTEMS:
+        if not opts.wants(name):
+            continue
         system = SYSTEMS[name]
         (late if system.late else plan.conditions).extend(system.conditions(build))
     plan.conditions.extend(late)
     return plan
+
+
+def _engine_choices(suite: Suite, opts: Options, problems: list[str]) -> list[Any]:
+    """The impact search engines of this run (``--engines``, else the suite's ``engines``, else Lucene alone):
+    an unknown engine, or one whose package is missing, is a problem named before any work."""
+    from benchmark.retrieval import engines
+
+    try:
+        return engines.choose_all(opts.engines or suite.engines)
+    except BenchmarkError as exc:
+        problems.append(str(exc))
+        return [engines.choose(engines.DEFAULT)]
 
 
 def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tuple[Stage, Stage]:

@@ -22,11 +22,16 @@ def narrowing_label(narrowing: Sequence[tuple[str, str]]) -> str | None:
 
 
 def _short_model(name: str) -> str:
-    """A model or recipe as a label names it: a local folder or file by its own name (the label names
-    the results folder, which holds no machine path); keys and hub ids as given."""
+    """A model or recipe as a label names it: a local model folder by its name and content digest
+    (benchmark.model.identity), a recipe file by its own name (the label names the results folder, which
+    holds no machine path); keys and hub ids as given."""
     from pathlib import Path
 
-    if name.startswith(("/", "~", ".")) or Path(name).expanduser().is_dir():
+    from benchmark.model.identity import local_folder, model_label
+
+    if local_folder(name) is not None:
+        return model_label(name)
+    if name.startswith(("/", "~", ".")):
         return Path(name.rstrip("/\\")).name or name
     return name
 

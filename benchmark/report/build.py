@@ -12,6 +12,7 @@ from typing import Any
 from benchmark.common.atomic import replace_folder, write_csv, write_text
 from benchmark.common.errors import BenchmarkError
 from benchmark.report import html, latex, markdown, tidy
+from benchmark.report.check import attach_references
 from benchmark.report.collect import collect, refresh
 from benchmark.report.judgements import JUDGEMENT_COLUMNS, judgement_rows
 from benchmark.report.mteb import write_mteb
@@ -32,6 +33,7 @@ def render(results: SuiteResults, folder: Path, name: str | None = None) -> list
     folder = Path(folder)
     published = name or folder.name
     tables = suite_tables(results)
+    attach_references(results, tables)
     labels = results.settings().labels
     write_csv(folder / METRICS, tidy.metric_rows(results), tidy.METRIC_COLUMNS)
     judged = {r: tables[0].info[r].judgements for r in tables[0].rows}
@@ -151,14 +153,15 @@ def _keep(folder: Path, staging: Path, name: str) -> None:
         shutil.copy2(folder / name, staging / name)
 
 
-def _rerender(folder: Path) -> list[str]:
+def _rerender(folder: Path, warn: Callable[[str], None]) -> list[str]:
     """Render a folder again from its own results, in a staging copy that replaces it whole."""
     written: list[str] = []
 
     def fill(staging: Path) -> None:
         shutil.copytree(folder, staging, dirs_exist_ok=True, symlinks=True)  # a link is copied as a link, not followed
         try:
-            written.extend(render(read_results(staging), staging, name=folder.name))
+            results = read_results(staging, warn=lambda line: warn(line.replace(str(staging), str(folder))))
+            written.extend(render(results, staging, name=folder.name))
         except BenchmarkError as exc:  # named by the folder, not by its staging copy
             raise BenchmarkError(str(exc).replace(str(staging), str(folder))) from None
 
@@ -190,7 +193,7 @@ def rebuild(
     for folder in folders:
         if (folder / RESULTS).is_file():
             try:
-                written = _rerender(folder)
+                written = _rerender(folder, err)
             except BenchmarkError as exc:
                 err(f"failed {folder}: {exc}")
                 failed += 1

@@ -32,6 +32,8 @@ def cell_text(table: Table, row, col: Column) -> str:
     text += DAGGER if p.significant else ""
     text += DDAGGER if p.significant_bm25 else ""
     text += f" n={p.seeds}" if p.seeds else ""
+    reference = table.references.get((row, col.name))
+    text += f" (ref {reference[0]} [{reference[1]}])" if reference else ""
     return text
 
 

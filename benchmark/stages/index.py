@@ -1,5 +1,7 @@
 """The index stage: a Lucene index. ``bm25`` indexes a corpus stage's JsonCollection; ``impact`` an
-encode stage's JsonVectorCollection shards, with ``--impact --pretokenized``."""
+encode stage's JsonVectorCollection shards, with ``--impact --pretokenized``. An impact index of another
+search engine (``engine``, ``benchmark.retrieval.engines``) is built from the same shards into the same
+folder: the same kind of artefact (one encode stage's vectors, ready to search), in that engine's format."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from benchmark.formats.documents import COLLECTION
 from benchmark.formats.lucene_index import index_path
 from benchmark.formats.vectors import SHARDS
 from benchmark.stages.records import DocumentsRecord, IndexRecord, StageRecord
-from benchmark.stages.store import Inputs, StageKind
+from benchmark.stages.store import Inputs, StageKind, added_field
 
 
 def _bm25_input(folder: Path) -> Path:
@@ -46,6 +48,10 @@ class Index(StageKind):
         "benchmark.formats.documents",
         "benchmark.formats.lucene_index",
         "benchmark.formats.vectors",
+        "benchmark.retrieval.engines",
+        "benchmark.retrieval.engines.lucene",
+        "benchmark.retrieval.engines.pisa",
+        "benchmark.retrieval.engines.seismic",
         "benchmark.retrieval.lucene",
         "benchmark.stages.index",
     )
@@ -53,10 +59,12 @@ class Index(StageKind):
     @dataclass(frozen=True)
     class Config:
         type: str  # bm25 | impact
+        # impact only: the search engine whose index this is (benchmark.retrieval.engines); Lucene's keeps its id
+        engine: str = added_field("lucene")
 
     @classmethod
     def describe(cls, config: Config) -> str:
-        return config.type
+        return config.type + (f" ({config.engine})" if config.engine != "lucene" else "")
 
     @classmethod
     def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> IndexRecord:
@@ -71,12 +79,19 @@ class Index(StageKind):
         target = index_path(out)
         if target.exists():  # a half-built Lucene index is never reused
             shutil.rmtree(target)
-        _builder(config.type)(collection(inputs.path("source")), target, ctx.threads)
-        kill_points.point("index:built")
-        stats = lucene.index_stats(target)
+        if config.engine != "lucene":
+            from benchmark.retrieval import engines
+
+            stats = engines.choose(config.engine).engine.build(collection(inputs.path("source")), target, ctx.threads)
+            kill_points.point("index:built")
+        else:
+            _builder(config.type)(collection(inputs.path("source")), target, ctx.threads)
+            kill_points.point("index:built")
+            stats = lucene.index_stats(target)
         if stats["documents"] == 0:
             raise BenchmarkError(f"the {config.type} index holds no documents; check the {inputs.path('source')} stage")
-        return IndexRecord.from_json({"type": config.type, **stats})
+        engine = {"engine": config.engine} if config.engine != "lucene" else {}
+        return IndexRecord.from_json({"type": config.type, **stats, **engine})
 
     @classmethod
     def space_needed(cls, config: Config, inputs: Inputs, out: Path) -> int | None:

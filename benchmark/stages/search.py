@@ -6,6 +6,10 @@ queries whose scores passed float32's exact integers, and FLOPS from the encode 
 frequencies (a declared parent). With
 ``remove_query`` (on for BEIR, as Pyserini's ``--remove-query`` in 2CR) a hit whose document id
 equals the query id is dropped after retrieving k, so recall at k matches 2CR.
+
+``engine`` picks the impact search's backend (``benchmark.retrieval.engines``, ``NAME[:POINT]``; Lucene by
+default): its index stage is built by the same engine, and the float32 and exact-integer checks apply to
+every engine's hits alike.
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ class Search(StageKind):
         "benchmark.formats.query_texts",
         "benchmark.formats.trec_run",
         "benchmark.formats.vectors",
+        "benchmark.retrieval.engines",
+        "benchmark.retrieval.engines.lucene",
+        "benchmark.retrieval.engines.pisa",
+        "benchmark.retrieval.engines.seismic",
         "benchmark.retrieval.flops",
         "benchmark.retrieval.lucene",
         "benchmark.stages.search",
@@ -53,12 +61,15 @@ class Search(StageKind):
         # impact search: scores past 2**24 (Lucene's float32 rounds them) rescored to their exact integers
         # from the encode shards; the planner sets it for every impact search (BM25 searches keep their ids)
         exact: bool = added_field(False)
+        # impact search: the engine and operating point (benchmark.retrieval.engines); Lucene's keeps its id
+        engine: str = added_field("lucene")
 
     @classmethod
     def describe(cls, config: Config) -> str:
         bm25 = f" k1={config.k1} b={config.b}" if config.k1 is not None else ""
         return (
             f"top-{config.k}{bm25}"
+            + (f" with {config.engine}" if config.engine != "lucene" else "")
             + (", self-hits removed" if config.remove_query else "")
             + (", exact past 2^24" if config.exact else "")
         )
@@ -86,6 +97,15 @@ class Search(StageKind):
                     timing=timing,
                     **{k: v for k, v in bm25.items() if v is not None},
                 )
+        elif config.engine != "lucene":
+            from benchmark.retrieval import engines
+
+            queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
+            choice = engines.choose(config.engine)
+            lucene.check_k(config.k)
+
+            def search(batch: dict[str, Any]) -> Hits:
+                return choice.engine.search(index, batch, config.k, choice.point, ctx.threads, timing)
         else:
             queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
 
@@ -125,6 +145,14 @@ class Search(StageKind):
             "queries_without_hits": without_hits,
             "lucene_s": round(timing.get("lucene_s", 0.0), 3),
         }
+        if config.engine != "lucene" and index_type != "bm25":
+            record.update(
+                {
+                    "engine": choice.name,
+                    "exact": choice.point.exact,
+                    "engine_s": round(timing.get("engine_s", 0.0), 3),
+                }
+            )
         if index_type != "bm25":
             record["queries_past_float32"] = past
             record["queries_rescored_exactly"] = rescored if config.exact and "docs" in inputs else 0

@@ -199,6 +199,8 @@ class Suite:
     remove_query: dict[str, bool] = field(default_factory=dict)
     # stage kind → what one of its tasks asks of a cluster (--executor ray; see benchmark.pipeline.resources)
     resources: dict[str, ResourceSpec] = field(default_factory=dict)
+    # impact search engines, each NAME[:POINT] (benchmark.retrieval.engines); every SPLADE row once per engine
+    engines: list[str] = field(default_factory=lambda: ["lucene"])
 
     def removes_query(self, dataset: str) -> bool:
         if dataset in self.remove_query:

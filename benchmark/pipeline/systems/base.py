@@ -8,8 +8,9 @@ the registered systems; the report asks them instead of matching names."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -60,6 +61,7 @@ class Condition:
     search: Stage | None = None
     backbone_stage: Stage | None = None
     command: str = ""  # the command that reproduces this row
+    engine: str = ""  # the impact search's engine label where it is not Lucene ("pisa:maxscore")
 
     @property
     def system_key(self) -> RowKey:
@@ -89,7 +91,7 @@ class Condition:
             "trained": self.trained,
             "seed": self.seed,
             "command": self.command,
-        }
+        } | ({"engine": self.engine} if self.engine else {})
 
 
 @dataclass
@@ -98,7 +100,8 @@ class Build:
     shared parts every system builds on, so that two systems asking for one stage get one stage.
 
     ``impact_search`` is the one place a model's encodings become a search: a choice of search engine is a
-    parameter there, shared by every system that searches impacts, not a copy of those systems."""
+    parameter there (one of ``engines``, the run's choices), shared by every system that searches impacts,
+    not a copy of those systems."""
 
     suite: Any  # benchmark.suites.Suite
     opts: Any  # benchmark.pipeline.plan.Options
@@ -109,6 +112,9 @@ class Build:
     command: Callable[..., str]  # the command that reproduces a row, given its narrowing flags
     max_docs: int | None = None
     max_queries: int | None = None
+    #: the impact search engines of this run (``benchmark.retrieval.engines`` choices; Lucene alone by default):
+    #: a system that searches impacts makes each of its rows once per choice
+    engines: Sequence[Any] = (None,)
 
     def data(self, name: str) -> tuple[Stage, Stage]:
         """(topics, corpus) of an evaluated dataset, cut as this run cuts them."""
@@ -120,23 +126,51 @@ class Build:
         config = Evaluate.Config(tuple(sorted(self.suite.measures_of(name))))
         return Stage(Evaluate, config, {"run": ranked, "topics": topics, "corpus": corpus})
 
-    def impact_search(self, model: Stage, name: str) -> tuple[Stage, Stage]:
-        """(evaluate, search) of a model's encodings of ``name``, searched in an impact index."""
+    def impact_search(
+        self, model: Stage, name: str, limit: int | None = None, choice: Any = None
+    ) -> tuple[Stage, Stage]:
+        """(evaluate, search) of a model's encodings of ``name``, searched in an impact index of ``choice``'s
+        engine (one of ``engines``; Lucene when None); ``limit``: the model's own max_seq_length, which caps
+        the suite's lengths (a smaller suite setting stands)."""
         suite, e = self.suite, self.suite.encode
         topics, corpus = self.data(name)
         doc_cfg = Encode.Config(
             e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile
         )
-        encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
         query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
+        if limit is not None:
+            doc_cfg = dataclasses.replace(doc_cfg, max_length=min(doc_cfg.max_length, limit))
+            query_cfg = dataclasses.replace(query_cfg, max_length=min(query_cfg.max_length, limit))
+        encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
         queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
-        idx = Stage(Index, Index.Config("impact"), {"source": encode})
+        engine, spec = (choice.engine.name, choice.spec) if choice is not None else ("lucene", "lucene")
+        idx = Stage(Index, Index.Config("impact", engine=engine), {"source": encode})
         search = Stage(
             Search,
-            Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True),
+            Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True, engine=spec),
             {"index": idx, "queries": queries, "docs": encode},
         )
         return self.evaluate(search, name), search
+
+    def engine_flag(self, choice: Any) -> str | None:
+        """A row command's ``--engines``: the row's own engine where the run searched with another than Lucene
+        alone."""
+        if choice is None:
+            return None
+        return choice.name if len(self.engines) > 1 or choice.engine.name != "lucene" else None
+
+
+def engine_name(choice: Any) -> str:
+    """A condition's ``engine``: the choice's name where it is not Lucene, else empty."""
+    return "" if choice is None or choice.engine.name == "lucene" else choice.name
+
+
+def engine_label(label: str, choice: Any) -> str:
+    """A row's label with its engine where it is not Lucene: ``baseline · pisa:maxscore``, and ``(approximate)``
+    for an approximate point."""
+    if choice is None or choice.engine.name == "lucene":
+        return label
+    return f"{label} · {choice.label}" if label else choice.label
 
 
 class System:

@@ -21,7 +21,13 @@ class Bm25System(System):
         for name in build.datasets:
             search = self.search(build, name)
             out.append(
-                Condition(name, BM25, evaluate=build.evaluate(search, name), search=search, command=build.command())
+                Condition(
+                    name,
+                    BM25,
+                    evaluate=build.evaluate(search, name),
+                    search=search,
+                    command=build.command(systems=BM25, datasets=name),
+                )
             )
         return out
 

@@ -7,18 +7,45 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmark.pipeline.systems.base import PUBLISHED, Build, Condition, RowKey, System, tag_text
+from benchmark.pipeline.systems.base import (
+    PUBLISHED,
+    Build,
+    Condition,
+    RowKey,
+    System,
+    engine_label,
+    engine_name,
+    tag_text,
+)
 from benchmark.stages import Backbone
 from benchmark.stages.store import Stage
 
 
 def model_names(name: str) -> set[str]:
     """The names an expected entry may give a model by: as the run names it, and a local folder by its
-    own name (a suite file cannot know where a folder lies on each machine)."""
-    names = {name}
-    if name.startswith(("/", "~", ".")) or Path(name).expanduser().is_dir():
+    label (``<name>~<digest>``) or its own name alone (a suite file cannot know where a folder lies on
+    each machine)."""
+    from benchmark.model.identity import label_names, local_folder, model_label
+
+    names = label_names(name)
+    if local_folder(name) is not None:
+        names |= label_names(model_label(name))
+    elif name.startswith(("/", "~", ".")):
         names.add(Path(name.rstrip("/\\")).name)
     return names
+
+
+def sparse_encoder_length(name: str) -> int | None:
+    """A SparseEncoder folder's max_seq_length (the lengths it encodes at), None for anything else."""
+    from benchmark.common.errors import BenchmarkError
+    from benchmark.model.loader import resolve_backbone
+    from benchmark.model.st_modules import max_seq_length
+
+    try:
+        source = Path(resolve_backbone(name))
+    except BenchmarkError:
+        return None  # validation names it
+    return max_seq_length(source) if source.is_dir() else None
 
 
 def distinct(names: Sequence[str], same: dict[str, list[str]]) -> list[str]:
@@ -54,23 +81,28 @@ class PublishedSystem(System):
         for model in plan.published:
             # the checkpoint as it is: the same backbone stage as an untrained baseline of that name
             init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model)))
+            limit = sparse_encoder_length(model)
             for name in build.datasets:
-                ev, search = build.impact_search(init, name)
-                out.append(
-                    Condition(
-                        name,
-                        PUBLISHED,
-                        model,
-                        "",
-                        (),
-                        "1",
-                        trained=False,
-                        evaluate=ev,
-                        search=search,
-                        backbone_stage=init,
-                        command=build.command(published=model),
+                for choice in build.engines:
+                    ev, search = build.impact_search(init, name, limit, choice)
+                    out.append(
+                        Condition(
+                            name,
+                            PUBLISHED,
+                            model,
+                            engine_label("", choice),
+                            (),
+                            "1",
+                            trained=False,
+                            evaluate=ev,
+                            search=search,
+                            backbone_stage=init,
+                            command=build.command(
+                                systems=PUBLISHED, datasets=name, published=model, engines=build.engine_flag(choice)
+                            ),
+                            engine=engine_name(choice),
+                        )
                     )
-                )
         return out
 
     def label(self, key: RowKey) -> str:

@@ -28,7 +28,14 @@ class RunFileSystem(System):
             source = Stage(RunFile, RunFile.Config(path), {"topics": topics, "corpus": corpus})
             evaluate = build.evaluate(source, datasets[0])
             out.append(
-                Condition(datasets[0], RUN, variant=run_name, evaluate=evaluate, search=source, command=build.command())
+                Condition(
+                    datasets[0],
+                    RUN,
+                    variant=run_name,
+                    evaluate=evaluate,
+                    search=source,
+                    command=build.command(systems=RUN, run=run_name),
+                )
             )
         return out
 

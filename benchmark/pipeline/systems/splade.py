@@ -8,7 +8,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.pipeline.systems.base import BASELINE, SPLADE, Build, Condition, RowKey, System, tag_text
+from benchmark.pipeline.systems.base import (
+    BASELINE,
+    SPLADE,
+    Build,
+    Condition,
+    RowKey,
+    System,
+    engine_label,
+    engine_name,
+    tag_text,
+)
 from benchmark.pipeline.systems.published import distinct
 from benchmark.stages import Backbone, Index, Search, Train, Triples
 from benchmark.stages.store import Stage
@@ -79,27 +89,38 @@ class SpladeSystem(System):
                 if (train_inputs is None or sp.untrained) and not overrides:
                     models.append((init, None, None))
                 for trained_or_init, train, seed in models:
-                    row = {"backbones": backbone, "variants": vnames[0]}
+                    row: dict[str, Any] = {
+                        "systems": SPLADE,
+                        "backbones": backbone,
+                        "variants": vnames[0],
+                        "seeds": seed,
+                    }
+                    if train is None and train_inputs is not None:
+                        row["untrained"] = True
+                    elif train is not None and sp.untrained:
+                        row["trained"] = True
                     for name in build.datasets:
-                        ev, search = build.impact_search(trained_or_init, name)
-                        out.append(
-                            Condition(
-                                name,
-                                SPLADE,
-                                backbone,
-                                label,
-                                tuple(vnames),
-                                factor_label(spec),
-                                spec.method if spec.mode != "none" else "",
-                                trained=train is not None,
-                                seed=seed,
-                                evaluate=ev,
-                                train=train,
-                                search=search,
-                                backbone_stage=init,
-                                command=build.command(**row),
+                        for choice in build.engines:
+                            ev, search = build.impact_search(trained_or_init, name, choice=choice)
+                            out.append(
+                                Condition(
+                                    name,
+                                    SPLADE,
+                                    backbone,
+                                    engine_label(label, choice),
+                                    tuple(vnames),
+                                    factor_label(spec),
+                                    spec.method if spec.mode != "none" else "",
+                                    trained=train is not None,
+                                    seed=seed,
+                                    evaluate=ev,
+                                    train=train,
+                                    search=search,
+                                    backbone_stage=init,
+                                    command=build.command(datasets=name, engines=build.engine_flag(choice), **row),
+                                    engine=engine_name(choice),
+                                )
                             )
-                        )
         return out
 
     def label(self, key: RowKey) -> str:

@@ -1,0 +1,341 @@
+"""The efficiency–effectiveness frontier of the search engines: every engine and operating point on the same
+integer impacts, in one run on one machine.
+
+Per collection and point: ms per query on one thread (p50, p99; each query its own call, the engine's own
+time), index build CPU seconds (this process and its children: Lucene's indexer JVM), index bytes, nDCG@10 and
+RR@10 where the collection has judgments, and recall of the exact top-10 and top-1000 (Lucene's exact run is
+the reference; an exact engine must reach 1.0 at both, ties counted as kept). Collections: a real encode
+stage's shards and queries stage's vectors (``--real``), and synthetic impact vectors of a trained model's
+sparsity (``--synthetic``): documents and queries drawn term by term from a real encode stage's document
+frequencies, lengths and weights, so pruning meets the skew it would meet.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import resource
+import time
+from collections.abc import Sequence
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+from benchmark.common.errors import BenchmarkError
+from benchmark.formats.trec_run import Hits
+from benchmark.retrieval import engines
+
+MEASURES = ("nDCG@10", "RR@10")
+COLUMNS = (
+    "collection",
+    "documents",
+    "queries",
+    "engine",
+    "point",
+    "exact",
+    "ms_p50",
+    "ms_p99",
+    "ms_mean",
+    "build_cpu_s",
+    "index_bytes",
+    "nDCG@10",
+    "RR@10",
+    "delta_nDCG@10",
+    "delta_RR@10",
+    "recall_exact@10",
+    "recall_exact@1000",
+)
+
+
+def _cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _lucene_one_by_one(index: Path, queries: dict[str, dict[str, int]], k: int) -> tuple[Hits, list[float]]:
+    """Lucene's exact run, a query per call on one open searcher: seconds per call (the ScoredDoc array
+    returned, its hits read into Python after the clock stops)."""
+    from benchmark.retrieval import lucene
+
+    lucene.start_jvm()
+    from jnius import autoclass
+
+    longest = max((len(v) for v in queries.values()), default=0)
+    if longest > 1024:
+        searcher_class = autoclass("org.apache.lucene.search.IndexSearcher")
+        searcher_class.setMaxClauseCount(max(longest, searcher_class.getMaxClauseCount()))
+    integer, hashmap = autoclass("java.lang.Integer"), autoclass("java.util.HashMap")
+    searcher = autoclass("io.anserini.search.SimpleImpactSearcher")(str(index))
+    hits: Hits = {}
+    seconds: list[float] = []
+    try:
+        for timed in (False, True):  # the first pass warms the JVM's JIT
+            for qid, vector in queries.items():
+                query = hashmap()
+                for token, weight in vector.items():
+                    query.put(token, integer(int(weight)))
+                began = time.perf_counter()
+                found = searcher.search(query, int(k))
+                if timed:
+                    seconds.append(time.perf_counter() - began)
+                hits[qid] = engines.ranked([(h.docid, float(h.score)) for h in found])
+    finally:
+        searcher.close()
+    return hits, seconds
+
+
+def _one_by_one(
+    choice: engines.Choice, index: Path, queries: dict[str, dict[str, int]], k: int
+) -> tuple[Hits, list[float]]:
+    hits: Hits = {}
+    seconds = []
+    for qid, vector in queries.items():
+        timing: dict[str, float] = {}
+        hits.update(choice.engine.search(index, {qid: vector}, k, choice.point, 1, timing))
+        seconds.append(timing.get("engine_s", 0.0))
+    return hits, seconds
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    import numpy as np
+
+    return float(np.quantile(np.asarray(values), q)) if values else float("nan")
+
+
+def _effectiveness(hits: Hits, qrels: list[Any] | None) -> dict[str, float]:
+    if not qrels:
+        return {}
+    import ir_measures
+
+    run = [ir_measures.ScoredDoc(q, d, s) for q, ranked in hits.items() for d, s in ranked if d != q]
+    found = ir_measures.calc_aggregate([ir_measures.parse_measure(m) for m in MEASURES], qrels, run)
+    return {str(m): float(v) for m, v in found.items()}
+
+
+def measure(
+    name: str,
+    shards: Path,
+    queries: dict[str, dict[str, int]],
+    qrels: list[Any] | None,
+    specs: Sequence[str],
+    work: Path,
+    k: int = 1000,
+) -> list[dict[str, Any]]:
+    """One collection's rows: each engine's index built once, each operating point searched query by query."""
+    import shutil
+
+    from benchmark.common.disk import disk_usage
+
+    documents, _ = engines.count_documents(shards)
+    shutil.rmtree(work / name, ignore_errors=True)  # every index built in this run, none reused
+    lucene_index = work / name / "lucene"
+    began = _cpu()
+    engines.choose("lucene").engine.build(shards, lucene_index, 1)
+    builds = {"lucene": (_cpu() - began, disk_usage(lucene_index))}
+    reference, seconds = _lucene_one_by_one(lucene_index, queries, k)
+    rows = []
+    base = _effectiveness(reference, qrels)
+    for spec in specs:
+        choice = engines.choose(spec)
+        if choice.engine.name == "lucene":
+            hits, took = reference, seconds
+        else:
+            folder = work / name / choice.engine.name
+            if choice.engine.name not in builds:
+                began = _cpu()
+                choice.engine.build(shards, folder, 1)
+                builds[choice.engine.name] = (_cpu() - began, disk_usage(folder))
+            _one_by_one(choice, folder, queries, k)  # warm: the index loaded, caches filled, as Lucene's
+            hits, took = _one_by_one(choice, folder, queries, k)
+        scores = _effectiveness(hits, qrels)
+        row: dict[str, Any] = {
+            "collection": name,
+            "documents": documents,
+            "queries": len(queries),
+            "engine": choice.engine.name,
+            "point": choice.point.name,
+            "exact": choice.point.exact,
+            "ms_p50": round(1000 * _quantile(took, 0.5), 3),
+            "ms_p99": round(1000 * _quantile(took, 0.99), 3),
+            "ms_mean": round(1000 * sum(took) / max(len(took), 1), 3),
+            "build_cpu_s": round(builds[choice.engine.name][0], 2),
+            "index_bytes": builds[choice.engine.name][1],
+            "recall_exact@10": round(engines.recall_of_exact(reference, hits, 10), 4),
+            "recall_exact@1000": round(engines.recall_of_exact(reference, hits, k), 4),
+        }
+        for m in MEASURES:
+            if m in scores:
+                row[m] = round(scores[m], 4)
+                row[f"delta_{m}"] = round(scores[m] - base[m], 4)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def synthetic(
+    source: Path, queries: dict[str, dict[str, int]], n: int, out: Path, seed: int = 0
+) -> tuple[Path, dict[str, dict[str, int]]]:
+    """``n`` documents of a trained model's sparsity: each draws as many terms as a real document has (a real
+    length drawn at random) by the real document frequencies (with replacement, a repeat kept once, so a
+    document can come out a little shorter), weights from the real weights; the real queries search them."""
+    import numpy as np
+
+    from benchmark.formats import vectors
+
+    rows = [
+        row.vector for shard in sorted(Path(source).glob(vectors.SHARD_GLOB)) for row in vectors.read_vectors(shard)
+    ]
+    df: dict[str, int] = {}
+    for vector in rows:
+        for term in vector:
+            df[term] = df.get(term, 0) + 1
+    terms = np.array(list(df))
+    cdf = np.cumsum(np.array(list(df.values()), dtype=np.float64))
+    cdf /= cdf[-1]
+    lengths = np.array([len(v) for v in rows if v])
+    weights = np.array([w for v in rows for w in v.values()])
+    rng = np.random.default_rng(seed)
+    folder = out / f"synthetic-{n}"
+    folder.mkdir(parents=True, exist_ok=True)
+    shard = vectors.shard_path(folder, 0)
+    if not shard.exists():
+
+        def draw() -> Any:
+            for i in range(n):
+                picked = np.unique(
+                    np.minimum(np.searchsorted(cdf, rng.random(int(rng.choice(lengths)))), len(terms) - 1)
+                )
+                drawn = rng.choice(weights, size=len(picked)).tolist()
+                yield vectors.Vector(f"s{i}", dict(zip(terms[picked].tolist(), drawn, strict=True)))
+
+        vectors.write_doc_vectors(shard, draw())
+    return folder, queries
+
+
+def write(rows: list[dict[str, Any]], out: Path, header: list[str]) -> None:
+    from benchmark.common.atomic import atomic_write
+
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out / "engines.csv") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = ["# Search engines: the efficiency–effectiveness frontier", "", *header, ""]
+    lines.append(
+        "| collection | docs | engine:point | exact | ms/q p50 | p99 | build CPU s | index MB | nDCG@10 (Δ) "
+        "| RR@10 (Δ) | R@10 of exact | R@1000 of exact |"
+    )
+    lines.append("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        eff = [f"{r[m]:.4f} ({r[f'delta_{m}']:+.4f})" if m in r else "–" for m in MEASURES]
+        lines.append(
+            f"| {r['collection']} | {r['documents']:,} | {r['engine']}:{r['point']} | "
+            f"{'exact' if r['exact'] else 'approximate'} | {r['ms_p50']:.2f} | {r['ms_p99']:.2f} | "
+            f"{r['build_cpu_s']:.1f} | {r['index_bytes'] / 1e6:.1f} | {eff[0]} | {eff[1]} | "
+            f"{r['recall_exact@10']:.4f} | {r['recall_exact@1000']:.4f} |"
+        )
+    with atomic_write(out / "engines.md") as fh:
+        fh.write("\n".join(lines) + "\n")
+    plot(rows, out / "engines.png")
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Latency (p50, log scale) against recall of the exact top-10, one panel per collection, one line per engine."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r["collection"] for r in rows))
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        for engine in dict.fromkeys(r["engine"] for r in rows if r["collection"] == name):
+            mine = sorted(
+                (r for r in rows if r["collection"] == name and r["engine"] == engine), key=lambda r: r["ms_p50"]
+            )
+            ax.plot([r["ms_p50"] for r in mine], [r["recall_exact@10"] for r in mine], marker="o", label=engine)
+        ax.set_xscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("ms per query, p50, one thread")
+        ax.set_ylabel("recall of the exact top-10")
+        ax.legend()
+    fig.tight_layout()
+    from benchmark.common.atomic import atomic_write
+
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=100)
+    plt.close(fig)
+
+
+def _qrels(dataset: str) -> list[Any]:
+    import ir_datasets
+
+    return list(ir_datasets.load(dataset).qrels_iter())
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+    import platform
+    from datetime import datetime
+
+    from benchmark.common.command_line import parser
+    from benchmark.common.environment import machine_class
+    from benchmark.formats import vectors
+
+    p = parser("python -m benchmark.perf engines", __doc__.splitlines()[0])
+    p.add_argument(
+        "--real",
+        action="append",
+        default=[],
+        metavar="NAME=ENCODE_DIR,QUERIES_DIR,DATASET",
+        help="a collection: an encode stage's folder, a queries stage's folder, the ir_datasets id of its qrels",
+    )
+    p.add_argument("--synthetic", default="", help="NAME=SOURCE_NAME,DOCS: synthetic vectors drawn from a --real one")
+    p.add_argument("--engines", default="all", help="engine specs, comma-separated, or all (every point)")
+    p.add_argument("--max-queries", type=int, default=None, help="the first N queries of each collection")
+    p.add_argument("--work", type=Path, default=Path("runs/engines"), help="the indexes built")
+    p.add_argument("--out", type=Path, default=Path("results/perf"), help="where engines.{md,csv,png} go")
+    args = p.parse_args(argv)
+    try:
+        names = engines.names()
+        specs = (
+            [f"{n}:{pt.name}" for n in names for pt in engines.ENGINES[n].points]
+            if args.engines == "all"
+            else args.engines.split(",")
+        )
+        engines.choose_all(specs)
+        collections: dict[str, tuple[Path, dict[str, dict[str, int]], list[Any] | None]] = {}
+        for item in args.real:
+            name, _, rest = item.partition("=")
+            encode_dir, queries_dir, dataset = rest.split(",")
+            queries = vectors.read_vector_map(Path(queries_dir) / vectors.QUERIES)
+            if args.max_queries:
+                queries = dict(list(queries.items())[: args.max_queries])
+            collections[name] = (Path(encode_dir) / vectors.SHARDS, queries, _qrels(dataset))
+        rows = []
+        for name, (shards, queries, qrels) in collections.items():
+            rows += measure(name, shards, queries, qrels, specs, args.work)
+        if args.synthetic:
+            name, _, rest = args.synthetic.partition("=")
+            source, docs = rest.split(",")
+            shards, queries, _ = collections[source]
+            folder, queries = synthetic(shards, queries, int(docs), args.work)
+            rows += measure(name, folder, queries, None, specs, args.work)
+    except BenchmarkError as exc:
+        print(f"error: {exc}")
+        return 2
+    load = os.getloadavg()
+    header = [
+        f"Machine: {machine_class()[1]} ({platform.machine()}, {os.cpu_count()} cores), one "
+        f"thread per engine; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (shared machine: "
+        "timings ±30 %).",
+        f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.",
+        "Command: `python -m benchmark.perf engines "
+        + " ".join(argv if argv is not None else __import__("sys").argv[1:])
+        + "`.",
+        "Reference: Lucene's exact impact search (Anserini `SimpleImpactSearcher`), top-1000; ms per query is each "
+        "query's own call (Lucene: the ScoredDoc array returned; PISA and Seismic: their native call), the index "
+        "loaded and warmed. Recall of the exact top-k counts a hit tied with the exact k-th score as kept.",
+    ]
+    write(rows, args.out, header)
+    return 0

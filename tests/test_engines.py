@@ -1,0 +1,209 @@
+"""Search engines beside Lucene: a registry, one-line refusals, and exact engines equal to Lucene's exact
+integer scores (ties may be ordered differently)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmark.common.errors import BenchmarkError
+from benchmark.formats.lucene_index import index_path
+from benchmark.formats.vectors import SHARD_GLOB, read_vector_map, read_vectors
+from benchmark.retrieval import engines, lucene
+
+pytest.importorskip("pyterrier_pisa")  # the `engines` extra (scripts/setup.sh installs it)
+pytest.importorskip("seismic")
+
+EXACT = [f"pisa:{p.name}" for p in engines.choose("pisa").engine.points]
+DOCS = {"d1": {"a": 3, "b": 1}, "d2": {"a": 2, "c": 5}, "d3": {"a": 1, "b": 2, "c": 1}, "d4": {"a": 4}, "d5": {}}
+
+
+def _collection(folder: Path, docs: dict[str, dict[str, int]]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "part-00000.jsonl").write_text(
+        "".join(json.dumps({"id": d, "contents": "", "vector": v}) + "\n" for d, v in docs.items())
+    )
+    return folder
+
+
+def _scores(hits: dict[str, list[tuple[str, float]]]) -> dict[str, list[float]]:
+    return {q: [s for _, s in ranked] for q, ranked in hits.items()}
+
+
+def test_the_registry_refuses_a_second_engine_of_one_name():
+    with pytest.raises(ValueError, match="already registered"):
+        engines.register(engines.choose("pisa").engine)
+
+
+def test_an_unknown_engine_is_one_line_naming_the_valid_ones_and_the_fix():
+    with pytest.raises(BenchmarkError) as err:
+        engines.choose_all(["lucene", "pissa"])
+    message = str(err.value)
+    assert "\n" not in message and "'pissa'" in message and "did you mean 'pisa'" in message
+    assert "valid: lucene, pisa, seismic" in message and "--engines" in message
+
+
+def test_an_unknown_operating_point_names_the_engines_points():
+    with pytest.raises(BenchmarkError) as err:
+        engines.choose("pisa:wand")
+    assert "\n" not in str(err.value) and "pisa:maxscore, pisa:block-max-maxscore, pisa:block-max-wand" in str(
+        err.value
+    )
+
+
+def test_an_engine_whose_package_is_missing_names_the_package_to_install(monkeypatch):
+    monkeypatch.setattr(engines.ENGINES["seismic"], "module", "seismic_absent_for_this_test")
+    with pytest.raises(BenchmarkError) as err:
+        engines.choose("seismic")
+    message = str(err.value)
+    assert "\n" not in message and "pip install pyseismic-lsr" in message and "lucene, pisa, seismic" in message
+
+
+def test_an_approximate_engine_is_refused_where_exact_scores_are_required():
+    assert engines.require_exact("pisa", "the check").point.exact
+    with pytest.raises(BenchmarkError) as err:
+        engines.require_exact("seismic", "the exactness check")
+    message = str(err.value)
+    assert "\n" not in message and "seismic:qc10-hf0.8 (approximate)" in message and "pisa:maxscore" in message
+
+
+def test_specs_are_canonical_and_labelled():
+    assert [c.spec for c in engines.choose_all(["lucene", "pisa:maxscore", "pisa", "seismic:qc10-hf0.8"])] == [
+        "lucene",
+        "pisa",
+        "seismic",
+    ]
+    assert engines.choose("pisa:block-max-wand").label == "pisa:block-max-wand"
+    assert engines.choose("seismic:qc20-hf0.9").label == "seismic:qc20-hf0.9 (approximate)"
+
+
+@pytest.mark.parametrize("spec", EXACT)
+def test_an_exact_engine_gives_the_hand_computed_integer_dot_products(tmp_path, spec):
+    choice = engines.choose(spec)
+    coll = _collection(tmp_path / "coll", DOCS)
+    assert choice.engine.build(coll, tmp_path / "idx", 1) == {"documents": 4, "unique_terms": 3}
+    queries = {"q1": {"a": 10, "b": 1}, "tie": {"a": 1, "b": 1}, "absent": {"zz": 3, "c": 2}, "empty": {}}
+    timing: dict[str, float] = {}
+    hits = choice.engine.search(tmp_path / "idx", queries, 10, choice.point, 1, timing)
+    assert hits == {
+        "q1": [("d4", 40.0), ("d1", 31.0), ("d2", 20.0), ("d3", 12.0)],  # 10·4; 10·3+1·1; 10·2; 10·1+1·2
+        "tie": [("d1", 4.0), ("d4", 4.0), ("d3", 3.0), ("d2", 2.0)],  # 3+1 = 4 ties 4: by document id
+        "absent": [("d2", 10.0), ("d3", 2.0)],  # 2·5; 2·1
+        "empty": [],
+    }
+    assert timing["engine_s"] > 0
+
+
+def test_pisa_keeps_impacts_past_16_bits_and_sums_past_float32_as_lucene_does(tmp_path):
+    """No requantisation: an impact of 70,000 goes in as it is (BMP's u16 scores could not hold it)."""
+    coll = _collection(tmp_path / "coll", {"a": {"x": 70_000, "y": 1}, "b": {"x": 3}})
+    choice = engines.choose("pisa")
+    choice.engine.build(coll, tmp_path / "idx", 1)
+    hits = choice.engine.search(tmp_path / "idx", {"q": {"x": 2, "y": 5}}, 10, choice.point)
+    assert hits == {"q": [("a", 140_005.0), ("b", 6.0)]}
+
+
+def test_recall_of_the_exact_top_k_counts_tied_substitutes_as_kept():
+    exact = {"q": [("a", 9.0), ("b", 5.0), ("c", 5.0), ("d", 1.0)]}
+    assert engines.recall_of_exact(exact, {"q": [("a", 9.0), ("c", 5.0)]}, 2) == 1.0  # c ties b at the 2nd
+    assert engines.recall_of_exact(exact, {"q": [("a", 9.0), ("d", 1.0)]}, 2) == 0.5
+    assert engines.recall_of_exact(exact, {"q": []}, 2) == 0.0
+    assert engines.recall_of_exact({"q": exact["q"][:2]}, {"q": [("a", 9.0), ("x", 5.0)]}, 2) == 1.0  # x ties b
+
+
+def _stage_dir(runs: Path, kind: str, record_key: str, value: str) -> Path:
+    (found,) = [
+        p
+        for p in sorted((runs / kind).iterdir())
+        if not p.name.startswith(".") and json.loads((p / "config.json").read_text())["record"].get(record_key) == value
+    ]
+    return found
+
+
+@pytest.mark.slow  # the untrained bert-tiny pipeline on a SciFact slice (JVM, encode)
+def test_exact_engines_equal_lucene_on_real_encoded_vectors_and_a_dense_models_queries(untrained_splade, tmp_path):
+    """bert-tiny's real integer impacts on a SciFact slice: every exact point's top-1000 score lists equal
+    Lucene's, query by query. The dense queries are what a collapsed model sends: each the sum of 40 of the
+    slice's document vectors, thousands of terms (past Lucene's 1,024-clause default)."""
+    runs = untrained_splade["runs"]
+    (encode_dir,) = [p for p in sorted((runs / "encode").iterdir()) if not p.name.startswith(".")]
+    (queries_dir,) = [p for p in sorted((runs / "queries").iterdir()) if not p.name.startswith(".")]
+    lucene_index = index_path(_stage_dir(runs, "index", "type", "impact"))
+    queries = read_vector_map(queries_dir / "queries.jsonl")
+    docs = [row.vector for shard in sorted((encode_dir / "docs").glob(SHARD_GLOB)) for row in read_vectors(shard)]
+    for i in range(3):
+        dense: dict[str, int] = {}
+        for vector in docs[i * 40 : (i + 1) * 40]:
+            for term, weight in vector.items():
+                dense[term] = dense.get(term, 0) + weight
+        queries[f"dense{i}"] = dense
+    assert min(len(queries[f"dense{i}"]) for i in range(3)) > 1024
+    reference = lucene.impact_search(lucene_index, queries, k=1000, threads=1)
+    assert lucene.past_float32(reference) == []  # exact integers throughout, so equality is the test
+    assert sum(len(v) for v in reference.values()) > 10_000
+    for spec in EXACT:
+        choice = engines.choose(spec)
+        folder = tmp_path / choice.engine.name
+        if not folder.exists():
+            choice.engine.build(encode_dir / "docs", folder, 1)
+        hits = choice.engine.search(folder, queries, 1000, choice.point)
+        assert _scores(hits) == _scores(reference), spec
+    seismic = engines.choose("seismic")
+    seismic.engine.build(encode_dir / "docs", tmp_path / "seismic", 1)
+    approximate = seismic.engine.search(tmp_path / "seismic", queries, 1000, seismic.point)
+    assert 0.0 < engines.recall_of_exact(reference, approximate, 10) <= 1.0
+
+
+def test_the_frontiers_synthetic_documents_keep_a_real_collections_sparsity(tmp_path):
+    """Every drawn document has a real document's length, real terms and real weights (drawn, not made up)."""
+    from benchmark.perf.engines import synthetic
+
+    real = {"a": {"x": 3, "y": 7}, "b": {"x": 2, "z": 9, "w": 1}, "c": {"y": 4}}
+    source = _collection(tmp_path / "real", real)
+    folder, _ = synthetic(source, {}, 50, tmp_path / "work")
+    drawn = [row.vector for row in read_vectors(folder / "part-00000.jsonl")]
+    assert len(drawn) == 50
+    assert {len(v) for v in drawn} <= {1, 2, 3}
+    assert set().union(*drawn) <= {"x", "y", "z", "w"} and set().union(*(v.values() for v in drawn)) <= {
+        1,
+        2,
+        3,
+        4,
+        7,
+        9,
+    }
+
+
+def test_the_frontier_table_labels_approximate_points(tmp_path):
+    from benchmark.perf.engines import COLUMNS, write
+
+    row = dict.fromkeys(COLUMNS, 0) | {"collection": "c", "engine": "seismic", "point": "qc10-hf0.8", "exact": False}
+    row.update({"nDCG@10": 0.5, "delta_nDCG@10": -0.01, "RR@10": 0.4, "delta_RR@10": 0.0, "index_bytes": 2_000_000})
+    write([row], tmp_path, ["Machine: test."])
+    table = (tmp_path / "engines.md").read_text()
+    assert "| c | 0 | seismic:qc10-hf0.8 | approximate |" in table and "0.5000 (-0.0100)" in table
+    assert (tmp_path / "engines.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
+    assert (tmp_path / "engines.png").stat().st_size > 0
+
+
+def test_engines_add_labelled_rows_and_keep_lucenes_stage_ids():
+    """``--engines lucene,pisa`` keeps every Lucene stage of the plain plan (same ids) and adds one row per
+    SPLADE model searched with PISA, labelled, in its own index and search stages."""
+    from benchmark.pipeline.plan import Options, build_plan
+    from benchmark.suites import load_suite
+
+    suite = load_suite("smoke")
+    plain = build_plan(suite, Options())
+    both = build_plan(suite, Options(engines=["lucene", "pisa"]))
+    ids = {c.search.id for c in plain.conditions if c.search is not None}
+    assert ids <= {c.search.id for c in both.conditions if c.search is not None}
+    pisa = [c for c in both.conditions if c.engine]
+    assert [c.variant for c in pisa] == ["baseline · pisa:maxscore"] * 2  # trained and untrained
+    assert all(c.engine == "pisa:maxscore" and c.row()["engine"] == "pisa:maxscore" for c in pisa)
+    assert all(c.search.config.engine == "pisa" and c.search.parents["index"].config.engine == "pisa" for c in pisa)
+    assert "--engines lucene,pisa" in pisa[0].command
+    problems: list[str] = []
+    build_plan(suite, Options(engines=["lucene", "bmp"]), problems)
+    assert len(problems) == 1 and "unknown search engine 'bmp'" in problems[0]
