@@ -17,9 +17,9 @@ Three things vary, each in one table:
   passes through a LayerNorm (ModernBERT, Ettin: ``HeadLayout.embeddings == "word"``) the encoder's
   input moves only through that LayerNorm's ε: a row x of variance σ² becomes
   (x − μ)/√(σ² + ε/α²) instead of (x − μ)/√(σ² + ε), the same direction at r = √((σ² + ε)/(σ² + ε/α²))
-  times the size (:func:`embedding_scale`); pre-norm layers see the direction, the residual stream the
-  size. Both r and the encoder output's drift on a shipped sample are recorded per backbone. Where word, position and
-  type
+  times the size (:func:`embedding_scale`); a LayerNorm-ed pre-norm layer sees the direction, the residual
+  stream the size, and ModernBERT's layer 0 (``attn_norm`` is ``Identity``) the size too. Both r and the
+  encoder output's drift on a shipped sample are recorded per backbone. Where word, position and type
   embeddings are summed before the LayerNorm (BERT), scaling the shared matrix changes the input
   itself (bert-tiny trained to chance), so the planner gives such a backbone ``untie`` instead and
   labels the arm an extension: the paper's BERT-SPLADE is its unrescaled baseline.
