@@ -42,15 +42,21 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] == "--version":
         print(f"splade-rescale-benchmark {__version__}")
         return 0
+    from benchmark.common.command_line import did_you_mean, invoked_as
+
     if args[0] not in COMMANDS:
+        close = did_you_mean(args[0], COMMANDS)
+        hint = f" (did you mean {close!r}?)" if close else ""
         print(
-            f"error: unknown command {args[0]!r}; valid: {', '.join(COMMANDS)}. Run benchmark --help for what each "
-            "does",
+            f"benchmark: error: unknown command {args[0]!r}{hint}; valid: {', '.join(COMMANDS)}. Run benchmark --help "
+            "for what each does",
             file=sys.stderr,
         )
         return 2
     module, _, function = COMMANDS[args[0]][0].partition(":")
-    result = getattr(importlib.import_module(module), function)(args[1:])
+    package = module.rsplit(".", 1)[0] if module.endswith("_cli") else module  # benchmark.report.report_cli
+    with invoked_as(f"python -m {package}", f"benchmark {args[0]}"):
+        result = getattr(importlib.import_module(module), function)(args[1:])
     return int(result or 0)
 
 

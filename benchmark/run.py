@@ -44,6 +44,41 @@ def drop_encoded(plan: Plan, store: Store, keep: str = "indexed") -> None:
         print(f"--keep {keep}: freed {freed / 2**20:.1f} MiB of encoded shards{which}")
 
 
+def gpus_here() -> int:
+    """The GPUs this machine shows (CUDA_VISIBLE_DEVICES, else the NVIDIA driver's list), without
+    importing torch: a dry run stays quick."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+
+
+def dry_run_summary(plan: Plan, store: Store, gpus: int | None, train: Any = None) -> None:
+    """What ``--dry-run`` prints: the matrix, the stage counts, and the GPU budget on ``gpus`` GPUs (the
+    machine's own when not given); ``--stages`` adds every stage and condition."""
+    from benchmark.pipeline.budget import describe_estimate
+
+    print(plan.summary())
+    stages = plan.stages()
+    cached = sum(store.is_done(s) for s in stages)
+    print(
+        f"{len(stages)} stages, {cached} cached, {len(stages) - cached} to run; {len(plan.conditions)} conditions "
+        "(system × dataset × seed); --dry-run --stages lists each"
+    )
+    if any(s.kind.name in ("train", "encode") for s in stages):
+        here = gpus_here()
+        count = gpus or here or 1
+        where = "--gpus" if gpus else f"this machine's {here}" if here else "no GPU here; --gpus N for a cluster"
+        print(
+            describe_estimate(plan, count, train).replace(
+                f"estimate on {count} GPU(s)", f"estimate on {count} GPU(s) ({where})", 1
+            )
+        )
+
+
 def dry_run(plan: Plan, store: Store) -> None:
     print(plan.summary())
     stages = plan.stages()
@@ -185,7 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--verify", action="store_true", help="check every reused stage's files against their recorded sha256"
     )
-    p.add_argument("--dry-run", action="store_true", help="print the stage plan without loading models")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan without loading models: the matrix, stage counts and the GPU estimate (--gpus N)",
+    )
+    p.add_argument(
+        "--stages", action="store_true", help="with --dry-run: list every stage (id, cached or not) and condition"
+    )
     p.add_argument("--check", action="store_true", help="compare with the suite's expected scores; exit 1 on FAIL")
     p.add_argument(
         "--keep",
@@ -220,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpus",
         type=int,
         help="with --executor ray: GPUs of the local cluster; with --dry-run: "
-        "estimate the wall time on this many GPUs (default: all the cluster has; the estimate: 1)",
+        "estimate the wall time on this many GPUs (default: all the cluster has; the estimate: this machine's, "
+        "else 1)",
     )
     return p
 
@@ -366,6 +409,16 @@ def _main(args: argparse.Namespace) -> int:
             print(json.dumps(scale.plan_rows(plan)))
             return 0
         return scale.run_one(plan, store, Path(args.results_dir), results_folder(plan), args.threads, rehearsal)
+    if args.dry_run and not args.stages:
+        if args.executor == "ray":
+            print(
+                "resources per task: "
+                + "; ".join(
+                    f"{k} {r.describe()}" for k, r in resources.items() if any(s.kind.name == k for s in plan.stages())
+                )
+            )
+        dry_run_summary(plan, store, args.gpus, resources.get("train"))
+        return 0
     if args.dry_run:
         dry_run(plan, store)
         if args.executor == "ray":
@@ -417,19 +470,40 @@ def _main(args: argparse.Namespace) -> int:
             else f"tables of the finished conditions in {out}"
         )
         print(
-            f"suite {suite.name} incomplete after {time.perf_counter() - start:.1f}s; {where}\n{failed}",
+            f"suite {suite.name} incomplete after {(time.perf_counter() - start) / 60:.1f} min; {where}\n{failed}",
             file=sys.stderr,
         )
         return 1
     table = headline(out)
     if table:
         print("\n" + table + "\n")
-    print(f"suite {suite.name} finished in {time.perf_counter() - start:.1f}s; tables in {out}")
-    if args.check:
-        from benchmark.report.check import check_suite
+    from benchmark.report.check import applies, check_suite
 
-        return check_suite(plan, store)
-    return 0
+    lines: list[str] = []
+    code = check_suite(plan, store, out=lines.append)
+    if args.check:
+        print("\n".join(lines))
+    print(
+        finished_line(
+            suite.name,
+            time.perf_counter() - start,
+            out,
+            lines if any(applies(e, plan) for e in plan.suite.expected) else None,
+            args.check,
+        )
+    )
+    return code if args.check else 0
+
+
+def finished_line(name: str, seconds: float, out: Path, check: list[str] | None, checked: bool) -> str:
+    """The run's last line: its time in minutes, the check's verdict where the suite expects scores of
+    this subset (``--check`` lists each; without it, the verdict alone), and the page to open."""
+    verdict = ""
+    if check:
+        verdict = "; " + check[-1] + ("" if checked else " (--check lists each)")
+    page = out / "index.html"
+    where = f"page {page}" if page.is_file() else f"tables in {out}"
+    return f"suite {name} finished in {seconds / 60:.1f} min{verdict}; {where}"
 
 
 if __name__ == "__main__":

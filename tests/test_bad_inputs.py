@@ -783,6 +783,39 @@ def test_dataset_offline_and_not_cached(tmp_path, capsys, monkeypatch):
     assert not (home / "beir" / "arguana" / "source.zip").exists()
 
 
+def test_offline_suite_is_summarised_then_one_problem_a_line(tmp_path, capsys, monkeypatch):
+    """The published suite offline: 16 problems once came as one line of 8,486 characters joined by '|'. Now a
+    summary line counts the datasets and models that are unavailable and names those that are here, then one
+    short line each (none over 300 characters); the published models' fix names a SparseEncoder folder."""
+    from huggingface_hub import try_to_load_from_cache
+
+    from benchmark.suites import load_suite
+
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")
+    models = ["naver/splade-cocondenser-ensembledistil", "naver/splade-v3"]
+    assert not any(isinstance(try_to_load_from_cache(m, "config.json"), str) for m in models)  # precondition
+    datasets = list(load_suite("published").datasets)
+    assert main(["--suite", "published", "--check", "--runs-dir", str(tmp_path / "runs"), "--no-progress"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    head = re.fullmatch(r"error: (\d+) datasets and 2 models are unavailable offline; available here: (.*)", lines[0])
+    assert head, lines[0]
+    here = head.group(2).split(", ")
+    assert "beir/scifact/test" in here and set(here) < set(datasets)
+    assert int(head.group(1)) == len(datasets) - len(here) == len(lines) - 3
+    assert max(map(len, lines)) <= 300, max(lines, key=len)
+    assert all(re.match(r"  dataset '[^']+': https?://\S+ is unreachable; ", line) for line in lines[1:-2])
+    assert sorted(line.split("'")[1] for line in lines[1:-2]) == sorted(set(datasets) - set(here))
+    assert lines[-2:] == [
+        f"  model {m!r}: not in the local Hugging Face cache; download it once with network access (hf download {m}) "
+        "or pass a local SparseEncoder folder (benchmark export writes one)"
+        for m in models
+    ]
+    assert no_stage_ran(tmp_path / "runs")
+
+
 def test_packaged_suite_file_by_path_is_not_a_collision(tmp_path, capsys):
     from benchmark.suites import packaged_path
 

@@ -5,6 +5,7 @@ exit code of ``--check``."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,23 @@ def test_ci_slice_regression(untrained_splade, tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "3 OK, 0 OKish, 0 FAIL" in out and "[run]" not in out
+    # the run's last line: minutes, the verdict (each entry listed above it) and the page to open
+    folder = results / "mini@max-docs=600,max-queries=30"
+    verdict = (
+        "check (max_docs=600, max_queries=30): 3 OK, 0 OKish, 0 FAIL; 1 entries for other subsets or datasets not "
+        "checked"
+    )
+    assert re.fullmatch(
+        rf"suite mini finished in \d+\.\d min; {re.escape(verdict)}; page {re.escape(str(folder / 'index.html'))}",
+        out.splitlines()[-1],
+    ), out.splitlines()[-1]
+    # without --check the verdict still ends the run, alone
+    args = ["--suite", str(suite), *SUBSET, "--runs-dir", str(untrained_splade["runs"]), "--results-dir", str(results)]
+    assert run_cli(*args) == 0
+    out = capsys.readouterr().out
+    assert "[OK]" not in out and out.splitlines()[-1].endswith(
+        f"; {verdict} (--check lists each); page {folder / 'index.html'}"
+    )
 
 
 @pytest.mark.slow  # the pipeline end to end through Lucene (JVM)

@@ -58,6 +58,10 @@ def test_adhoc_cranfield_bm25_and_its_run_file_as_a_system(tmp_path, capsys):
     assert "\r" not in out  # captured output is no terminal: no bar redraws
     assert "| BM25 |" in out  # the headline table closes the run
     folder = results / "adhoc@datasets=cranfield,max-queries=20,set=bm25.k1=1.2"
+    # the last line: minutes and the page to open; no verdict, since an ad-hoc suite expects no scores
+    assert re.fullmatch(
+        rf"suite adhoc finished in \d+\.\d min; page {re.escape(str(folder / 'index.html'))}", out.splitlines()[-1]
+    )
     first = json.loads((folder / "results.json").read_text())
     (bm25,) = first["conditions"]
     assert sorted(bm25["metrics"]) == ["R@1000", "nDCG@10"]  # no family: the default rule

@@ -31,11 +31,74 @@ def test_benchmark_dispatches_to_each_command(capsys):
     assert main([]) == 2  # no command: the list, and a failing status
     assert main(["train"]) == 2
     assert capsys.readouterr().err == (
-        "error: unknown command 'train'; valid: run, report, export, norms, perf. "
+        "benchmark: error: unknown command 'train'; valid: run, report, export, norms, perf. "
         "Run benchmark --help for what each does\n"
     )
     assert main(["run", "--dry-run"]) == 2  # the run command's own one-line error (no --suite, no --datasets)
     assert capsys.readouterr().err.startswith("error: give --suite NAME")
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["run", "--chek"], "benchmark run: error: unknown flag --chek (did you mean --check?)"),
+        (["run", "--dry-rn"], "benchmark run: error: unknown flag --dry-rn (did you mean --dry-run?)"),
+        (
+            ["run", "--keep", "al"],
+            "benchmark run: error: argument --keep: invalid choice 'al' (did you mean 'all'?); valid: all, indexed, "
+            "auto",
+        ),
+        (["report", "--result-dir", "x"], "benchmark report: error: unknown flag --result-dir (did you mean "),
+        (
+            ["export", "--suite", "s", "--outt", "x"],
+            "benchmark export: error: unknown flag --outt (did you mean --out?)",
+        ),
+        (["norms", "--backbone", "x", "--samplez"], "benchmark norms: error: unknown flag --samplez"),
+        (["perf", "--threadz", "2"], "benchmark perf: error: unknown flag --threadz (did you mean --threads?)"),
+        (["perf", "scale", "--bogus"], "benchmark perf scale: error: unknown flag --bogus."),
+    ],
+)
+def test_argparse_errors_are_one_line_under_the_command_name(capsys, argv, line):
+    """argparse prints its whole usage, then an error under the module's name, and suggests nothing; here each
+    command's parse error is one line under the name typed, with the flag or choice a typo most likely meant."""
+    from benchmark.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith(line), err
+    assert err.endswith(
+        f"Run benchmark {' '.join(argv[:2] if argv[1] == 'scale' else argv[:1])} --help for every flag\n"
+    )
+
+
+def test_module_parsers_keep_their_module_name(capsys):
+    """Outside ``benchmark COMMAND`` (python -m benchmark.run), the parser names the module, as typed."""
+    from benchmark.run import main
+
+    with pytest.raises(SystemExit):
+        main(["--chek"])
+    assert capsys.readouterr().err.startswith(
+        "python -m benchmark.run: error: unknown flag --chek (did you mean --check?)"
+    )
+
+
+def test_unknown_command_suite_variant_and_export_target_get_a_suggestion(capsys, tmp_path):
+    from benchmark.__main__ import main
+
+    assert main(["rnu"]) == 2
+    assert capsys.readouterr().err.startswith("benchmark: error: unknown command 'rnu' (did you mean 'run'?); valid: ")
+    assert main(["run", "--suite", "smok", "--dry-run"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown suite 'smok' (did you mean 'smoke'?)")
+    assert main(["run", "--suite", "smoke", "--variants", "rescaledd", "--dry-run"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown variant(s) 'rescaledd' (did you mean 'rescaled'?); ")
+    (tmp_path / "smoke").mkdir()
+    (tmp_path / "smoke" / "results.json").write_text("{}")
+    assert main(["export", "--suite", "smok", "--results-dir", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: no results folder {tmp_path / 'smok'} (did you mean 'smoke'?)") and err.endswith(
+        "(smoke)\n"
+    )
 
 
 def test_export_has_version_and_defaults(capsys):

@@ -88,3 +88,47 @@ def test_the_checker_catches_a_stale_name(tmp_path):
     assert DOTTED.findall(text) == ["benchmark.model.heads.nope"] and not _resolves("benchmark.model.heads.nope")
     assert _resolves("benchmark.model.heads.attach_projection_scale") and _resolves("benchmark.run")
     assert LINK.findall(text) == ["no-page.md"]
+
+
+#: a command of this harness that only plans or prints help, as the pages show it (a fenced line or a code span)
+CHEAP = re.compile(
+    r"(?:\.venv/bin/)?(?:python3? -m benchmark(?:\.run)?|benchmark-run|benchmark run)\b([^`#|\n]*?--(?:dry-run|help)"
+    r"[^`#|\n]*)"
+)
+#: the prefixes that name the run command, however a page spells it
+RUN_PREFIX = re.compile(r"^(?:\.venv/bin/)?(?:python3? -m benchmark\.run|benchmark-run|benchmark run)\b")
+
+
+def cheap_commands() -> list[tuple[str, list[str]]]:
+    """(page, the run command's arguments) for every ``--dry-run`` or ``--help`` of it the pages show,
+    placeholders (NAME, N, PATH) left out."""
+    import shlex
+
+    out = []
+    for page, text in _pages():
+        for match in re.finditer(CHEAP, text):
+            line = match.group(0).strip()
+            if not RUN_PREFIX.match(line) or re.search(r"\b[A-Z]{2,}\b|<|…", line):
+                continue
+            out.append((page.name, shlex.split(RUN_PREFIX.sub("", line))))
+    return list({tuple(a): (p, a) for p, a in out}.values())  # each distinct command once
+
+
+def test_every_dry_run_and_help_the_pages_show_runs(tmp_path, capsys):
+    """Each ``--dry-run`` and ``--help`` of the run command in the README and docs/ is run as written (in this
+    process, without Ray or a GPU): a flag renamed or a suite gone fails here, not in a reader's terminal."""
+    from benchmark.run import main
+
+    commands = cheap_commands()
+    assert len(commands) >= 5, commands  # the README's, running.md's and cluster.md's at least
+    for page, argv in commands:
+        if "--help" in argv:
+            with pytest.raises(SystemExit) as exit_:
+                main(argv)
+            assert exit_.value.code == 0, (page, argv)
+            continue
+        code = main([*argv, "--runs-dir", str(tmp_path / "runs")])
+        captured = capsys.readouterr()
+        assert code == 0, (page, argv, captured.err)
+        assert "stages, " in captured.out, (page, argv)
+    assert not (tmp_path / "runs").exists()  # a dry run writes nothing

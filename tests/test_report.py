@@ -1029,6 +1029,25 @@ def _stage_log(**rows: tuple[str, float, int]) -> Callable[[Path], None]:
     return write
 
 
+def test_a_run_file_row_has_no_search_time():
+    """A --run row's stage reads a TREC file: its seconds are no search's, so it gets no ms/q (the page once
+    showed one), while BM25 beside it keeps its own."""
+    from benchmark.report.results import efficiency
+
+    pq: dict = {}
+    conds = [
+        run("b", D1, [0.4, 0.6], system="bm25", perquery=pq, search_id="search-b"),
+        run("mine", D1, [0.3, 0.5], system="run", perquery=pq, search_id="runfile-m"),
+    ]
+    results = suite(conds, pq)
+    results.stage_log = {
+        "search-b": {"stage": "search", "seconds": 0.5, "bytes": 10},
+        "runfile-m": {"stage": "runfile", "seconds": 0.2, "bytes": 10},
+    }
+    got = efficiency(results)
+    assert got["b"]["search_ms"] == 250.0 and got["mine"]["search_ms"] is None  # 0.5 s over 2 queries
+
+
 def test_efficiency_beside_effectiveness_from_the_stage_log(tmp_path):
     """ms per query (the search stage's seconds over its queries) and the index's size (its bytes) from
     stages.csv, beside FLOPS and non-zeros; an index recorded with the results wins over the log's order,
@@ -1214,12 +1233,19 @@ def test_sweep_plot_tells_the_readings_apart_and_its_legends_cover_no_line(tmp_p
     score, low = fig.axes
     handles, labels = score.get_legend_handles_labels()
     markers = {label: (h.lines[0] if hasattr(h, "lines") else h).get_marker() for h, label in zip(handles, labels)}
-    assert markers == {
-        "bb x<f> [untie]": "o",
-        "bb x<f>-projection [projection]: constant multiplier (projection, extension)": "s",
-        "bb x<f>-flops [head-norm]: FLOPS-matched λ": "D",
+    assert markers == {  # each line says what it is, in words, not only by its method's name
+        "bb x<f>: untied copy, extension": "o",
+        "bb x<f>-projection: multiplier, extension": "s",
+        "bb x<f>-flops: head LayerNorm, extension, FLOPS-matched λ": "D",
         "bb: baseline (unscaled)": "None",
     }
+    # the baseline is ×1 of every reading: each line passes through it, in the score and the FLOPS panels
+    for h, label in zip(handles, labels):
+        if "x<f>" in label:
+            assert 1.0 in list((h.lines[0] if hasattr(h, "lines") else h).get_xdata()), label
+    for line in low.get_lines():
+        if len(line.get_xdata()):
+            assert 1.0 in list(line.get_xdata())
     for ax in fig.axes:
         box, legend = ax.get_window_extent(renderer), ax.get_legend().get_window_extent(renderer)
         assert legend.x0 >= box.x1, "the legend overlaps the plot"

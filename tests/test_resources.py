@@ -119,6 +119,18 @@ def test_encode_figures_are_the_readmes_two_totals():
     assert encode_seconds("bert-tiny", "beir/scifact") is None
 
 
+def test_the_readme_and_the_budget_page_give_the_dry_runs_gpu_hours():
+    """The README and docs/compute-budget.md once said 366–638 GPU-hours (17 trainings) where the dry run
+    counts the plan's 18: both now give the estimate of the paper plan as it is."""
+    est = estimate(build_plan(load_suite("paper"), Options()), 1)
+    lo, hi = (round(h) for h in est.gpu_hours)
+    readme = (ROOT / "README.md").read_text()
+    budget = (ROOT / "docs" / "compute-budget.md").read_text()
+    assert f"needs about {lo}–{hi} H200 GPU-hours" in readme
+    assert f"altogether {lo}–{hi} GPU-hours" in budget
+    assert "366–638" not in readme + budget
+
+
 def test_dry_run_with_the_ray_executor_prints_the_estimate_without_ray():
     code = (
         "import sys; from benchmark.run import main; "

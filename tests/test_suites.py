@@ -143,6 +143,32 @@ def test_paper_dry_run_prints_the_matrix(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
 
 
+def test_paper_dry_run_is_a_summary_and_stages_lists_every_stage(tmp_path, capsys, monkeypatch):
+    """The paper's dry run once printed 1,814 lines, its estimate only under --executor ray: by default it is
+    the summary, the counts and the estimate (here on --gpus 8); --stages adds each stage and condition."""
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    assert run_cli("--suite", "paper", "--dry-run", "--gpus", "8", *runs) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) <= 60, len(out)
+    assert (
+        "1481 stages, 0 cached, 1481 to run; 304 conditions (system × dataset × seed); --dry-run --stages lists "
+        "each" in out
+    )
+    assert out[-5].startswith("estimate on 8 GPU(s) (--gpus) ")
+    assert "  GPU work: 377–655 GPU-h (training + document encoding)" in out
+    assert not any("[would run]" in line for line in out)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the machine's GPUs when --gpus is not given: none here
+    assert run_cli("--suite", "paper", "--dry-run", *runs) == 0
+    assert "estimate on 1 GPU(s) (no GPU here; --gpus N for a cluster) " in capsys.readouterr().out
+    assert run_cli("--suite", "paper", "--dry-run", "--stages", *runs) == 0
+    full = capsys.readouterr().out.splitlines()
+    assert sum("[would run]" in line for line in full) == 1481
+    assert full[: len(out) - 6] == out[:-6]  # the same summary first
+    assert full[len(out) - 6] == "1481 stages, 0 cached, 1481 to run:"
+    assert run_cli("--suite", "paper", "--stages", *runs) == 2
+    assert capsys.readouterr().err == "error: --stages lists the stages of a dry run; add --dry-run\n"
+
+
 def test_paper_k_grid_and_extension_arms_when_asked(tmp_path, capsys):
     variants = "baseline,rescaled,k1,k2,k4,k8,k16,k32,head-norm,match-logit-std,match-frobenius,match-row-rms"
     # (rescaled-projection, the constant-multiplier reading, is asked for in test_projection_arm_only_when_asked)
@@ -252,7 +278,9 @@ def test_every_bad_name_is_reported_at_once(tmp_path, capsys):
         str(tmp_path),
     )
     err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1
+    lines = err.strip().splitlines()  # a summary line, then one line per problem
+    assert code == 2 and len(lines) == 4 and lines[0] == "error: 3 problems, one a line:", lines
+    assert all(line.startswith("  ") for line in lines[1:])
     assert "'beir/scifakt/test' not in suite 'smoke'; valid: beir/scifact/test" in err
     assert "unknown variant(s) 'shrunk'; valid: baseline, rescaled" in err
     assert "unknown backbone 'bert-tinny' (did you mean 'bert-tiny'?)" in err

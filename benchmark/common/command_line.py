@@ -4,8 +4,12 @@ of list flags (``--backbones a,b`` and ``--backbones a b`` alike), and the termi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
+from typing import NoReturn
 
 #: set by ``--verbose``; child processes (the indexer, Ray workers) inherit it
 VERBOSE_ENV = "BENCHMARK_VERBOSE"
@@ -26,11 +30,73 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
+#: (module prefix, command) while ``benchmark COMMAND`` runs: its parsers call themselves by that name
+_INVOKED_AS: list[tuple[str, str]] = []
+
+
+@contextlib.contextmanager
+def invoked_as(module: str, command: str) -> Iterator[None]:
+    """Within it, the parsers of ``module`` (``python -m benchmark.run …``) call themselves ``command``
+    (``benchmark run …``): the name the user typed, in usage lines and errors."""
+    _INVOKED_AS.append((module, command))
+    try:
+        yield
+    finally:
+        _INVOKED_AS.remove((module, command))
+
+
+def did_you_mean(value: str, options: Iterable[str]) -> str | None:
+    """The closest of ``options`` to ``value`` (a typo's likely intent), or None."""
+    hint = difflib.get_close_matches(value, sorted(set(options)), n=1, cutoff=0.6)
+    return hint[0] if hint else None
+
+
+class Parser(argparse.ArgumentParser):
+    """Errors in one line under the command's name, with the flag or choice a typo most likely meant
+    (argparse prints the whole usage first, then the error, and suggests nothing)."""
+
+    def flags(self) -> list[str]:
+        return [o for a in self._actions if a.help != argparse.SUPPRESS for o in a.option_strings if o.startswith("--")]
+
+    def hint(self, message: str) -> str:
+        unrecognized = re.match(r"unrecognized arguments: (.*)", message)
+        if unrecognized:
+            for word in unrecognized.group(1).split():
+                if not word.startswith("-"):
+                    continue
+                flag = word.split("=", 1)[0]
+                flags = {f.lstrip("-"): f for f in self.flags()}  # the dashes would make every flag look alike
+                close = did_you_mean(flag.lstrip("-"), flags)
+                if close:
+                    return f"unknown flag {flag} (did you mean {flags[close]}?)"
+                return f"unknown flag {flag}"
+            return message
+        choice = re.match(r"(argument \S+): invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:
+            options = re.findall(r"'([^']*)'", choice.group(3)) or [o.strip() for o in choice.group(3).split(",")]
+            close = did_you_mean(choice.group(2), options)
+            valid = ", ".join(options)
+            return (
+                f"{choice.group(1)}: invalid choice {choice.group(2)!r}"
+                + (f" (did you mean {close!r}?)" if close else "")
+                + f"; valid: {valid}"
+            )
+        return message
+
+    def error(self, message: str) -> NoReturn:
+        line = " ".join(self.hint(message).split())
+        self.exit(2, f"{self.prog}: error: {line}. Run {self.prog} --help for every flag\n")
+
+
 def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
-    """An ArgumentParser with the shared formatter and ``--version``."""
+    """An ArgumentParser with the shared formatter, ``--version`` and one-line errors; ``prog`` is the
+    module's name (``python -m benchmark.run``), shown as ``benchmark run`` when called so."""
     from benchmark import __version__
 
-    p = argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter)
+    for module, command in _INVOKED_AS:
+        if prog == module or prog.startswith(module + " "):
+            prog = command + prog[len(module) :]
+    p = Parser(prog=prog, description=description, formatter_class=HelpFormatter)
     p.add_argument("--version", action="version", version=f"splade-rescale-benchmark {__version__}")
     return p
 

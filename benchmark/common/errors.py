@@ -21,3 +21,17 @@ def unknown(kind: str, value: object, options: Iterable[str], fix: str = "") -> 
     if fix:
         msg += f". {fix}"
     return BenchmarkError(msg)
+
+
+class Unavailable(str):
+    """A problem that is only being offline: a dataset or model neither cached here nor reachable. It reads as
+    its whole line; a list of several shows ``short`` (ending in where to put the files), after a summary."""
+
+    kind: str
+    name: str
+    short: str
+
+    def __new__(cls, text: str, *, kind: str, name: str, short: str) -> Unavailable:
+        self = super().__new__(cls, text)
+        self.kind, self.name, self.short = kind, name, short
+        return self

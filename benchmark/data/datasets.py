@@ -245,11 +245,21 @@ def availability_problem(name: str, timeout: float | None = None) -> str | None:
         requests.head(url, timeout=timeout or PROBE_TIMEOUT, allow_redirects=False)
         return None  # any answer means the stage can download it
     except requests.RequestException as exc:
-        return (
+        from benchmark.common.errors import Unavailable
+
+        where = _where_to_put(download)
+        short_where = (
+            where.replace(home, "$IR_DATASETS_HOME", 1) if home and "IR_DATASETS_HOME" in os.environ else where
+        )
+        return Unavailable(
             f"dataset {name!r} is not in the ir_datasets cache (IR_DATASETS_HOME={home}) and cannot be downloaded: "
             f"{url} is unreachable ({_reason(exc)}). To work offline, fetch that file elsewhere and "
-            f"{_where_to_put(download)} (the IR_DATASETS_HOME layout), or give the dataset as a local BEIR folder "
-            f"./FOLDER[@split] ({BEIR_LAYOUT})"
+            f"{where} (the IR_DATASETS_HOME layout), or give the dataset as a local BEIR folder "
+            f"./FOLDER[@split] ({BEIR_LAYOUT})",
+            kind="dataset",
+            name=name,
+            short=f"dataset {name!r}: {url} is unreachable; "
+            + (f"fetch it elsewhere and {short_where}" if where.startswith("save") else short_where),
         )
 
 

@@ -223,24 +223,33 @@ def tokenizer_problem(name: str, source: str, tokens: int, vocab_size: int) -> s
     return None
 
 
-def _hub_problem(name: str, source: str) -> str | None:
+def _hub_problem(name: str, source: str, published: bool = False) -> str | None:
     """None when the hub id is in the local Hugging Face cache or the hub says it exists."""
     from huggingface_hub import try_to_load_from_cache
 
     if isinstance(try_to_load_from_cache(source, "config.json"), str):
         return None
     if _hub_offline():
-        return str(_load_error(name, source, None))
+        from benchmark.common.errors import Unavailable
+
+        folder = "SparseEncoder folder (benchmark export writes one)" if published else "*ForMaskedLM folder"
+        return Unavailable(
+            str(_load_error(name, source, None, published)),
+            kind="model",
+            name=name,
+            short=f"{'model' if published else 'backbone'} {name!r}: not in the local Hugging Face cache; "
+            f"download it once with network access (hf download {source}) or pass a local {folder}",
+        )
     try:
         from huggingface_hub import HfApi
 
         HfApi().model_info(source, timeout=HUB_TIMEOUT)
     except Exception as exc:  # hub errors (not found, gated) and network errors alike: one line
-        return str(_load_error(name, source, exc))
+        return str(_load_error(name, source, exc, published))
     return None
 
 
-def backbone_problems(name: str, deep: bool = False) -> list[str]:
+def backbone_problems(name: str, deep: bool = False, published: bool = False) -> list[str]:
     """Everything that would make ``name`` fail to load, or load wrongly, found before any stage runs.
 
     Always: the name, and a local folder's files (config, weights, complete safetensors, tokenizer
@@ -261,7 +270,7 @@ def backbone_problems(name: str, deep: bool = False) -> list[str]:
     elif not deep or not HUB_ID.match(source):
         return []  # nothing on disk yet and not a hub id (a folder built on first load): loading checks it
     else:
-        problem = _hub_problem(name, source)
+        problem = _hub_problem(name, source, published)
         if problem:
             return [problem]
     from transformers import AutoTokenizer
@@ -290,7 +299,7 @@ def _is_local(source: str) -> bool:
     return Path(source).is_dir()
 
 
-def _load_error(name: str, source: str, exc: Exception | None) -> BenchmarkError:
+def _load_error(name: str, source: str, exc: Exception | None, published: bool = False) -> BenchmarkError:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0] if exc is not None else ""
     if _is_local(source):
         return BenchmarkError(f"backbone {name!r}: folder {source} is not a loadable checkpoint ({first})")
@@ -299,6 +308,8 @@ def _load_error(name: str, source: str, exc: Exception | None) -> BenchmarkError
     local = (
         f"put the checkpoint in ${MODEL_DIR_ENV}/{key}/ (now {os.environ.get(MODEL_DIR_ENV) or 'unset'}), "
         if key is not None
+        else "pass a local SparseEncoder folder (benchmark export writes one), "
+        if published
         else "pass a local *ForMaskedLM folder, "
     )
     if exc is None or _hub_offline():
@@ -308,8 +319,8 @@ def _load_error(name: str, source: str, exc: Exception | None) -> BenchmarkError
     else:
         why = f"is not in the local Hugging Face cache and the hub could not provide it ({type(exc).__name__})"
     return BenchmarkError(
-        f"backbone {name!r}: {source} {why}; {local}or download it once with network access "
-        f"(hf download {source}) and run with HF_HUB_OFFLINE=1"
+        f"{'model' if published else 'backbone'} {name!r}: {source} {why}; {local}or download it once with network "
+        f"access (hf download {source}) and run with HF_HUB_OFFLINE=1"
     )
 
 

@@ -517,9 +517,13 @@ def variant_specs(suite: Suite, names: Sequence[str], opts: Options, all_variant
         return table
     bad = [n for n in names if n not in table]
     if bad:
+        from benchmark.common.command_line import did_you_mean
+
+        close = [hint for hint in (did_you_mean(n, table) for n in bad) if hint]
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
         raise BenchmarkError(
-            f"unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(table)}. Pass them to --variants, "
-            f"comma-separated"
+            f"unknown variant(s) {', '.join(map(repr, bad))}{hint}; valid: {', '.join(table)}. Pass them to "
+            "--variants, comma-separated"
         )
     return {n: table[n] for n in names}
 

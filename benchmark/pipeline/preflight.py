@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmark.common.errors import BenchmarkError
+from benchmark.common.errors import BenchmarkError, Unavailable
 
 if TYPE_CHECKING:
     from benchmark.pipeline.plan import Options, Plan
@@ -128,12 +128,13 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
         from benchmark.model.loader import backbone_problems
 
         for name in published:
-            problems.extend(backbone_problems(name, deep=deep))
+            problems.extend(backbone_problems(name, deep=deep, published=True))
         problems.extend(_length_problems(plan, published))
     problems.extend(depth_problems(plan))
     if plan.suite.splade is not None:
         from benchmark.model.loader import backbone_problems
 
+        trained = set(backbones)
         backbones = list(dict.fromkeys([*backbones, *published]))
 
         references: dict[str, list[str]] = {}  # reference backbone → the variants that match it
@@ -143,7 +144,7 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
             if getattr(spec, "mode", None) == "match" and isinstance(match, str):
                 references.setdefault(match, []).append(vname)
         for name in dict.fromkeys(backbones):
-            problems.extend(backbone_problems(name, deep=deep))
+            problems.extend(backbone_problems(name, deep=deep, published=name not in trained))
         for name, variants in references.items():
             if name in backbones:
                 continue
@@ -232,8 +233,10 @@ def check_flags(args: Any) -> None:
     check_factor(args.rescale_factor)
     if not args.dry_run:
         check_output_dirs(args.runs_dir, args.results_dir)
+    if args.stages and not args.dry_run:
+        raise BenchmarkError("--stages lists the stages of a dry run; add --dry-run")
     if args.executor != "ray":
-        for flag in ("ray_address", "resources", "gpus"):
+        for flag in ("ray_address", "resources") if args.dry_run else ("ray_address", "resources", "gpus"):
             if getattr(args, flag) is not None:
                 raise BenchmarkError(f"--{flag.replace('_', '-')} applies to the Ray executor; add --executor ray")
     if args.gpus is not None and args.gpus < 0:
@@ -258,4 +261,30 @@ def check_plan(plan: Plan, opts: Options, found: list[str] | None = None, deep: 
     ``deep=False`` (a dry run) skips what needs the network or transformers."""
     problems = list(found or []) + plan_problems(plan, opts.backbones or plan.backbones, deep=deep)
     if problems:
-        raise BenchmarkError(" | ".join(problems) if len(problems) > 1 else problems[0])
+        raise BenchmarkError(problems_message(problems, list(plan.datasets)))
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def problems_message(problems: list[str], datasets: list[str]) -> str:
+    """One problem as its line; several as a summary line, then one line each. Those that are only being
+    offline (a dataset or model neither cached nor reachable) are counted in the summary, beside the
+    datasets that are here, and listed in their short form."""
+    if len(problems) == 1:
+        return problems[0]
+    offline = [p for p in problems if isinstance(p, Unavailable)]
+    kinds = {kind: [p for p in offline if p.kind == kind] for kind in ("dataset", "model")}
+    others = len(problems) - len(offline)
+    if offline:
+        missing = {p.name for p in kinds["dataset"]}
+        here = [d for d in datasets if d not in missing]
+        counted = " and ".join(_count(len(v), k) for k, v in kinds.items() if v)
+        verb = "is" if len(offline) == 1 else "are"
+        head = f"{counted} {verb} unavailable offline; available here: {', '.join(here) or 'none'}"
+        if others:
+            head += f"; and {_count(others, 'other problem')}"
+    else:
+        head = f"{len(problems)} problems, one a line:"
+    return "\n".join([head] + [f"  {p.short if isinstance(p, Unavailable) else p}" for p in problems])

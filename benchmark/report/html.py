@@ -43,7 +43,7 @@ CSS = (
 @media (prefers-color-scheme: dark) {
   :root { --fg: #e6e6e6; --bg: #16181c; --muted: #a0a6ad; --line: #3a3f46; --head: #23272e; --best: #8ab4f8;
           --bad: #f28b82; --warn: #fdd663; }
-  figure img { background: #ffffff; }
+  figure img { filter: invert(.9) hue-rotate(180deg); }
 }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--fg);

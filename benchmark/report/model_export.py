@@ -128,13 +128,16 @@ def _save_sparse_encoder(model_dir: Path, out: Path, tmp: Path, max_seq_length: 
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
+    from benchmark.model.checkpoints import quiet_transformers
+
     logging.getLogger("sentence_transformers").setLevel(logging.ERROR)  # MLMTransformer's deprecation notice
-    mlm = MLMTransformer(str(model_dir), max_seq_length=max_seq_length)
-    mlm.auto_model = fold_for_export(mlm.auto_model)
-    encoder = SparseEncoder(
-        modules=[mlm, SpladePooling(pooling_strategy="max", activation_function="relu")], device="cpu"
-    )
-    encoder.save(str(tmp), create_model_card=False)
+    with quiet_transformers():  # transformers' "Loading weights" and "Writing" bars, one per model, are noise here
+        mlm = MLMTransformer(str(model_dir), max_seq_length=max_seq_length)
+        mlm.auto_model = fold_for_export(mlm.auto_model)
+        encoder = SparseEncoder(
+            modules=[mlm, SpladePooling(pooling_strategy="max", activation_function="relu")], device="cpu"
+        )
+        encoder.save(str(tmp), create_model_card=False)
     config = tmp / "sentence_bert_config.json"  # sentence-transformers 5 reads the length here (6: the tokenizer's)
     config.write_text(
         json.dumps({**json.loads(config.read_text(encoding="utf-8")), "max_seq_length": max_seq_length}, indent=4)
@@ -301,7 +304,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         folder = Path(args.results_dir) / args.suite
         if not folder.is_dir():
-            raise BenchmarkError(f"no results folder {folder}; pass --suite NAME of a folder under --results-dir")
+            from benchmark.common.command_line import did_you_mean
+
+            there = sorted(f.parent.name for f in Path(args.results_dir).glob("*/results.json"))
+            close = did_you_mean(args.suite, there)
+            hint = f" (did you mean {close!r}?)" if close else ""
+            raise BenchmarkError(
+                f"no results folder {folder}{hint}; pass --suite NAME of a folder under --results-dir "
+                f"({', '.join(there) or 'none yet: run the suite first'})"
+            )
         from benchmark.pipeline.preflight import output_dir_problem
 
         problem = output_dir_problem(args.out, "export", "--out")

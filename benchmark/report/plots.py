@@ -43,6 +43,14 @@ ARM_LABELS = {
     "flops": "FLOPS-matched λ",
     "head-norm": "head-norm (extension)",
 }
+#: a rescale method → how the sweep's legend names the line it draws
+METHOD_LABELS = {
+    "once": "the paper's operation on a shared matrix",
+    "untie": "untied copy, extension",
+    "projection": "multiplier, extension",
+    "head-norm": "head LayerNorm, extension",
+    "tied": "shared matrix, extension",
+}
 #: a sweep arm's variant suffix → its marker and line style: each reading of "rescale" its own mark
 ARM_STYLES = {"": ("o", "-"), "projection": ("s", "--"), "flops": ("D", ":"), "head-norm": ("^", "-.")}
 OTHER_MARKERS = ("v", "P", "X", "*", "<", ">")
@@ -114,17 +122,23 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
     others: list[str] = []
     low_handles: list[Any] = []
     for backbone, trained, arm in series:
+        # the baseline is ×1 of every reading (no rescale at all): each line passes through it
         rows = sorted(
-            (r for r in sweep_rows if (r[1], r[3], sweep_arm(r[2])) == (backbone, trained, arm)),
+            (
+                r
+                for r in sweep_rows
+                if (r[1], r[3]) == (backbone, trained) and (sweep_arm(r[2]) == arm or is_baseline(r[2]))
+            ),
             key=lambda r: factor_of[r],
         )
         marker, style = arm_style(arm, others)
         color = f"C{backbones.index((backbone, trained)) % 10}"
         methods = sorted({method_of.get(r) or "" for r in rows if not is_baseline(r[2])} - {""})
-        name = (
-            f"{backbone}{'' if trained else ' (untrained)'} x<f>{'-' + arm if arm else ''}"
-            + (f" [{', '.join(methods)}]" if methods else "")
-            + (f": {ARM_LABELS.get(arm, arm)}" if arm else "")
+        meaning = [METHOD_LABELS.get(m, m) for m in methods]
+        if arm and arm not in methods:
+            meaning.append(ARM_LABELS.get(arm, arm))
+        name = f"{backbone}{'' if trained else ' (untrained)'} x<f>{'-' + arm if arm else ''}" + (
+            f": {', '.join(meaning)}" if meaning else ""
         )
         hollow = {"markerfacecolor": "none"} if arm else {}
         for col in data_cols:

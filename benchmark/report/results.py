@@ -413,13 +413,15 @@ def index_ids(results: SuiteResults) -> dict[str, str]:
 
 def efficiency(results: SuiteResults) -> dict[str, dict[str, float | None]]:
     """Condition key → ``search_ms`` (its search stage's wall time over its queries, in ms) and
-    ``index_bytes`` (its index on disk), from stages.csv; None where the log lacks the stage."""
+    ``index_bytes`` (its index on disk), from stages.csv; None where the log lacks the stage, and for a
+    ``--run`` file, whose stage reads the file: its seconds are no search's."""
     indexes = index_ids(results)
     out: dict[str, dict[str, float | None]] = {}
     for c in results.conditions:
         search = results.stage_log.get(c.search_id) if c.search_id else None
         index = results.stage_log.get(indexes.get(c.search_id, "")) if c.search_id else None
-        ms = 1000 * search["seconds"] / c.queries if search is not None and c.queries and c.scored else None
+        searched = search is not None and c.queries and c.scored and c.system != "run"
+        ms = 1000 * search["seconds"] / c.queries if searched else None
         out[c.key] = {"search_ms": ms, "index_bytes": float(index["bytes"]) if index is not None and c.scored else None}
     return out
 
