@@ -7,7 +7,16 @@ import json
 import pytest
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.data.datasets import materialise, read_docids, read_queries, validate_dataset
+from benchmark.data.datasets import materialise, validate_dataset
+from benchmark.formats import documents as corpus_format, query_texts as topics_format
+
+
+def read_queries(folder):
+    return dict(topics_format.read_queries(folder / topics_format.QUERIES))
+
+
+def read_docids(folder):
+    return corpus_format.read_docids(corpus_format.docids_path(folder))
 
 
 def beir_folder(root, corpus=None, queries=None, qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t2\n"):
@@ -179,7 +188,7 @@ def test_slice_reads_as_beir_reads_it(scifact_slice):
     """Our strict reader gives BEIR's reference loader's documents (title + " " + text) in its order."""
     from beir.datasets.data_loader import GenericDataLoader
 
-    from benchmark.data.datasets import read_local_corpus
+    from benchmark.data.sources.beir_folder import read_local_corpus
 
     reference = GenericDataLoader(data_folder=str(scifact_slice)).load_corpus()
     ours = list(read_local_corpus(scifact_slice))
@@ -209,10 +218,11 @@ def test_content_aware_keys(tmp_path, scifact_slice):
     """An edit that keeps the size and restores the mtime still changes the stage keys."""
     import os
 
-    from benchmark.data.datasets import DatasetRef, corpus_fingerprint
+    from benchmark.data.datasets import corpus_fingerprint
+    from benchmark.data.sources import parse
 
     folder = copy_of(scifact_slice, tmp_path / "edited")
-    ref = DatasetRef(str(folder))
+    ref = parse(str(folder))
     key, corpus_key = ref.key(), corpus_fingerprint(str(folder))
     assert key.startswith(f"local:{folder}@test:")
     for rel in ("qrels/test.tsv", "corpus.jsonl"):
@@ -237,31 +247,37 @@ def test_content_aware_keys(tmp_path, scifact_slice):
 def test_an_id_never_reads_the_working_folder(tmp_path, monkeypatch, scifact_slice):
     """A folder beir/scifact/test/ (and beir/scifact/) under the working folder does not replace the
     ir_datasets dataset of the same name: a local folder must be written as a path."""
-    from benchmark.data.datasets import DatasetRef, corpus_source, load_source
+    from benchmark.data.datasets import corpus_source, load_source
+    from benchmark.data.sources import parse
 
     copy_of(scifact_slice, tmp_path / "beir" / "scifact" / "test")
     for f in ("corpus.jsonl", "queries.jsonl"):
         (tmp_path / "beir" / "scifact" / f).write_bytes((scifact_slice / f).read_bytes())
     monkeypatch.chdir(tmp_path)
-    ref = DatasetRef("beir/scifact/test")
-    assert ref.local is None and ref.key() == "beir/scifact/test"
+    ref = parse("beir/scifact/test")
+    assert ref.form == "ir_datasets" and ref.key() == "beir/scifact/test"
     assert corpus_source("beir/scifact/test") == "beir/scifact"
     _, queries, _ = load_source("beir/scifact/test", docs=False)
     assert len(queries) == 300  # ir_datasets' SciFact test queries, not the slice's 20
     assert validate_dataset("./beir/scifact/test") is None  # written as a path, the folder is used
-    assert DatasetRef("./beir/scifact/test").local == ((tmp_path / "beir" / "scifact" / "test").resolve(), "test")
+    folder = parse("./beir/scifact/test")
+    assert (folder.form, folder.location, folder.split) == (
+        "beir-folder",
+        str((tmp_path / "beir" / "scifact" / "test").resolve()),
+        "test",
+    )
 
 
 def test_at_sign_in_folder_names(tmp_path, monkeypatch, scifact_slice):
     """``@split`` splits at the last '@', and only when that split exists, so 'my@data' is a folder."""
-    from benchmark.data.datasets import DatasetRef
+    from benchmark.data.sources import parse
 
     monkeypatch.chdir(tmp_path)
     folder = copy_of(scifact_slice, tmp_path / "my@data").resolve()
     (folder / "qrels" / "dev.tsv").write_bytes((folder / "qrels" / "test.tsv").read_bytes())
-    assert DatasetRef("./my@data").local == (folder, "test")
-    assert DatasetRef("./my@data@test").local == (folder, "test")
-    assert DatasetRef("./my@data@dev").local == (folder, "dev")
+    assert (parse("./my@data").location, parse("./my@data").split) == (str(folder), "test")
+    assert (parse("./my@data@test").location, parse("./my@data@test").split) == (str(folder), "test")
+    assert (parse("./my@data@dev").location, parse("./my@data@dev").split) == (str(folder), "dev")
     assert validate_dataset("./my@data") is None and validate_dataset("./my@data@dev") is None
     assert "has no split 'train' (no qrels/train.tsv); valid splits: dev, test" in validate_dataset("./my@data@train")
     copy_of(scifact_slice, tmp_path / "my")  # ./my@test is now also split 'test' of ./my: ambiguous only if both exist
@@ -346,7 +362,7 @@ def test_folders_of_one_name_in_two_places_stay_apart(tmp_path):
     told apart by their content digest."""
     import csv
 
-    from benchmark.data.datasets import DatasetRef
+    from benchmark.data.sources import parse
     from helpers.pipeline import run_cli
 
     a = beir_folder(tmp_path / "a" / "slice", qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\n")
@@ -359,7 +375,7 @@ def test_folders_of_one_name_in_two_places_stay_apart(tmp_path):
     )
     with open(tmp_path / "res" / "two" / "metrics.csv") as fh:
         got = {r["dataset"]: float(r["value"]) for r in csv.DictReader(fh)}
-    label = {f: "local:slice~" + DatasetRef(str(f)).key().rsplit(":", 1)[-1][:8] for f in (a, b)}
+    label = {f: "local:slice~" + parse(str(f)).key().rsplit(":", 1)[-1][:8] for f in (a, b)}
     # 'sparse?' matches d1 only: RR@10 is 1 where d1 is judged, 0 where d2 is (never retrieved)
     assert got == {label[a]: 1.0, label[b]: 0.0}
     table = (tmp_path / "res" / "two" / "table.md").read_text()

@@ -28,10 +28,13 @@ def test_two_run_files_keep_their_tags_and_exports(tmp_path, capsys):
     runs, results = tmp_path / "runs", tmp_path / "results"
     dirs = ["--runs-dir", str(runs), "--results-dir", str(results)]
     assert run_cli(*COMMON, *dirs) == 0
-    from benchmark.data.datasets import judged_query_ids, read_queries
+    from benchmark.data.datasets import judged_query_ids
+    from benchmark.formats import query_texts
 
     (topics,) = (runs / "topics").glob("topics-*")
-    assert set(read_queries(topics)) == judged_query_ids("cranfield", 20)  # what the refusal checks against
+    assert {q.query_id for q in query_texts.read_queries(topics / query_texts.QUERIES)} == judged_query_ids(
+        "cranfield", 20
+    )  # what the refusal checks against
     (search,) = (runs / "search").glob("search-*")
     lines = (search / "run.trec").read_text().splitlines()
     full, top10 = tmp_path / "full.trec", tmp_path / "top10.trec"

@@ -87,6 +87,7 @@ def test_a_local_folder_is_read_whole_once_per_content(tmp_path, monkeypatch):
     run: a clean folder's verdict is kept in the cache, so a million-document corpus is read once, not
     once per process (the marker's folder was never made, so every process read it again)."""
     from benchmark.data import datasets
+    from benchmark.data.sources import beir_folder
 
     folder = tmp_path / "beir"
     (folder / "qrels").mkdir(parents=True)
@@ -95,14 +96,14 @@ def test_a_local_folder_is_read_whole_once_per_content(tmp_path, monkeypatch):
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
     monkeypatch.setenv("BENCHMARK_CACHE_DIR", str(tmp_path / "cache"))
     reads = []
-    real = datasets.read_local_corpus
-    monkeypatch.setattr(datasets, "read_local_corpus", lambda f: (reads.append(f), real(f))[1])
+    real = beir_folder.read_local_corpus
+    monkeypatch.setattr(beir_folder, "read_local_corpus", lambda f: (reads.append(f), real(f))[1])
     for _ in range(2):
-        datasets._VALIDATED.clear()  # as a new process
+        beir_folder._VALIDATED.clear()  # as a new process
         assert datasets.validate_dataset(f"{folder}@test") is None
     assert len(reads) == 1
     (folder / "corpus.jsonl").write_text((folder / "corpus.jsonl").read_text() + '{"_id": "d1", "text": "y"}\n')
-    datasets._VALIDATED.clear()
+    beir_folder._VALIDATED.clear()
     assert "duplicate document id 'd1'" in datasets.validate_dataset(f"{folder}@test")  # new content: read again
 
 
@@ -118,7 +119,7 @@ def test_a_sources_repeated_ids_are_dropped_after_the_pass_first_kept(tmp_path, 
 
     monkeypatch.setattr(idset, "BUFFER", 3)  # the repeats found across spilled buckets
     docs = [("a", "one"), ("b", " "), ("a", "again"), ("c", "three"), ("b", "x"), ("d", ""), ("a", "y")]
-    monkeypatch.setattr(datasets, "_iter_corpus", lambda source: iter(docs))
+    monkeypatch.setattr(datasets, "_iter_corpus", lambda source, pinned: iter(docs))
     record = datasets.materialise_corpus("some/source", tmp_path, keep=frozenset({"c", "z"}), progress=False)
     assert record == {
         "source": "some/source",
@@ -138,7 +139,7 @@ def test_a_sources_repeated_ids_are_dropped_after_the_pass_first_kept(tmp_path, 
 
 def test_a_local_folders_first_repeat_is_named_after_the_pass(tmp_path, monkeypatch):
     from benchmark.common import idset
-    from benchmark.data.datasets import read_local_corpus
+    from benchmark.data.sources.beir_folder import read_local_corpus
 
     monkeypatch.setattr(idset, "BUFFER", 2)
     (tmp_path / "corpus.jsonl").write_text(
@@ -153,7 +154,7 @@ def test_a_cut_takes_the_first_distinct_ids_in_rank_order():
     here the sorted list is the reference, over ids that repeat and judged ids present or absent."""
     import random
 
-    from benchmark.data.datasets import _first_by_rank, _rank
+    from benchmark.data.sources.subset import first_by_rank as _first_by_rank, rank as _rank
 
     rng = random.Random(5)
     ids = [f"d{rng.randrange(3000)}" for _ in range(6000)]  # about 2,600 distinct, most of them repeated
@@ -279,7 +280,7 @@ def test_evaluate_memory_stays_at_a_block(tmp_path):
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory):
     """A BM25 index of 3,000 synthetic documents and 1,500 queries (SciFact's words and lengths)."""
-    from benchmark.data.datasets import read_local_corpus, read_local_topics
+    from benchmark.data.sources.beir_folder import read_local_corpus, read_local_topics
     from benchmark.data.synthetic_corpus import Recipe, write
     from benchmark.formats import documents as docs_format, query_texts
     from benchmark.retrieval import lucene
@@ -360,7 +361,8 @@ def test_streamed_export_has_the_bytes_of_the_whole(tmp_path):
 
 
 def test_synthetic_collection_is_a_strict_beir_folder_drawn_from_its_source(tmp_path):
-    from benchmark.data.datasets import load_source, read_local_corpus, read_local_topics, validate_dataset
+    from benchmark.data.datasets import load_source, validate_dataset
+    from benchmark.data.sources.beir_folder import read_local_corpus, read_local_topics
     from benchmark.data.synthetic_corpus import Recipe, write
 
     folder = write(Recipe(400, 60), tmp_path, progress=False)

@@ -1,5 +1,6 @@
-"""The files stages exchange, one module per format (as ir_datasets' ``formats/``): a file name, a typed
-row, one reader and one writer each.
+"""The files stages pass to each other, one module per file: a file name, a typed row, one reader and one
+writer each. Not the formats a dataset arrives in (an ir_datasets id, a local BEIR folder): those are read by
+the sources in ``benchmark.data.sources``, and whatever the source, the data stages write the files below.
 
 - ``documents``: ``corpus/docs.jsonl`` (Pyserini JsonCollection) and ``docids.txt``;
 - ``query_texts``: ``queries.tsv``;

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from benchmark.common.errors import BenchmarkError
-from benchmark.data.datasets import DatasetRef
+from benchmark.data.sources import is_path, parse
 from benchmark.stages import Backbone, Corpus, Encode, Evaluate, Index, Queries, RunFile, Search, Topics, Train, Triples
 from benchmark.stages.store import Stage, StageView
 from benchmark.suites import Bm25, Suite
@@ -550,7 +550,7 @@ def _select_datasets(
             groups[name] = list(suite.groups[name])
             datasets.extend(suite.groups[name])
             columns.append(name)
-        elif name in known or DatasetRef(name).local is not None:
+        elif name in known or is_path(name):  # a local folder runs in any suite
             datasets.append(name)
             columns.append(name)
         else:
@@ -607,14 +607,10 @@ def _short_dataset(name: str) -> str:
     """A dataset in a subset label (and so in its results folder's name). A local folder carries its content
     digest, ``cisi~1a2b3c4d``: two folders of one name, run apart, must not publish into one results folder,
     the second's numbers under the first's name."""
-    ref = DatasetRef(name)
-    if ref.local is not None:
-        try:
-            return f"{ref.local[0].name}~{ref.key().rsplit(':', 1)[-1][:8]}"
-        except OSError:  # unreadable: validation names it in one line before any results folder is written
-            return ref.local[0].name
-    parts = name.split("/")
-    return parts[1] if parts[0] == "beir" and len(parts) > 1 else parts[-1]
+    try:
+        return parse(name).short()
+    except BenchmarkError:  # a name in no known form: validation names it before any results folder is written
+        return name
 
 
 def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
@@ -907,15 +903,12 @@ def _train_inputs(
 def data_stages(name: str, max_docs: int | None, max_queries: int | None) -> tuple[Stage, Stage]:
     """(topics, corpus) of a dataset. Query sets that share documents share the corpus stage (and so
     its encodings and indexes), unless a subset is cut: then the corpus keeps the topics' judged docs."""
-    from benchmark.data.datasets import corpus_source
-
-    ref = DatasetRef(name)
-    dataset = str(ref.local[0]) + "@" + ref.local[1] if ref.local is not None else name
-    topics = Stage(Topics, Topics.Config(dataset, max_queries, 0))
     try:
-        source = corpus_source(name)
-    except Exception:  # an unknown id: validation reports it; the plan only needs a placeholder
-        source = name
+        ref = parse(name)
+        dataset, source = ref.place, ref.corpus()  # an id's place is its name
+    except Exception:  # an unknown id, or a name in no known form: validation reports it; the plan needs placeholders
+        dataset = source = name
+    topics = Stage(Topics, Topics.Config(dataset, max_queries, 0))
     corpus = Stage(Corpus, Corpus.Config(source, max_docs, 0), {"topics": topics} if max_docs is not None else {})
     return topics, corpus
 

@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from benchmark.data.datasets import DatasetRef
+from benchmark.common.errors import BenchmarkError
+from benchmark.data.sources import DatasetRef, parse
 
 # an absolute or home path: not after a word, a URL or a '<' (a closing tag such as '</script>'), and
 # ending before quotes, whitespace or markup ('<', '>')
@@ -31,22 +32,26 @@ def dataset_labels(names: Iterable[str]) -> dict[str, str]:
     """Portable names that stay unique: local folders that share a folder name (``/a/slice`` and
     ``/b/slice``) each get their content digest, ``local:slice~1a2b3c4d``, so no two datasets share a
     column; one folder given twice keeps one name."""
-    places: dict[str, str] = {}  # name as given → the folder@split it reads
-    for name in dict.fromkeys(names):
-        if is_machine_path(name):
-            ref = DatasetRef(name)
-            places[name] = f"{ref.local[0]}@{ref.local[1]}" if ref.local is not None else name
+    refs = {name: _ref(name) for name in dict.fromkeys(names) if is_machine_path(name)}  # each parsed once
+    places = {name: ref.place if ref is not None else name for name, ref in refs.items()}  # → what it reads
     shared: dict[str, set[str]] = {}
     for name, where in places.items():
         shared.setdefault(portable_dataset(name), set()).add(where)
     out: dict[str, str] = {}
-    for name in places:
+    for name, ref in refs.items():
         label = portable_dataset(name)
         if len(shared[label]) > 1:
             folder, at, split = label.partition("@")
-            digest = DatasetRef(name).key().rsplit(":", 1)[-1][:8]
+            digest = ((ref.digest() if ref is not None else None) or name)[:8]
             out[name] = f"{folder}~{digest}" + (f"@{split}" if at else "")
     return out
+
+
+def _ref(name: str) -> DatasetRef | None:
+    try:
+        return parse(name)
+    except BenchmarkError:  # a name in no known form: validation refuses it before anything is written
+        return None
 
 
 def scrub(text: str, known: Mapping[str, str] = {}) -> str:

@@ -27,6 +27,11 @@ class Corpus(StageKind):
         "benchmark.formats.qrels",
         "benchmark.formats.query_texts",
         "benchmark.data.datasets",
+        "benchmark.data.sources",
+        "benchmark.data.sources.base",
+        "benchmark.data.sources.beir_folder",
+        "benchmark.data.sources.ir_datasets_id",
+        "benchmark.data.sources.subset",
         "benchmark.stages.corpus",
     )
 

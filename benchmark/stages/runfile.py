@@ -22,7 +22,6 @@ class RunFile(StageKind):
         "benchmark.common.snapshot",
         "benchmark.formats.documents",
         "benchmark.formats.trec_run",
-        "benchmark.data.datasets",
         "benchmark.evaluation.external_runs",
         "benchmark.stages.runfile",
     )

@@ -20,21 +20,30 @@ class Topics(StageKind):
         "benchmark.formats.qrels",
         "benchmark.formats.query_texts",
         "benchmark.data.datasets",
+        "benchmark.data.sources",
+        "benchmark.data.sources.base",
+        "benchmark.data.sources.beir_folder",
+        "benchmark.data.sources.ir_datasets_id",
+        "benchmark.data.sources.subset",
         "benchmark.stages.topics",
     )
 
     @dataclass(frozen=True)
     class Config:
-        dataset: str  # an ir_datasets id, or a local BEIR folder as an absolute PATH@split
+        dataset: str  # a dataset as its source places it (an ir_datasets id, a local BEIR folder as PATH@split)
         max_queries: int | None = None
         seed: int = 0
 
     @classmethod
     def external(cls, config: Config) -> dict[str, Any]:
-        from benchmark.data.datasets import DatasetRef
+        from benchmark.common.errors import BenchmarkError
+        from benchmark.data.sources import parse
 
-        ref = DatasetRef(config.dataset)
-        return {"content": ref.key()} if ref.local is not None else {}
+        try:
+            ref = parse(config.dataset)
+        except BenchmarkError:  # a name in no known form: validation refuses it before any stage runs
+            return {}
+        return {"content": ref.key()} if ref.digest() is not None else {}
 
     @classmethod
     def describe(cls, config: Config) -> str:

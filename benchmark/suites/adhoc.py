@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmark.common.errors import BenchmarkError
+
 #: The suite name of an ad-hoc run: its results go to ``<results-dir>/adhoc@datasets=…/``.
 ADHOC = "adhoc"
 
@@ -30,9 +32,7 @@ DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "R@1000")
 
 def family(dataset: str) -> str | None:
     """The benchmark family of a dataset id (None: none of FAMILY_MEASURES')."""
-    from benchmark.data.datasets import DatasetRef
-
-    if dataset.startswith("beir/") or DatasetRef(dataset).local is not None:
+    if dataset.startswith("beir/") or _source_family(dataset) == "beir":
         return "beir"
     if "trec-dl" in dataset:
         return "trec-dl"
@@ -41,19 +41,25 @@ def family(dataset: str) -> str | None:
     return None
 
 
+def _source_family(dataset: str) -> str | None:
+    """The family every dataset of ``dataset``'s form belongs to (a local BEIR folder's: beir), or None."""
+    from benchmark.data.sources import parse
+
+    try:
+        return parse(dataset).family
+    except BenchmarkError:
+        return None
+
+
 def official_measures(dataset: str) -> list[str]:
     """The measures ir_datasets' documentation lists as official for ``dataset`` (often none)."""
-    from benchmark.data.datasets import DatasetRef
+    from benchmark.data.sources import parse
 
-    if DatasetRef(dataset).local is not None:
-        return []
     try:
-        import ir_datasets
-
-        doc = ir_datasets.load(dataset).documentation() or {}
-    except Exception:  # an unknown id: validation reports it with the fix
+        ref = parse(dataset)
+    except BenchmarkError:  # a name in no known form: validation reports it with the fix
         return []
-    return [str(m) for m in doc.get("official_measures") or []]
+    return ref.source.official_measures(ref)
 
 
 def conventional_measures(dataset: str) -> list[str]:
