@@ -10,7 +10,7 @@ from pathlib import Path
 import ir_measures
 import pytest
 
-from benchmark.data.datasets import read_local_topics
+from benchmark.data.sources.beir_folder import read_local_topics
 from benchmark.evaluation.significance import paired_ttest
 from benchmark.report.build import publish
 from benchmark.report.judgements import LOSS_THRESHOLD
