@@ -113,7 +113,7 @@ def test_folder_is_a_sparse_encoder_with_a_model_card(exported):
         "MLM-head rescale: method `head-norm`, factor 4 (applied: ×4)",
         "- Training: recipe smoke (one short epoch). Seed 42.",
         "Training outcome: degraded at step 26 (dev_mrr_drop)",
-        "| scifact (`beir/scifact/test`) | 0.6123 | 0.9000 |",
+        "| scifact (`beir/scifact/test`) | 0.6123 | 0.9000 | 300 |",
         "python -m benchmark.run --suite hand --variants x4 --seeds 42",
         "queries 64 tokens",
     ):
@@ -364,3 +364,97 @@ def test_a_killed_exports_leftover_is_removed_by_the_next_export(exported, tmp_p
     assert [p.name for p in out.iterdir() if p.name.startswith(".")], "the kill left nothing to remove"
     assert export.main(argv) == 0
     assert sorted(p.name for p in out.iterdir()) == [exported.name]
+
+
+def _argv(exported, out, runs=None) -> list[str]:
+    root = exported.parents[1]
+    return ["--suite", "hand", "--results-dir", str(root / "results"), "--runs-dir", str(runs or root / "runs")] + [
+        "--out",
+        str(out),
+    ]
+
+
+def test_an_existing_folder_the_export_did_not_make_is_refused_and_kept(exported, tmp_path, capsys):
+    """A user's folder at the export's name: refused in one line before any model is written, its file kept
+    (the export used to delete the whole folder and replace it, exit 0)."""
+    out = tmp_path / "out"
+    (out / exported.name).mkdir(parents=True)
+    (out / exported.name / "notes.txt").write_text("mine")
+    line = _export_line(capsys, exported, exported.parents[1] / "runs", out)
+    assert line == (
+        f"error: export target {out / exported.name} exists and is not an export (no {export.MADE}); nothing "
+        "exported. Move it away or pass another --out"
+    )
+    assert [p.name for p in (out / exported.name).iterdir()] == ["notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [exported.name]  # no scratch left beside it
+
+
+def test_an_earlier_export_of_the_same_model_is_replaced_and_files_added_to_it_are_kept(exported, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert export.main(_argv(exported, out)) == 0
+    made = json.loads((out / exported.name / export.MADE).read_text())
+    assert made["train_id"] == TRAIN and "model.safetensors" in made["files"] and "README.md" in made["files"]
+    (out / exported.name / "README.md").write_text("edited card")  # a file it made: replaced
+    assert export.main(_argv(exported, out)) == 0
+    assert (out / exported.name / "README.md").read_text() == (exported / "README.md").read_text()
+    (out / exported.name / "extra.bin").write_text("user data")  # a file it did not make: the folder is kept
+    line = _export_line(capsys, exported, exported.parents[1] / "runs", out)
+    assert "holds files the export did not make (extra.bin)" in line, line
+    assert (out / exported.name / "extra.bin").read_text() == "user data"
+
+
+def test_an_out_inside_the_runs_or_a_results_folder_is_refused(exported, capsys):
+    root = exported.parents[1]
+    runs_out = root / "runs" / "train" / TRAIN
+    line = _export_line(capsys, exported, root / "runs", runs_out)
+    assert line == (
+        f"error: --out {str(runs_out)!r} is inside the runs folder --runs-dir ({root / 'runs'}), whose contents "
+        "the harness replaces; pass --out exports (the default) or another folder outside it"
+    )
+    results_out = root / "results" / "hand"
+    line = _export_line(capsys, exported, root / "runs", results_out)
+    assert line.startswith(f"error: --out {str(results_out)!r} is inside the results folder --results-dir"), line
+    assert not any(p.name.startswith("splade") for p in runs_out.iterdir())
+    assert not any(p.name.startswith("splade") for p in results_out.iterdir())
+
+
+def test_an_exports_files_get_the_users_umask(exported, tmp_path):
+    """Weights others on the machine can load: 0644 files and 0755 folders under umask 022 (were 0600)."""
+    import os
+    import stat
+
+    out = tmp_path / "out"
+    old = os.umask(0o022)
+    try:
+        assert export.main(_argv(exported, out)) == 0
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(out)): stat.S_IMODE(p.stat().st_mode) for p in [out / exported.name, *out.rglob("*")]}
+    assert modes[exported.name] == 0o755
+    assert modes[f"{exported.name}/model.safetensors"] == 0o644
+    assert set(modes.values()) == {0o755, 0o644}, modes
+
+
+def test_the_model_card_states_the_per_query_mean_not_the_recorded_one(exported, tmp_path, capsys):
+    """A results folder whose results.json says nDCG@10 0.9999 while its per-query values average 0.6000:
+    the card gives 0.6000 over the 2 queries (it used to copy 0.9999)."""
+    import dataclasses
+
+    from benchmark.report.results import read_results
+
+    root = exported.parents[1]
+    results = read_results(root / "results" / "hand")
+    [c] = results.conditions
+    edited = dataclasses.replace(c, metrics={"nDCG@10": 0.9999, "R@100": 1.0})
+    results.conditions = [edited]
+    results.perquery = {c.key: {"nDCG@10": {"q1": 0.5, "q2": 0.7}, "R@100": {"q1": 1.0, "q2": 1.0}}}
+    folder = publish(results, tmp_path / "results" / "hand")
+    assert json.loads((folder / "results.json").read_text())["conditions"][0]["metrics"]["nDCG@10"] == 0.9999
+    capsys.readouterr()
+    out = tmp_path / "out"
+    argv = _argv(exported, out)
+    argv[argv.index("--results-dir") + 1] = str(tmp_path / "results")
+    assert export.main(argv) == 0
+    card = (out / exported.name / "README.md").read_text()
+    assert "| scifact (`beir/scifact/test`) | 0.6000 | 1.0000 | 2 |" in card and "0.9999" not in card
+    assert "gives nDCG@10 = 0.9999" in capsys.readouterr().err

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from benchmark.model.identity import model_label
 from benchmark.pipeline.plan import Options, build_plan
 from benchmark.report.check import applies, model_names
 from benchmark.report.labels import row_id, system_label
@@ -92,13 +94,16 @@ def test_a_published_model_is_evaluated_as_an_untrained_baseline_is(bert_tiny):
     assert (splade.system, splade.trained, published.system) == ("splade", False, "published")
     assert splade.evaluate.id == published.evaluate.id
     assert system_label(*splade.system_key) == "SPLADE bert-tiny baseline (untrained)"
-    assert plan.subset == f"datasets=scifact,backbones=bert-tiny,published={Path(bert_tiny).name}"  # no machine path
+    # no machine path: the folder by its name and content digest
+    assert plan.subset == f"datasets=scifact,backbones=bert-tiny,published={model_label(str(bert_tiny))}"
+    assert model_label(str(bert_tiny)).startswith(f"{Path(bert_tiny).name}~")
 
 
 def test_check_names_a_local_model_by_its_folder(tmp_path):
     folder = tmp_path / "somewhere" / EXPORT
     folder.mkdir(parents=True)
-    assert model_names(str(folder)) == {str(folder), EXPORT}
+    assert model_names(str(folder)) == {str(folder), EXPORT, model_label(str(folder))}
+    assert model_names(model_label(str(folder))) == {EXPORT, model_label(str(folder))}  # as results.json names it
     assert model_names(V3) == {V3}  # a hub id is not a folder: its owner stays
     suite = load_suite("published")
     plan = build_plan(
@@ -166,35 +171,48 @@ def export_bert_tiny(bert_tiny: Path, root: Path) -> Path:
     return path
 
 
-@pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
-def test_the_exported_bert_tiny_is_checked_as_a_published_model(bert_tiny, tmp_path, capsys):
-    export = export_bert_tiny(bert_tiny, tmp_path / "export")
-    results = tmp_path / "results"
-    assert (
-        run_cli(
-            "--suite",
-            "published",
-            "--published",
-            str(export),
-            "--datasets",
-            "beir/scifact/test",
-            *SUBSET,
-            "--runs-dir",
-            str(tmp_path / "runs"),
-            "--results-dir",
-            str(results),
-            "--check",
-        )
-        == 0
-    )
+def documented_command(marker: str) -> list[str]:
+    """The arguments of the ``benchmark run`` command in docs/published-models.md that contains ``marker``."""
+    import shlex
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "published-models.md").read_text()
+    [command] = [
+        c for c in text.replace("\\\n", " ").splitlines() if c.strip().startswith("benchmark run") and marker in c
+    ]
+    return shlex.split(command.split("#")[0])[2:]
+
+
+@pytest.mark.slow  # trains the smoke recipe (one bert-tiny run), then the pipeline end to end through Lucene
+def test_the_documented_published_check_passes_on_a_real_export_of_the_smoke_model(tmp_path, capsys, monkeypatch):
+    """The smoke suite's trained bert-tiny (recipe smoke, seed 42: the train stage of ``benchmark run --suite
+    smoke``), exported by ``benchmark export``, then the published-model command of the docs, as written, in
+    a fresh folder: every published entry [OK], encoded at the export's max_seq_length (256)."""
+    from benchmark.report import model_export
+
+    monkeypatch.chdir(tmp_path)  # runs/, results/ and exports/ as a user's checkout has them
+    monkeypatch.delenv("BENCHMARK_RESULTS_DIR", raising=False)
+    smoke = ["--suite", "smoke", *SUBSET, "--recipe", "smoke", "--backbones", "bert-tiny", "--variants", "baseline"]
+    assert run_cli(*smoke) == 0
+    [folder] = [p.name for p in Path("results").iterdir() if p.name.startswith("smoke")]
+    assert model_export.main(["--suite", folder]) == 0
+    assert (Path("exports") / EXPORT / "modules.json").is_file()
+    capsys.readouterr()
+    argv = documented_command("--published exports/")
+    assert argv[:4] == ["--suite", "published", "--published", f"exports/{EXPORT}"] and "--check" in argv
+    assert run_cli(*argv) == 0
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("[")]
-    assert [line.split()[0] for line in lines if "published " in line] == ["[OK]", "[OK]"]
-    assert any(f"published {EXPORT}" in line and "nDCG@10" in line and "expected 0.7610" in line for line in lines)
+    assert [line.split()[0] for line in lines if "published " in line] == ["[OK]", "[OK]"], out
     assert "3 OK, 0 OKish, 0 FAIL" in out
-    (folder,) = results.iterdir()
-    table = (folder / "table.md").read_text()
-    assert f"| SPLADE {EXPORT} (published) |" in table and "untrained" not in table
+    [results] = [p for p in Path("results").iterdir() if p.name.startswith("published")]
+    data = json.loads((results / "results.json").read_text())
+    [row] = [c for c in data["conditions"] if c["system"] == "published"]
+    assert row["backbone"] == model_label(f"exports/{EXPORT}")
+    assert f"--published exports/{EXPORT} " in row["command"] + " "
+    runs = Path(os.environ.get("BENCHMARK_RUNS_DIR", "runs"))  # a shared stage cache, where one is set
+    search = json.loads((runs / "search" / row["search_id"] / "config.json").read_text())
+    encode = json.loads((runs / "encode" / search["parents"]["docs"] / "config.json").read_text())
+    assert encode["config"]["max_length"] == 256  # the export's max_seq_length; the suite asks for 512
 
 
 @pytest.mark.slow  # the pipeline end to end through Lucene (JVM)
@@ -227,10 +245,8 @@ def test_no_machine_path_in_an_adhoc_run_with_local_models(bert_tiny, tmp_path):
         == 0
     )
     (folder,) = results.iterdir()
-    assert folder.name.startswith(
-        "adhoc@datasets=scifact,backbones=my-bert,published=splade-bert-tin"
-    )  # long: cut, digest
-    assert "published=splade-bert-tiny-baseline-seed42," in (folder / "table.md").read_text()
+    assert folder.name.startswith("adhoc@datasets=scifact,backbones=my-bert~")  # long: cut, digest
+    assert f"published={model_label(str(export))}," in (folder / "table.md").read_text()
     files = [p for p in folder.rglob("*")]
     assert {p.name for p in files} >= {
         "table.md",
@@ -250,6 +266,9 @@ def test_no_machine_path_in_an_adhoc_run_with_local_models(bert_tiny, tmp_path):
                 assert machine.encode() not in text, (path.name, machine)
     data = json.loads((folder / "results.json").read_text())
     rows = {c["system"]: c for c in data["conditions"]}
-    assert rows["splade"]["backbone"] == "my-bert" and rows["published"]["backbone"] == EXPORT
+    assert rows["splade"]["backbone"] == model_label(str(backbone)) and model_label(str(backbone)).startswith(
+        "my-bert~"
+    )
+    assert rows["published"]["backbone"] == model_label(str(export))
     assert rows["published"]["metrics"] == rows["splade"]["metrics"]  # the same weights, encoded alike
-    assert "| SPLADE my-bert baseline (untrained) |" in (folder / "table.md").read_text()
+    assert f"| SPLADE {model_label(str(backbone))} baseline (untrained) |" in (folder / "table.md").read_text()

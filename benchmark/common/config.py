@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import tomllib
 import types
 import typing
@@ -77,10 +78,32 @@ def bounded(
     return dataclasses.field(default=default, metadata={"ge": ge, "le": le, "gt": gt, "hint": hint})
 
 
-def range_problem(where: str, value: Any, metadata: Any) -> str | None:
-    """One line for a value outside its field's range, else None."""
+#: float32's largest finite value and half its smallest subnormal: past them a value becomes inf or 0 in float32
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_ZERO = 7.006492321624085e-46
+
+
+def float32_problem(value: Any) -> str | None:
+    """Why a number cannot be used as written (not finite, or inf or 0 once the float32 tensors, Lucene's
+    float similarity or the optimiser hold it), else None."""
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
+    if not math.isfinite(value):
+        return "must be a finite number"
+    if abs(value) > FLOAT32_MAX or 0 < abs(value) < FLOAT32_ZERO:
+        if abs(value) > FLOAT32_MAX:
+            return f"is inf in float32 (its largest magnitude is {FLOAT32_MAX:.4g})"
+        return "is 0 in float32 (its smallest magnitude is 1.401e-45)"
+    return None
+
+
+def range_problem(where: str, value: Any, metadata: Any) -> str | None:
+    """One line for a value outside its field's range (or not a finite float32), else None."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and (problem := float32_problem(value)):
+        hint = metadata.get("hint")
+        return f"{where} = {value!r} {problem}" + (f" ({hint})" if hint else "") + "; fix the value"
     ge, le, gt = metadata.get("ge"), metadata.get("le"), metadata.get("gt")
     ok = value == value and (ge is None or value >= ge) and (le is None or value <= le) and (gt is None or value > gt)
     if ok:

@@ -18,14 +18,29 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+#: signals that unwind the stack as SIGINT does (SIGHUP: the terminal of an interactive run closed)
+HANDLED = (signal.SIGTERM, signal.SIGHUP)
+
+
 def install_signal_handlers() -> None:
-    """SIGTERM unwinds the stack as SIGINT does: claims are released, writer processes and the JVM
+    """SIGTERM and SIGHUP unwind the stack as SIGINT does: claims are released, writer processes and the JVM
     indexer are stopped, and the partial folders stay for the rerun."""
 
     def handler(signum: int, frame: Any) -> None:
         raise Interrupted(signum)
 
-    signal.signal(signal.SIGTERM, handler)
+    for signum in HANDLED:
+        signal.signal(signum, handler)
+
+
+def interrupted_exit(exc: BaseException, what: str) -> int:
+    """The one line a command prints when a signal stopped it (``what``: what was kept, what to rerun), and
+    its exit status, 128 + the signal's number."""
+    import sys
+
+    name = exc.args[0] if isinstance(exc, Interrupted) else "SIGINT"
+    print(f"interrupted ({name}): {what}", file=sys.stderr)
+    return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
 
 
 @contextlib.contextmanager
@@ -37,9 +52,7 @@ def uninterrupted() -> Iterator[None]:
         yield
         return
     pending: list[int] = []
-    previous = {
-        s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in (signal.SIGTERM, signal.SIGINT)
-    }
+    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in (*HANDLED, signal.SIGINT)}
     try:
         yield
     finally:

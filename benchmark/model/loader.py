@@ -142,9 +142,9 @@ def checkpoint_problems(name: str, folder: Path) -> list[str]:
         ]
     except (OSError, ValueError) as exc:
         return [f"{where}: config.json is not valid JSON ({exc}); save the checkpoint again"]
-    from benchmark.model.st_modules import modules_problem
+    from benchmark.model.st_modules import modules_problem, shapes_problem
 
-    problems = [p for p in [modules_problem(name, folder)] if p]
+    problems = [p for p in [modules_problem(name, folder), shapes_problem(name, folder)] if p]
     if not any((folder / f).is_file() for f in WEIGHT_FILES):
         problems.append(
             f"{where} has no weights (none of {', '.join(WEIGHT_FILES)}); save the model into it with save_pretrained"

@@ -606,7 +606,7 @@ def _plot(rows: list[Measurement], path: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     from benchmark.common.command_line import parser
     from benchmark.common.environment import machine_class
-    from benchmark.model.synthetic import SCALE_DOC_TOKENS
+    from benchmark.model.synthetic import SCALE_DOC_TOKENS, SYNTHETIC
     from benchmark.perf.perf_cli import positive_ints
 
     p = parser("python -m benchmark.perf scale", __doc__.splitlines()[0])
@@ -631,6 +631,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         sizes = positive_ints(args.docs, "docs")
+        positions = SYNTHETIC[BACKBONE].kwargs["max_position_embeddings"]
+        if not 1 <= args.doc_tokens <= positions:  # before the synthetic corpus is written, not in its encode stage
+            raise BenchmarkError(
+                f"--doc-tokens {args.doc_tokens}: the rehearsal's backbone {BACKBONE} reads 1 to {positions} tokens "
+                f"per document (max_position_embeddings); give --doc-tokens between 1 and {positions} "
+                f"(default {SCALE_DOC_TOKENS})"
+            )
         rows: list[Measurement] = []
         bm25_only = args.splade_max is not None and max(sizes) > args.splade_max
         for n in sorted(sizes):

@@ -9,12 +9,16 @@ stages as Ray tasks over a cluster.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping
+import traceback
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from benchmark.common.atomic import write_text
+from benchmark.common.errors import BenchmarkError
 from benchmark.stages.records import StageRecord, TrainRecord, parse
 from benchmark.stages.store import Inputs, Stage, Store
 
@@ -57,8 +61,69 @@ def inputs_of(stage: Stage, store: Store, metas: Mapping[str, Mapping[str, Any]]
     )
 
 
+def stage_log(store: Store, stage: Stage) -> Path:
+    """Where a stage that failed leaves its full traceback: beside its folder, kept until it succeeds."""
+    return store.root / stage.name / f"{stage.id}.log"
+
+
+def _fix(exc: BaseException) -> tuple[str, str]:
+    """(the input, the fix) the one line gives for an exception no stage turned into a BenchmarkError."""
+    if isinstance(exc, OSError) and exc.filename:
+        what = {PermissionError: "make it readable", FileNotFoundError: "restore it"}.get(type(exc), "check it")
+        return f"{exc.filename}", f"{what} and rerun the same command"
+    if isinstance(exc, UnicodeError):
+        return "a text input", (
+            "the input holds text that is not valid UTF-8 (bytes, or a lone surrogate escape such as \\ud800): "
+            "fix that text and rerun"
+        )
+    return "", "if its inputs are as intended, this is a fault of the harness: report this line with the log"
+
+
+def failure_line(stage: Stage, exc: BaseException, log: Path | None, name: str | None = None) -> str:
+    """The one line a stage's unexpected exception becomes: the stage, its input, what went wrong, the fix,
+    and the log that holds the full traceback."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    what = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    if len(lines) > 1:
+        what += f" (+{len(lines) - 1} lines)"
+    source, fix = _fix(exc)
+    described = stage.describe()
+    about = f" ({described})" if described and not name else ""
+    input_part = f" reading {source}" if source else ""
+    where = f"; the full traceback is in {log}" if log is not None else "; its traceback could not be written"
+    return f"stage {name or stage.id}{about} failed{input_part}: {what}; {fix}{where}"
+
+
+@contextlib.contextmanager
+def stage_boundary(stage: Stage, store: Store) -> Iterator[None]:
+    """Every stage runs inside this: an exception that is not already one line (``BenchmarkError``) becomes
+    one, naming the stage and the log file that holds its traceback. Interrupts pass through."""
+    try:
+        yield
+    except BenchmarkError:
+        raise
+    except Exception as exc:
+        log: Path | None = stage_log(store, stage)
+        assert log is not None
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            write_text(log, "".join(traceback.format_exception(exc)))
+        except OSError:
+            log = None
+        raise BenchmarkError(failure_line(stage, exc, log, store.name(stage))) from exc
+    else:
+        with contextlib.suppress(OSError):  # a log of an earlier failure, now mended
+            stage_log(store, stage).unlink(missing_ok=True)
+
+
 def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Compute (or reuse) one stage whose parents are finished; ``parents`` maps parent ids to their metas."""
+    """Compute (or reuse) one stage whose parents are finished; ``parents`` maps parent ids to their metas.
+    Any failure is one line (``stage_boundary``)."""
+    with stage_boundary(stage, store):
+        return _run_stage(stage, store, ctx, parents)
+
+
+def _run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     inputs = inputs_of(stage, store, parents)
 
     def compute(out: Path) -> StageRecord:
@@ -69,8 +134,6 @@ def run_stage(stage: Stage, store: Store, ctx: Any, parents: Mapping[str, Mappin
         except OSError as exc:
             if not disk.is_full(exc):
                 raise
-            from benchmark.common.errors import BenchmarkError
-
             needed = stage.kind.space_needed(stage.config, inputs, out)
             raise BenchmarkError(disk.disk_full_line(stage, out, needed)) from None
 
@@ -178,7 +241,8 @@ class LocalExecutor:
             self.execute(parent)
         # a finished stage needs nothing from its parents
         if self.store.is_done(stage, hashes=reading, dropped_ok=light):
-            self.done[stage.id] = self.store.run(stage, lambda out: {}, light)
+            with stage_boundary(stage, self.store):
+                self.done[stage.id] = self.store.run(stage, lambda out: {}, light)
             return self.done[stage.id]
         metas: dict[str, dict[str, Any]] = {}
         for role, parent in stage.parents.items():

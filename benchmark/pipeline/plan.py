@@ -583,11 +583,16 @@ def subset_label(opts: Options) -> str | None:
 
 
 def _short_model(name: str) -> str:
-    """A model or recipe as a label names it: a local folder or file by its own name (the label names
-    the results folder, which holds no machine path); keys and hub ids as given."""
+    """A model or recipe as a label names it: a local model folder by its name and content digest
+    (benchmark.model.identity), a recipe file by its own name (the label names the results folder, which
+    holds no machine path); keys and hub ids as given."""
     from pathlib import Path
 
-    if name.startswith(("/", "~", ".")) or Path(name).expanduser().is_dir():
+    from benchmark.model.identity import local_folder, model_label
+
+    if local_folder(name) is not None:
+        return model_label(name)
+    if name.startswith(("/", "~", ".")):
         return Path(name.rstrip("/\\")).name or name
     return name
 
@@ -618,8 +623,13 @@ def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
     from benchmark.suites.adhoc import ADHOC
 
     args = ["python", "-m", "benchmark.run"] + (["--suite", suite_arg] if suite_arg != ADHOC else [])
+    from benchmark.model.identity import command_path
+
     flags = dict(opts.narrowing())
     flags.update({k: str(v) for k, v in row.items() if v is not None})
+    for flag in ("published", "backbones"):  # a local folder as its content names it, not as it was typed
+        if flag in flags:
+            flags[flag] = ",".join(command_path(m) for m in flags[flag].split(","))
     for flag in (
         "datasets",
         "backbones",
@@ -715,11 +725,16 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     doc_cfg = Encode.Config(e.max_doc_length, e.batch_size, e.shard_size, e.precision, e.attn_implementation, e.compile)
     query_cfg = Queries.Config(e.max_query_length, e.batch_size, e.precision, e.attn_implementation)
 
-    def impact_search(model: Stage, name: str) -> tuple[Stage, Stage]:
-        """(evaluate, search) of a model's encodings of ``name``, searched in an impact index."""
+    def impact_search(model: Stage, name: str, limit: int | None = None) -> tuple[Stage, Stage]:
+        """(evaluate, search) of a model's encodings of ``name``, searched in an impact index; ``limit``: the
+        model's own max_seq_length, which caps the suite's lengths (a smaller suite setting stands)."""
         topics, corpus = data_stages(name, max_docs, max_queries)
-        encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
-        queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
+        docs, query = doc_cfg, query_cfg
+        if limit is not None:
+            docs = dataclasses.replace(docs, max_length=min(docs.max_length, limit))
+            query = dataclasses.replace(query, max_length=min(query.max_length, limit))
+        encode = Stage(Encode, docs, {"model": model, "corpus": corpus})
+        queries = Stage(Queries, query, {"model": model, "topics": topics})
         idx = Stage(Index, Index.Config("impact"), {"source": encode})
         search = Stage(
             Search,
@@ -739,8 +754,9 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
         for model in plan.published:
             # the checkpoint as it is: the same backbone stage as an untrained baseline of that name
             init = Stage(Backbone, Backbone.Config(model, Rescale().canonical_for(model)))
+            limit = _sparse_encoder_length(model)
             for name in datasets:
-                ev, search = impact_search(init, name)
+                ev, search = impact_search(init, name, limit)
                 late.append(
                     Condition(
                         name,
@@ -834,6 +850,20 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                     )
     plan.conditions.extend(late)
     return plan
+
+
+def _sparse_encoder_length(name: str) -> int | None:
+    """A SparseEncoder folder's max_seq_length (the lengths it encodes at), None for anything else."""
+    from pathlib import Path
+
+    from benchmark.model.loader import resolve_backbone
+    from benchmark.model.st_modules import max_seq_length
+
+    try:
+        source = Path(resolve_backbone(name))
+    except BenchmarkError:
+        return None  # validation names it
+    return max_seq_length(source) if source.is_dir() else None
 
 
 def _distinct_models(models: Sequence[str], plan: Plan) -> list[str]:

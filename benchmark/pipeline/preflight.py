@@ -129,7 +129,9 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
 
         for name in published:
             problems.extend(backbone_problems(name, deep=deep, published=True))
-        problems.extend(_length_problems(plan, published))
+        # a published SparseEncoder's encode lengths are capped at its max_seq_length in the plan; what is left is
+        # checked against the model's positions
+        problems.extend(_length_problems(plan, published, deep))
     problems.extend(depth_problems(plan))
     if plan.suite.splade is not None:
         from benchmark.model.loader import backbone_problems
@@ -157,7 +159,7 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
                 "itself: --rescale-factor F (or --match-norm NUMBER)"
                 for problem in backbone_problems(name, deep=deep)
             )
-        problems.extend(_length_problems(plan, backbones))
+        problems.extend(_length_problems(plan, backbones, deep))
         from benchmark.model import varlen
 
         if deep and plan.suite.encode.attn_implementation == varlen.NAME:
@@ -173,13 +175,43 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
     return problems
 
 
-def _length_problems(plan: Any, models: list[str]) -> list[str]:
-    """Encode lengths past a SparseEncoder folder's max_seq_length (it is honoured, not exceeded)."""
+def position_problems(plan: Any, models: list[str]) -> list[str]:
+    """Encode and training lengths past a backbone's positions (``max_position_embeddings``): the model
+    cannot read a longer input, and would fail inside the encode stage after BM25 and the backbone ran."""
+    from benchmark.model.loader import load_config
+
+    e = plan.suite.encode
+    recipe = getattr(plan, "recipe", None) or {}
+    lengths = {
+        "encode.max_doc_length": e.max_doc_length,
+        "encode.max_query_length": e.max_query_length,
+        **{f"recipe.{k}": recipe.get(k) for k in ("doc_max_length", "query_max_length") if recipe.get(k)},
+    }
+    problems: list[str] = []
+    for name in dict.fromkeys(models):
+        try:
+            positions = getattr(load_config(name), "max_position_embeddings", None)
+        except BenchmarkError:
+            continue  # reported by backbone_problems
+        if not isinstance(positions, int):
+            continue
+        problems.extend(
+            f"{key} = {value}, but backbone {name!r} has {positions} positions (max_position_embeddings) and "
+            f"cannot read a longer input; set {key} to {positions} or less (--set {key}={positions})"
+            for key, value in lengths.items()
+            if isinstance(value, int) and value > positions
+        )
+    return problems
+
+
+def _length_problems(plan: Any, models: list[str], deep: bool = False) -> list[str]:
+    """Encode lengths past a SparseEncoder folder's max_seq_length (it is honoured, not exceeded); with ``deep``,
+    past any backbone's positions."""
     from benchmark.model.loader import resolve_backbone
     from benchmark.model.st_modules import length_problems
 
     e = plan.suite.encode
-    problems: list[str] = []
+    problems: list[str] = position_problems(plan, models) if deep else []
     for name in dict.fromkeys(models):
         try:
             source = Path(resolve_backbone(name))

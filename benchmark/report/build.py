@@ -151,14 +151,15 @@ def _keep(folder: Path, staging: Path, name: str) -> None:
         shutil.copy2(folder / name, staging / name)
 
 
-def _rerender(folder: Path) -> list[str]:
+def _rerender(folder: Path, warn: Callable[[str], None]) -> list[str]:
     """Render a folder again from its own results, in a staging copy that replaces it whole."""
     written: list[str] = []
 
     def fill(staging: Path) -> None:
         shutil.copytree(folder, staging, dirs_exist_ok=True, symlinks=True)  # a link is copied as a link, not followed
         try:
-            written.extend(render(read_results(staging), staging, name=folder.name))
+            results = read_results(staging, warn=lambda line: warn(line.replace(str(staging), str(folder))))
+            written.extend(render(results, staging, name=folder.name))
         except BenchmarkError as exc:  # named by the folder, not by its staging copy
             raise BenchmarkError(str(exc).replace(str(staging), str(folder))) from None
 
@@ -190,7 +191,7 @@ def rebuild(
     for folder in folders:
         if (folder / RESULTS).is_file():
             try:
-                written = _rerender(folder)
+                written = _rerender(folder, err)
             except BenchmarkError as exc:
                 err(f"failed {folder}: {exc}")
                 failed += 1

@@ -48,11 +48,16 @@ def grade(observed: float, expected: float, tolerance: float, okish: float | Non
 
 def model_names(name: str) -> set[str]:
     """The names an expected entry may give a model by: as the run names it, and a local folder by its
-    own name (a suite file cannot know where a folder lies on each machine)."""
+    label (``<name>~<digest>``) or its own name alone (a suite file cannot know where a folder lies on
+    each machine)."""
     from pathlib import Path
 
-    names = {name}
-    if name.startswith(("/", "~", ".")) or Path(name).expanduser().is_dir():
+    from benchmark.model.identity import label_names, local_folder, model_label
+
+    names = label_names(name)
+    if local_folder(name) is not None:
+        names |= label_names(model_label(name))
+    elif name.startswith(("/", "~", ".")):
         names.add(Path(name.rstrip("/\\")).name)
     return names
 

@@ -15,6 +15,7 @@ from benchmark.common.errors import BenchmarkError
 from benchmark.evaluation.measures import means
 from benchmark.formats import trec_run
 from benchmark.formats.perquery import perquery_path, read_perquery
+from benchmark.model.identity import local_folder, model_label
 from benchmark.pipeline.plan import PlanView
 from benchmark.report.portable import dataset_labels, is_machine_path, portable_dataset, scrub
 from benchmark.report.results import (
@@ -109,7 +110,7 @@ def collect(plan: PlanView, store: Store) -> SuiteResults:
             key=key,
             dataset=portable(cond.dataset),
             system=cond.system,
-            backbone=scrub(cond.backbone, known),
+            backbone=model_label(cond.backbone) if local_folder(cond.backbone) else scrub(cond.backbone, known),
             variant=cond.variant,
             factor=str(cond.factor),
             method=cond.method,

@@ -27,6 +27,9 @@ from benchmark.common.leftovers import scratch_name, sweep_leftovers
 
 MODEL = "model"  # the train stage's model folder
 CARD = "README.md"
+# What an export made: the train stage it holds and its files. A later export replaces a folder only when
+# this says it is an earlier export of the same model and the folder holds nothing else.
+MADE = "benchmark_export.json"
 
 
 def fold_for_export(model: Any) -> Any:
@@ -60,7 +63,10 @@ def export_name(c: Any) -> str:
     """The folder (and hub repository) name of a condition's model: ``splade-bert-tiny-x4-head-norm-4-seed44``."""
     from benchmark.report.results import run_tag
 
-    return run_tag(c).replace(".", "-").replace("=", "-").replace("+", "-").replace(":", "-").replace("@", "-")
+    tag = run_tag(c)  # a local backbone's label carries ~<digest>: a hub repository name may not
+    for char in ".=+:@~":
+        tag = tag.replace(char, "-")
+    return tag
 
 
 def stage_config(runs: Path, stage_id: str) -> dict[str, Any]:
@@ -106,14 +112,56 @@ def verified_model(runs: Path, train_id: str) -> Path:
     return folder / MODEL
 
 
-def save_sparse_encoder(model_dir: Path, out: Path, *, max_seq_length: int, card: str) -> Path:
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir())
+
+
+def target_problem(target: Path, train_id: str) -> str | None:
+    """Why the export may not replace ``target``: it exists and is not an earlier export of this train
+    stage holding only what that export made (a user's folder, or files added to an export, are kept)."""
+    target = Path(target)
+    if not target.exists() and not target.is_symlink():
+        return None
+    if target.is_symlink() or not target.is_dir():
+        return f"export target {target} exists and is not a folder this export made"
+    try:
+        made = json.loads((target / MADE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        made = None
+    if not isinstance(made, dict) or made.get("train_id") != train_id:
+        what = (
+            f"an export of another model ({made.get('train_id')})"
+            if isinstance(made, dict) and made.get("train_id")
+            else f"not an export (no {MADE})"
+        )
+        return f"export target {target} exists and is {what}"
+    extra = sorted(set(_files(target)) - set(made.get("files") or []) - {MADE})
+    if extra:
+        return f"export target {target} holds files the export did not make ({', '.join(extra[:3])})"
+    return None
+
+
+def _readable(folder: Path) -> None:
+    """The export's modes as the user's umask gives them (scratch folders and atomic writes make 0700/0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def save_sparse_encoder(model_dir: Path, out: Path, *, max_seq_length: int, card: str, train_id: str = "") -> Path:
     """``out``: the model of ``model_dir`` as a SparseEncoder folder with ``card`` as its README (atomic:
-    the folder is built beside ``out`` and removed if anything fails)."""
+    the folder is built beside ``out``, renamed into place, and removed if anything fails). An existing
+    ``out`` is replaced only when it is an earlier export of the same train stage (``target_problem``)."""
     out = Path(out)
+    problem = target_problem(out, train_id)
+    if problem:
+        raise BenchmarkError(f"{problem}; nothing exported. Move it away or pass another --out")
     sweep_leftovers(out.parent)
     tmp = out.with_name(scratch_name(out.name, "tmp"))
     try:
-        return _save_sparse_encoder(model_dir, out, tmp, max_seq_length, card)
+        return _save_sparse_encoder(model_dir, out, tmp, max_seq_length, card, train_id)
     except Exception as exc:  # safetensors reports a full disk as its own error, not an OSError
         from benchmark.common import disk
 
@@ -124,7 +172,7 @@ def save_sparse_encoder(model_dir: Path, out: Path, *, max_seq_length: int, card
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _save_sparse_encoder(model_dir: Path, out: Path, tmp: Path, max_seq_length: int, card: str) -> Path:
+def _save_sparse_encoder(model_dir: Path, out: Path, tmp: Path, max_seq_length: int, card: str, train_id: str) -> Path:
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
@@ -145,9 +193,13 @@ def _save_sparse_encoder(model_dir: Path, out: Path, tmp: Path, max_seq_length: 
         encoding="utf-8",
     )
     (tmp / CARD).write_text(card, encoding="utf-8")
-    if out.exists():
-        shutil.rmtree(out)
+    (tmp / MADE).write_text(json.dumps({"train_id": train_id, "files": _files(tmp)}, indent=1) + "\n", "utf-8")
+    _readable(tmp)
+    old = out.with_name(scratch_name(out.name, "old"))
+    if out.exists():  # an earlier export of this model (target_problem): moved aside, then removed
+        os.replace(out, old)
     os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
     return out
 
 
@@ -167,11 +219,12 @@ def model_card(c: Any, results: Any, *, name: str, doc_len: int, query_len: int 
     )
     measures = [m for m in measures if any(m in r.metrics for r in scores)]
     training = results.training.removeprefix("Training: ") or "the suite's recipe (see the command)."
-    table = ["| dataset | " + " | ".join(measures) + " |", "|---|" + "---:|" * len(measures)]
+    # the means read_results derived from the per-query values, over the queries counted here
+    table = ["| dataset | " + " | ".join(measures) + " | queries |", "|---|" + "---:|" * (len(measures) + 1)]
     table += [
         f"| {short_name(r.dataset)} (`{r.dataset}`) | "
         + " | ".join(f"{r.metrics[m]:.4f}" if m in r.metrics else "" for m in measures)
-        + " |"
+        + f" | {r.queries if r.queries is not None else ''} |"
         for r in scores
     ]
     rescale = (
@@ -212,7 +265,7 @@ def model_card(c: Any, results: Any, *, name: str, doc_len: int, query_len: int 
         *table,
         "",
         "Impacts were indexed as round(100·w) in a Lucene impact index and searched by Pyserini; measures "
-        "are ir_measures'.",
+        "are ir_measures', each a mean over the dataset's judged queries (the per-query values).",
         "",
         "## Reproduce",
         "",
@@ -250,6 +303,16 @@ def export_suite(
             trained.setdefault(c.train_id, c)
     if not trained:
         raise BenchmarkError(f"{folder} has no scored trained model to export; run the suite first")
+    refused = [
+        problem
+        for train_id, c in trained.items()
+        if (problem := target_problem(confined(Path(out), export_name(c), "an exported model's name"), train_id))
+    ]
+    if refused:  # before any model is written: an export owns only what it made
+        raise BenchmarkError(
+            f"{refused[0]}{f' (and {len(refused) - 1} more)' if len(refused) > 1 else ''}; nothing exported. "
+            "Move it away or pass another --out"
+        )
     written = []
     for train_id, c in trained.items():
         model_dir = Path(runs) / "train" / train_id / MODEL
@@ -263,6 +326,7 @@ def export_suite(
             confined(Path(out), name, "an exported model's name"),
             max_seq_length=doc_len,
             card=model_card(c, results, name=name, doc_len=doc_len, query_len=query_len),
+            train_id=train_id,
         )
         say(f"exported {target}")
         if push_to_hub:
@@ -273,6 +337,26 @@ def export_suite(
             say(f"pushed {repo}")
         written.append(target)
     return written
+
+
+def out_problem(out: Path, runs: Path, results: Path) -> str | None:
+    """An ``--out`` inside the runs folder (a stage's files, which ``--verify`` would call damage) or a results
+    folder (which the next publish of its suite replaces) is refused: the export would not stay."""
+    target = out.expanduser().resolve()
+    for folder, what in ((runs, "the runs folder --runs-dir"), (results, "the results folder --results-dir")):
+        root = folder.expanduser().resolve()
+        if target == root or root in target.parents:
+            return (
+                f"--out {str(out)!r} is inside {what} ({folder}), whose contents the harness replaces; "
+                "pass --out exports (the default) or another folder outside it"
+            )
+    for each in (target, *target.parents):
+        if (each / "results.json").is_file():
+            return (
+                f"--out {str(out)!r} is inside the results folder {each}, which the next report of its suite "
+                "replaces; pass --out exports (the default) or another folder outside it"
+            )
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -300,7 +384,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmark.common.signals import Interrupted, install_signal_handlers, interrupted_exit
+
     args = build_parser().parse_args(argv)
+    install_signal_handlers()
     try:
         folder = Path(args.results_dir) / args.suite
         if not folder.is_dir():
@@ -315,7 +402,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         from benchmark.pipeline.preflight import output_dir_problem
 
-        problem = output_dir_problem(args.out, "export", "--out")
+        problem = output_dir_problem(args.out, "export", "--out") or out_problem(
+            Path(args.out), Path(args.runs_dir), Path(args.results_dir)
+        )
         if problem:
             raise BenchmarkError(problem)
         export_suite(folder, Path(args.runs_dir), Path(args.out), args.push_to_hub)
@@ -336,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    except (KeyboardInterrupt, Interrupted) as exc:  # its scratch folder is removed on the way out
+        return interrupted_exit(exc, f"nothing half-written was left in {args.out}; export again")
     return 0
 
 

@@ -39,10 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from benchmark.common.command_line import split_list
+    from benchmark.common.signals import Interrupted, install_signal_handlers, interrupted_exit
     from benchmark.report.build import rebuild, refresh_suites
 
     args = build_parser().parse_args(argv)
     args.suite, args.refresh = split_list(args.suite), split_list(args.refresh)
+    install_signal_handlers()
     try:
         if args.refresh:
             runs = Path(args.runs_dir or os.environ.get("BENCHMARK_RUNS_DIR", "runs"))
@@ -55,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, Interrupted) as exc:  # a folder is swapped in whole or not at all
+        return interrupted_exit(exc, "each results folder holds its earlier tables or its new ones; rerun to rebuild")
 
 
 if __name__ == "__main__":

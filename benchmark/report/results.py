@@ -355,8 +355,42 @@ def _escaping(condition: Mapping[str, Any]) -> str | None:
     return None
 
 
-def read_results(folder: Path) -> SuiteResults:
-    """A suite folder's results; a damaged or missing file is one line naming it."""
+def derive_means(results: SuiteResults, where: str) -> list[str]:
+    """Each scored condition's means and query count from its per-query values, never from the recorded
+    means (which ``results.json`` keeps for readers): a recorded mean that is not its values' mean is
+    replaced by it, and named in the returned lines, first. Within MEAN_SLACK, the recorded value stays
+    (the evaluate stage summed the same values in its own order)."""
+    from benchmark.evaluation.measures import means
+
+    found: list[str] = []
+    for c in results.conditions:
+        values = results.perquery.get(c.key)
+        if not values or not c.metrics:
+            continue
+        derived = means({m: v for m, v in values.items() if m in c.metrics})
+        for measure, mean in derived.items():
+            recorded = c.metrics[measure]
+            if not isinstance(recorded, (int, float)) or not abs(recorded - mean) <= MEAN_SLACK * max(1.0, abs(mean)):
+                row = " ".join(filter(None, (c.system, c.backbone, c.variant)))
+                found.append(
+                    f"{where} gives {measure} = {recorded!r} for {row} on {c.dataset}, "
+                    f"but its {len(values[measure])} per-query values in {PERQUERY} average {mean:.4f}"
+                )
+                c.metrics[measure] = mean
+        counts = {len(v) for m, v in values.items() if m in c.metrics}
+        if len(counts) == 1:
+            c.queries = counts.pop()
+    return found
+
+
+#: how far a recorded mean may be from its per-query values' mean: float summation order alone (1e-12 relative;
+#: a mean over n values summed in two orders differs by at most about n · 2**-53 relative)
+MEAN_SLACK = 1e-12
+
+
+def read_results(folder: Path, warn: Any = None) -> SuiteResults:
+    """A suite folder's results; a damaged or missing file is one line naming it. Means are derived from
+    the per-query values; where ``results.json`` disagrees, ``warn`` (default: stderr) gets one line."""
     path = Path(folder) / RESULTS
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -371,6 +405,16 @@ def read_results(folder: Path) -> SuiteResults:
             results.perquery = read_perquery_file(pq)
         except (OSError, EOFError, ValueError, csv.Error) as exc:
             raise BenchmarkError(f"{pq} is damaged ({exc}); rerun the suite or --refresh it") from None
+        found = derive_means(results, str(path))
+        if found:
+            more = f" (and {len(found) - 1} more mean(s))" if len(found) > 1 else ""
+            line = f"warning: {found[0]}{more}; the per-query values are used (rewrite results.json with --refresh)"
+            if warn is None:
+                import sys
+
+                print(line, file=sys.stderr)
+            else:
+                warn(line)
     log = Path(folder) / STAGE_LOG
     if log.is_file():
         try:

@@ -191,12 +191,12 @@ def jvm_heap(env: dict[str, str] | os._Environ[str] | None = None) -> str:
     return value
 
 
-OWNED_SIGNALS = ("SIGINT", "SIGTERM")
+OWNED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
 @contextlib.contextmanager
 def python_keeps_signals() -> Iterator[None]:
-    """Python's SIGINT and SIGTERM handlers, as they were, once the block (the JVM's start) ends: each is
+    """Python's SIGINT, SIGTERM and SIGHUP handlers, as they were, once the block (the JVM's start) ends: each is
     installed again, which sets the process's C-level handler back to Python's whatever the block did."""
     import signal
     import threading

@@ -15,13 +15,82 @@ encoder's measurements) are kept as written in ``details``.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 
 #: StageRecord's own fields, not keys of the record
 _OWN = ("details", "absent")
+
+
+class RecordError(ValueError):
+    """A stage's record that is not what its kind writes (a wrong JSON type, not an object): damage."""
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """A record type's field annotations, resolved once."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _json_name(value: Any) -> str:
+    names = {dict: "JSON object", list: "JSON list", str: "string", bool: "boolean", type(None): "null"}
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "number"
+    return names.get(type(value), type(value).__name__)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return f"{text[:40]}… (a {_json_name(value)})" if len(text) > 40 else f"{text} (a {_json_name(value)})"
+
+
+def _is(value: Any, hint: Any) -> bool:
+    """Whether a JSON value has the type a record field is annotated with (an int is a float; a bool is neither)."""
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return any(_is(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in (list, tuple, collections.abc.Sequence):
+        (item,) = typing.get_args(hint)[:1] or (Any,)
+        return isinstance(value, list) and all(_is(v, item) for v in value)
+    if origin in (dict, collections.abc.Mapping):
+        key, item = typing.get_args(hint) or (Any, Any)
+        return isinstance(value, dict) and all(_is(k, key) and _is(v, item) for k, v in value.items())
+    return True  # a type no record uses yet: not checked
+
+
+def _describe(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return " or ".join(_describe(h) for h in typing.get_args(hint))
+    if origin in (list, tuple, collections.abc.Sequence):
+        return f"a JSON list whose items are each {_describe(typing.get_args(hint)[0])}"
+    if origin in (dict, collections.abc.Mapping):
+        return f"a JSON object whose values are each {_describe(typing.get_args(hint)[1])}"
+    return {type(None): "null", bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
+        hint, "any value"
+    )
+
 
 R = TypeVar("R", bound="StageRecord")
 
@@ -45,10 +114,22 @@ class StageRecord:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], version: int | None = None) -> Self:
-        """The record of ``data`` (a config.json's ``"record"``, or what a kind's domain code returned)."""
+    def from_json(cls, data: Mapping[str, Any], version: int | None = None, *, check: bool = False) -> Self:
+        """The record of ``data`` (a config.json's ``"record"``, or what a kind's domain code returned).
+
+        ``check`` (JSON read back from a stage folder, as ``parse`` does): raises ``RecordError`` (one line:
+        the key, its value, the JSON type it needs) where ``data`` is not a JSON object or a typed key holds
+        another JSON type, so that an edited or half-written record is damage, not a crash downstream."""
+        if not isinstance(data, Mapping):
+            raise RecordError(f"its record is a {_json_name(data)}, not a JSON object")
         data = cls.upgrade(dict(data), version)
         names = cls.keys()
+        hints = _hints(cls) if check else {}
+        for key in names if check else ():
+            if key in data and not _is(data[key], hints[key]):
+                raise RecordError(
+                    f"its record's {key!r} is {_short(data[key])}, not {_describe(hints[key])} ({cls.__name__})"
+                )
         return cls(
             **{k: data[k] for k in names if k in data},
             details={k: v for k, v in data.items() if k not in names},
@@ -295,7 +376,8 @@ RECORDS: dict[str, type[StageRecord]] = {
 
 def parse(meta: Mapping[str, Any], as_type: type[R]) -> R:
     """The record of a stage's config.json, as ``as_type`` (the record type of the stage's kind, or a base of
-    it such as ``DocumentsRecord``); a stage of another kind is a TypeError naming both."""
+    it such as ``DocumentsRecord``); a stage of another kind is a TypeError naming both, a record of the wrong
+    JSON types a ``RecordError``."""
     kind = str(meta.get("kind", ""))
     record_type = RECORDS.get(kind, as_type)
     if not issubclass(record_type, as_type):
@@ -303,6 +385,9 @@ def parse(meta: Mapping[str, Any], as_type: type[R]) -> R:
             f"stage {meta.get('id')} is a {kind} stage, whose record is a {record_type.__name__}, "
             f"not a {as_type.__name__}"
         )
-    record = record_type.from_json(meta.get("record") or {}, meta.get("version"))
+    version = meta.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise RecordError(f"its version is {_short(version)}, not an integer")
+    record = record_type.from_json(meta.get("record", {}), version, check=True)
     assert isinstance(record, as_type)
     return record

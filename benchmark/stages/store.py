@@ -50,6 +50,52 @@ def read_meta(stage_dir: Path | str) -> dict[str, Any]:
     return json.loads((Path(stage_dir) / CONFIG).read_text(encoding="utf-8"))
 
 
+def _str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _output_entry(entry: Any) -> bool:
+    return (
+        isinstance(entry, list)
+        and len(entry) == 2
+        and isinstance(entry[0], int)
+        and not isinstance(entry[0], bool)
+        and entry[0] >= 0
+        and (entry[1] is None or isinstance(entry[1], str))
+    )
+
+
+def meta_problem(meta: Mapping[str, Any], kind: str | None = None) -> str | None:
+    """Where a complete config.json does not have the JSON types the store writes (its outputs, inputs,
+    parents, dropped names and seconds; its record through the kind's typed ``from_json``), or None. A
+    malformed config.json is damage, found before anything reads a field of it."""
+    from benchmark.stages.records import RECORDS, RecordError, StageRecord, parse
+
+    if kind is not None and meta.get("kind") != kind:
+        return f"its config.json names kind {meta.get('kind')!r}, not {kind!r}"
+    outputs = meta.get("outputs")
+    if outputs is not None and not isinstance(outputs, dict):
+        return f"its config.json's outputs is {outputs!r:.40}, not a JSON object of [size, sha256]"
+    for rel, entry in (outputs or {}).items():
+        if not _output_entry(entry):
+            return f"its config.json's outputs entry {rel!r} is {entry!r:.40}, not [size, sha256]"
+    for key, ok, want in (
+        ("inputs", _str_map, "a JSON object of digests"),
+        ("parents", _str_map, "a JSON object of stage ids"),
+        ("external", lambda v: isinstance(v, dict), "a JSON object"),
+        ("config", lambda v: isinstance(v, dict), "a JSON object"),
+        ("dropped", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a JSON list of names"),
+        ("seconds", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    ):
+        if key in meta and not ok(meta[key]):
+            return f"its config.json's {key} is {meta[key]!r:.40}, not {want}"
+    try:
+        parse(meta, RECORDS.get(str(meta.get("kind")), StageRecord))
+    except (RecordError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
 def content_digest(meta: Mapping[str, Any]) -> str:
     """What a finished stage holds, as one digest of its recorded outputs (paths, sizes, sha256)."""
     return hashlib.sha256(canonical(meta.get("outputs")).encode()).hexdigest()[:16]
@@ -367,8 +413,8 @@ class Store:
     def partial_path(self, stage: StageView) -> Path:
         return self.root / stage.name / f".{stage.id}.partial"
 
-    def load(self, stage: StageView) -> dict[str, Any] | None:
-        """The stage's config.json if the folder is complete and really is this stage, else None."""
+    def _complete(self, stage: StageView) -> dict[str, Any] | None:
+        """The stage's config.json if the folder says it is this stage, complete (its fields unchecked)."""
         try:
             meta = read_meta(self.path(stage))
         except (OSError, ValueError):
@@ -377,13 +423,25 @@ class Store:
             return None
         return meta
 
+    def load(self, stage: StageView) -> dict[str, Any] | None:
+        """The stage's config.json if the folder is complete, really is this stage and has the JSON types the
+        store writes (``meta_problem``: a malformed one is damage, which ``lookup`` reports), else None."""
+        meta = self._complete(stage)
+        return meta if meta is not None and meta_problem(meta, stage.name) is None else None
+
     def problem(self, stage: Stage, meta: Mapping[str, Any], hashes: bool | None = None) -> str | None:
         """Why a complete folder cannot be reused (a file missing or of the wrong size or hash, a parent
         found damaged in this run or changed since the stage read it, counts that disagree with its
         parents), or None. Hashes are checked with ``verify`` (or ``hashes``)."""
         hashes = self.verify if hashes is None else hashes
         folder = self.path(stage)
-        problem = files_problem(folder, meta, hashes) or stage.kind.record_problem(meta, folder, self.verify)
+        problem = files_problem(folder, meta, hashes)
+        if problem:
+            return problem
+        try:
+            problem = stage.kind.record_problem(meta, folder, self.verify)
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # its files cannot back its record: damage
+            problem = f"its record cannot be checked against its files ({type(exc).__name__}: {exc})"
         if problem:
             return problem
         parents = {role: self.load(p) for role, p in stage.parents.items()}
@@ -401,13 +459,17 @@ class Store:
         """A finished, undamaged folder of ``stage`` (checked once per process; its hashes too with
         ``hashes`` or ``verify``), else None; a damaged one is reported in one line and moved out of the way.
         One whose intermediates were dropped counts only with ``dropped_ok`` (for a child that reads none of them)."""
-        meta = self.load(stage)
-        if meta is None or (meta.get("dropped") and not dropped_ok):
+        meta = self._complete(stage)
+        if meta is None:
             return None
-        hashes = hashes or self.verify
-        if stage.id in (self._hashed if hashes else self._verified):
-            return meta
-        problem = self.problem(stage, meta, hashes)
+        problem = meta_problem(meta, stage.name)
+        if problem is None:
+            if meta.get("dropped") and not dropped_ok:
+                return None
+            hashes = hashes or self.verify
+            if stage.id in (self._hashed if hashes else self._verified):
+                return meta
+            problem = self.problem(stage, meta, hashes)
         if problem is None:
             self._verified.add(stage.id)
             if hashes:
@@ -454,7 +516,7 @@ class Store:
         (a stage built on a damaged parent is not served; dropped or deleted parents are not needed)."""
         if not self.verify:
             return []
-        return [p for p in stage.parents.values() if (m := self.load(p)) is not None and not m.get("dropped")]
+        return [p for p in stage.parents.values() if (m := self._complete(p)) is not None and not m.get("dropped")]
 
     def run(self, stage: Stage, fn: StageFn, dropped_ok: bool = False) -> dict[str, Any]:
         """Return the stage's config.json, computing and publishing it first if needed.

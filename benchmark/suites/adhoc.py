@@ -115,7 +115,11 @@ def load_adhoc(
     from benchmark.common.errors import BenchmarkError
     from benchmark.suites import suite_from_data
 
-    data = apply_overrides(adhoc_suite_data(datasets, backbones, published), list(overrides), "suite")
+    data = adhoc_suite_data(datasets, backbones, published)
+    if any(list(path) == ["measures"] for path, _ in overrides):  # --set measures=[…] names every dataset's
+        del data["dataset_measures"]
+        data["table"].pop("measure_for")
+    data = apply_overrides(data, list(overrides), "suite")
     try:
         return suite_from_data(data, Path(f"{ADHOC} suite (--datasets without --suite)"), custom=False)
     except BenchmarkError as exc:

@@ -107,6 +107,12 @@ class Recipe:
         def bad(key: str, rule: str) -> BenchmarkError:
             return BenchmarkError(f"{where}: {key} = {getattr(self, key)!r} {rule}; fix the value")
 
+        from benchmark.common.config import float32_problem
+
+        for f in dataclasses.fields(self):
+            problem = float32_problem(getattr(self, f.name))
+            if problem:
+                raise bad(f.name, problem)
         if self.loss not in LOSS_COLUMNS:
             raise BenchmarkError(f"{where}: {unknown('loss', self.loss, LOSS_COLUMNS)}")
         choices = {
