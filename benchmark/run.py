@@ -120,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
         "dataset's conventions)",
     )
     p.add_argument(
+        "--systems",
+        nargs="+",
+        metavar="SYSTEM",
+        help="only these row families of the suite: bm25, splade, published, run; stage ids stay the "
+        "suite's (default: every family the suite has)",
+    )
+    p.add_argument(
         "--datasets",
         nargs="+",
         metavar="DATASET",
@@ -385,6 +392,7 @@ def prepare(args: argparse.Namespace) -> tuple[Plan, Store, Any, dict[str, Any]]
         sets=tuple(args.sets),
         runs=tuple(runs),
         published=split_list(args.published),
+        systems=split_list(args.systems),
     )
     set_verbose(args.verbose)
     suite, suite_arg = load_run_suite(args, opts)
@@ -435,8 +443,10 @@ def _main(args: argparse.Namespace) -> int:
     store.check_writable()
     store.sweep()
     from benchmark.common.atomic import not_a_folder
+    from benchmark.report.reference import run_folder
 
-    problem = not_a_folder(Path(args.results_dir) / results_folder(plan))
+    folder = run_folder(Path(args.results_dir), results_folder(plan))  # a committed reference stays as it is
+    problem = not_a_folder(Path(args.results_dir) / folder)
     if problem:
         raise BenchmarkError(problem)
     from benchmark.pipeline.executor import LocalExecutor, follow_training
@@ -460,7 +470,7 @@ def _main(args: argparse.Namespace) -> int:
         drop_encoded(plan, store, args.keep)
     from benchmark.report.build import headline, publish_run
 
-    results_dir, folder = Path(args.results_dir), results_folder(plan)
+    results_dir = Path(args.results_dir)
     out, kept = publish_run(plan, store, results_dir, folder, failed=failed is not None)
     if failed:
         where = (
@@ -477,6 +487,8 @@ def _main(args: argparse.Namespace) -> int:
     table = headline(out)
     if table:
         print("\n" + table + "\n")
+    if folder != results_folder(plan):
+        print(f"({results_dir / results_folder(plan)} is the committed reference, left as it is, to compare with)")
     from benchmark.report.check import applies, check_suite
 
     lines: list[str] = []

@@ -174,7 +174,12 @@ def test_collapse_expectations(tmp_path):
         folder.mkdir(parents=True)
         (folder / "config.json").write_text(
             json.dumps(
-                {"id": cond.train.id, "status": "complete", "record": {"status": status, "collapse_reason": "dense"}}
+                {
+                    "id": cond.train.id,
+                    "kind": "train",
+                    "status": "complete",
+                    "record": {"status": status, "collapse_reason": "dense"},
+                }
             )
         )
     lines: list[str] = []
@@ -185,7 +190,7 @@ def test_collapse_expectations(tmp_path):
     assert lines[0].startswith("[OK]") and "collapsed, as expected" in lines[0]
     assert lines[1].startswith("[FAIL]") and "collapsed (dense); expected 0.6000" in lines[1]
     (store.path(resc.train) / "config.json").write_text(
-        json.dumps({"id": resc.train.id, "status": "complete", "record": {"status": "ok"}})
+        json.dumps({"id": resc.train.id, "kind": "train", "status": "complete", "record": {"status": "ok"}})
     )
     lines = []
     assert check_suite(plan, store, out=lines.append) == 1

@@ -181,7 +181,12 @@ def test_run_file_needs_one_dataset(tmp_path):
         ),
     )
     (row,) = [c for c in plan.conditions if c.system == "run"]
-    assert row.variant == "mine" and row.search.kind.name == "runfile" and row.command.endswith(f"--run mine={run}")
+    assert (
+        row.variant == "mine"
+        and row.search.kind.name == "runfile"
+        and row.command.endswith(f"--run mine=<path to {run.name}>")
+    )
+    assert "--systems run" in row.command and str(run.parent) not in row.command  # the row only; no machine path
     first = row.search.id  # ids are computed on first use
     run.write_text("q1 Q0 d1 1 2.25 t\n")  # an edited run file is a new stage
     again = build_plan(

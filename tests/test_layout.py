@@ -28,10 +28,11 @@ LAYERS = [
     "report/",
     "perf/",
     "run.py",
+    "api.py",  # benchmark.evaluate and benchmark.load_results: above the run command they share stages with
     "__main__.py",  # the `benchmark` command: dispatches to run, report, export, norms and perf
 ]
 #: What may stand loose at the top beside the folders.
-TOP_FILES = {"__init__.py", "__main__.py", "run.py"}
+TOP_FILES = {"__init__.py", "__main__.py", "run.py", "api.py"}
 
 
 def _unit(module: str, package: Path) -> str:

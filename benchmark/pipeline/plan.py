@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -46,6 +45,11 @@ class Options:
     sets: tuple[str, ...] = ()  # --set KEY=VALUE, as given (suite keys, and recipe.KEY)
     runs: tuple[tuple[str, str], ...] = ()  # --run NAME=PATH: (name, absolute path)
     published: list[str] | None = None  # --published: models trained elsewhere, evaluated as they are
+    systems: list[str] | None = None  # --systems: the row families kept (None: every family the suite has)
+
+    def wants(self, family: str) -> bool:
+        """Whether ``--systems`` keeps the rows of ``family`` (bm25, splade, published, run)."""
+        return self.systems is None or family in self.systems
 
     def recipe_overrides(self) -> list[tuple[list[str], Any]]:
         """The ``--set recipe.KEY=VALUE`` items, as (path inside the recipe, value)."""
@@ -61,7 +65,7 @@ class Options:
     def narrowing(self) -> list[tuple[str, str]]:
         """The command-line flags that make this run a subset of its suite, as (flag, value)."""
         out = []
-        for name in ("datasets", "backbones", "variants", "seeds", "published"):
+        for name in ("systems", "datasets", "backbones", "variants", "seeds", "published"):
             value = getattr(self, name)
             if value is not None:
                 out.append((name, ",".join(map(str, value))))
@@ -267,7 +271,7 @@ class Plan:
         lines = [f"suite {self.suite.name}: {self.suite.description}"]
         splade = {c.system_key for c in self.conditions if c.system == "splade"}
         systems = {c.system_key for c in self.conditions}
-        if self.suite.splade is not None:
+        if self.suite.splade is not None and self.backbones:
             states = sorted({"trained" if key[3] else "untrained" for key in splade})
             lines.append(
                 f"matrix: {len(self.backbones)} backbone(s) × {len(self.variants)} variant(s)"
@@ -619,38 +623,10 @@ def _short_dataset(name: str) -> str:
 
 
 def reproduce_command(suite_arg: str, opts: Options, **row: Any) -> str:
-    """The command that recomputes one table row (a narrowing of the suite run)."""
-    from benchmark.suites.adhoc import ADHOC
+    """The command that recomputes one table row (a narrowing of the suite run): ``benchmark.pipeline.commands``."""
+    from benchmark.pipeline.commands import row_command
 
-    args = ["python", "-m", "benchmark.run"] + (["--suite", suite_arg] if suite_arg != ADHOC else [])
-    from benchmark.model.identity import command_path
-
-    flags = dict(opts.narrowing())
-    flags.update({k: str(v) for k, v in row.items() if v is not None})
-    for flag in ("published", "backbones"):  # a local folder as its content names it, not as it was typed
-        if flag in flags:
-            flags[flag] = ",".join(command_path(m) for m in flags[flag].split(","))
-    for flag in (
-        "datasets",
-        "backbones",
-        "variants",
-        "seeds",
-        "published",
-        "recipe",
-        "rescale-factor",
-        "match-norm",
-        "rescale-method",
-        "match-stat",
-        "max-docs",
-        "max-queries",
-    ):
-        if flag in flags:
-            args += [f"--{flag}", flags[flag]]
-    for item in opts.sets:
-        args += ["--set", item]
-    for name, path in opts.runs:
-        args += ["--run", f"{name}={path}"]
-    return " ".join(shlex.quote(a) for a in args)
+    return row_command(suite_arg, opts, row)
 
 
 def build_plan(suite: Suite, opts: Options, problems: list[str] | None = None, suite_arg: str | None = None) -> Plan:
@@ -683,8 +659,13 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             Evaluate, Evaluate.Config(tuple(sorted(suite.measures_of(name)))), {"run": search, "topics": t, "corpus": c}
         )
 
+    from benchmark.pipeline.commands import systems_problem
+
+    problem = systems_problem(suite, opts)
+    if problem:
+        problems.append(problem)
     for name in datasets:
-        if suite.bm25 is not None:
+        if suite.bm25 is not None and opts.wants("bm25"):
             topics, corpus = data_stages(name, max_docs, max_queries)
             idx = Stage(Index, Index.Config("bm25"), {"source": corpus})
             search = Stage(
@@ -698,7 +679,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                     "bm25",
                     evaluate=evaluate(search, name),
                     search=search,
-                    command=reproduce_command(suite_arg, opts),
+                    command=reproduce_command(suite_arg, opts, systems="bm25", datasets=name),
                 )
             )
     if opts.runs and len(datasets) != 1:
@@ -717,7 +698,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                     variant=run_name,
                     evaluate=evaluate(source, datasets[0]),
                     search=source,
-                    command=reproduce_command(suite_arg, opts),
+                    command=reproduce_command(suite_arg, opts, systems=RUN_SYSTEM, run=run_name),
                 )
             )
 
@@ -747,7 +728,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
         opts.published if opts.published is not None else list(suite.published.models if suite.published else [])
     )
     late: list[Condition] = []  # the published rows follow the harness's own
-    if published:
+    if published and opts.wants(PUBLISHED):
         from benchmark.model.rescale import Rescale
 
         plan.published = _distinct_models(published, plan)
@@ -769,10 +750,10 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                         evaluate=ev,
                         search=search,
                         backbone_stage=init,
-                        command=reproduce_command(suite_arg, opts, published=model),
+                        command=reproduce_command(suite_arg, opts, systems=PUBLISHED, datasets=name, published=model),
                     )
                 )
-    if suite.splade is None:
+    if suite.splade is None or not opts.wants("splade"):
         plan.conditions.extend(late)
         return plan
     sp = suite.splade
@@ -827,7 +808,11 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
             if (train_inputs is None or sp.untrained) and not overrides:
                 models.append((init, None, None))
             for trained_or_init, train, seed in models:
-                row = {"backbones": backbone, "variants": vnames[0]}
+                row: dict[str, Any] = {"systems": "splade", "backbones": backbone, "variants": vnames[0], "seeds": seed}
+                if train is None and train_inputs is not None:
+                    row["untrained"] = True
+                elif train is not None and sp.untrained:
+                    row["trained"] = True
                 for name in datasets:
                     ev, search = impact_search(trained_or_init, name)
                     plan.conditions.append(
@@ -845,7 +830,7 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
                             train=train,
                             search=search,
                             backbone_stage=init,
-                            command=reproduce_command(suite_arg, opts, **row),
+                            command=reproduce_command(suite_arg, opts, datasets=name, **row),
                         )
                     )
     plan.conditions.extend(late)

@@ -12,6 +12,7 @@ from typing import Any
 from benchmark.common.atomic import replace_folder, write_csv, write_text
 from benchmark.common.errors import BenchmarkError
 from benchmark.report import html, latex, markdown, tidy
+from benchmark.report.check import attach_references
 from benchmark.report.collect import collect, refresh
 from benchmark.report.judgements import JUDGEMENT_COLUMNS, judgement_rows
 from benchmark.report.mteb import write_mteb
@@ -32,6 +33,7 @@ def render(results: SuiteResults, folder: Path, name: str | None = None) -> list
     folder = Path(folder)
     published = name or folder.name
     tables = suite_tables(results)
+    attach_references(results, tables)
     labels = results.settings().labels
     write_csv(folder / METRICS, tidy.metric_rows(results), tidy.METRIC_COLUMNS)
     judged = {r: tables[0].info[r].judgements for r in tables[0].rows}

@@ -86,12 +86,11 @@ def _describe(entry: Any) -> str:
 
 
 def not_evaluated(entry: Any, plan: Any) -> bool:
-    """A published model's entry when this run does not evaluate that model."""
-    return (
-        entry.system == "published"
-        and bool(entry.backbone)
-        and not any(entry.backbone in model_names(name) for name in getattr(plan, "published", []))
-    )
+    """A published model's entry when this run does not evaluate that model, or, in a run the command line
+    narrowed (``--systems``, ``--backbones``, a row's command), an entry for a row it left out."""
+    if entry.system == "published" and entry.backbone:
+        return not any(entry.backbone in model_names(name) for name in getattr(plan, "published", []))
+    return bool(getattr(plan, "subset", None)) and not any(_matches(entry, c) for c in plan.conditions)
 
 
 def applies(entry: Any, plan: Any) -> bool:
@@ -249,6 +248,8 @@ def applies_to_results(entry: Any, results: Any) -> bool:
         and not any(entry.backbone in model_names(c.backbone) for c in results.conditions if c.system == "published")
     ):
         return False
+    if results.subset and not any(_row_matches(entry, c) for c in results.conditions):
+        return False  # a row the command line left out of this folder
     return entry.dataset in columns and entry.max_docs == results.max_docs and entry.max_queries == results.max_queries
 
 
@@ -329,7 +330,7 @@ def check_suite(plan: Any, store: Store, out: Callable[[str], None] = print) -> 
         out(
             f"check: suite {plan.suite.name} has no expected scores for this run ({subset}); "
             f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} for other subsets or datasets"
-            + (f" (or published models this run does not evaluate: {models})" if models else "")
+            + (f" (or rows this run does not evaluate: {models})" if models else "")
         )
         return 0
     counts = {VERDICT_OK: 0, VERDICT_OKISH: 0, VERDICT_FAIL: 0}
@@ -341,6 +342,29 @@ def check_suite(plan: Any, store: Store, out: Callable[[str], None] = print) -> 
     out(
         f"check ({subset}): {counts[VERDICT_OK]} OK, {counts[VERDICT_OKISH]} OKish, {counts[VERDICT_FAIL]} FAIL"
         + (f"; {skipped} entries for other subsets or datasets not checked" if skipped else "")
-        + (f" (of them {models} for published models this run does not evaluate)" if models else "")
+        + (f" (of them {models} for rows this run does not evaluate)" if models else "")
     )
     return 1 if counts[VERDICT_FAIL] else 0
+
+
+#: the table key's entry for a score with its expected value beside it
+REFERENCE_LEGEND = "ref: the suite's expected score and its --check verdict"
+
+
+def attach_references(results: Any, tables: list[Any]) -> None:
+    """Put each applicable expected score, with its verdict, beside the score it checks (``Table.references``),
+    as 2CR's pages show the reference next to the number; a table that gets one gets the key's entry."""
+    checks, _, _ = check_results(results)
+    for check in checks:
+        entry = check.entry
+        if entry.collapsed or not entry.measure:
+            continue
+        rows = list(dict.fromkeys(c.row for c in results.conditions if _row_matches(entry, c)))
+        for table in tables:
+            if table.measure != entry.measure or entry.dataset not in {col.name for col in table.columns}:
+                continue
+            for row in rows:
+                if row in table.info:
+                    table.references[(row, entry.dataset)] = (f"{entry.value:.4f}", check.verdict.verdict)
+            if table.references and REFERENCE_LEGEND not in table.legend:
+                table.legend.append(REFERENCE_LEGEND)

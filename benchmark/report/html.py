@@ -62,7 +62,7 @@ thead th { background: var(--head); text-align: right; white-space: nowrap; } th
 th.label { text-align: left; font-weight: 500; white-space: nowrap; }
 th.label .tag { white-space: normal; display: inline-block; max-width: 24rem; vertical-align: top; text-align: left; }
 td.num { text-align: right; white-space: nowrap; } td.outcome { text-align: left; }
-.best { font-weight: 700; color: var(--best); } .sd, .delta, .n { color: var(--muted); font-size: .92em; }
+.best { font-weight: 700; color: var(--best); } .sd, .delta, .n, .ref { color: var(--muted); font-size: .92em; }
 .dagger { color: var(--best); } .collapsed, .mark-collapsed { color: var(--bad); font-style: italic; }
 .mark { font-size: .85em; margin-left: .4rem; padding: 0 .35rem; border-radius: .6rem; border: 1px solid currentColor; }
 th.label .mark { display: block; width: max-content; max-width: 22rem; white-space: normal; margin: .15rem 0 0; }
@@ -88,7 +88,7 @@ thead th:first-child { background: var(--head); }
   th, td { padding: .22rem .4rem; }
   th.label { white-space: normal; min-width: 7.5rem; max-width: 9.5rem; box-shadow: 1px 0 0 var(--line); }
   th.label .mark { width: auto; max-width: none; margin-left: 0; }
-  table.results td.num { white-space: normal; } .sd, .delta, .n { white-space: nowrap; }
+  table.results td.num { white-space: normal; } .sd, .delta, .n, .ref { white-space: nowrap; }
   nav a { display: inline-block; margin: 0 .8rem .3rem 0; }
 }
 """
@@ -137,6 +137,12 @@ def _value_cell(table: Table, row: Any, col: Any) -> str:
     text += f'<span class="dagger" data-field="significant_bm25">{DDAGGER}</span>' if p.significant_bm25 else ""
     text += f'<span class="dagger" data-field="flags">{FLAG}</span>' if p.flagged else ""
     text += f' <span class="n">n=<span data-field="seeds">{p.seeds}</span></span>' if p.seeds else ""
+    reference = table.references.get((row, col.name))
+    if reference:
+        text += (
+            f' <span class="ref">(ref <span data-field="reference">{reference[0]}</span> '
+            f'<span class="verdict-{reference[1]}" data-field="reference_verdict">[{reference[1]}]</span>)</span>'
+        )
     tests = [
         f"{name}: p = {p_value(raw)}, Holm {p_value(holm)}"
         for name, raw, holm in (("vs baseline", cell.p_value, cell.p_holm), ("vs BM25", cell.p_bm25, cell.p_bm25_holm))

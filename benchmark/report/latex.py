@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from benchmark.report.check import REFERENCE_LEGEND
 from benchmark.report.markdown import header, once, sparsity_header
 from benchmark.report.table import DAGGER, DDAGGER, FLAG, PARTIAL, Table, slots
 from benchmark.report.text import parts, sparse
@@ -100,6 +101,7 @@ def label(table: Table) -> str:
 
 def latex(table: Table, labels: dict[str, str] | None = None, legend: list[str] | None = None) -> str:
     legend = table.legend if legend is None else legend
+    legend = [item for item in legend if item != REFERENCE_LEGEND]  # a paper's table shows no --check verdicts
     heads = []
     for kind, col in slots(table):
         if kind == "value":

@@ -43,6 +43,8 @@ def cell_text(table: Table, row, col: Column) -> str:
     text += DDAGGER if p.significant_bm25 else ""
     text += FLAG if p.flagged else ""
     text += f" n={p.seeds}" if p.seeds else ""
+    reference = table.references.get((row, col.name))
+    text += f" (ref {reference[0]} [{reference[1]}])" if reference else ""
     return text
 
 

@@ -112,6 +112,8 @@ class Table:
     notes: list[str] = field(default_factory=list)
     declared_averages: list[str] = field(default_factory=list)  # the suite's own averages (for the subset note)
     efficiency: bool = False  # FLOPS and non-zeros only: no score columns (a multi-dataset table's efficiency)
+    # (row, column) → (the suite's expected score, its --check verdict), shown beside the score as on 2CR's pages
+    references: dict[tuple[RowKey, str], tuple[str, str]] = field(default_factory=dict)
 
     @property
     def labels(self) -> dict[RowKey, str]:
