@@ -285,7 +285,11 @@ class Plan:
             lines.append(f"backbones: {', '.join(self.backbones)}")
             for name, others in self.same_backbones.items():
                 lines.append(f"  {' and '.join(map(repr, others))}: the checkpoint of {name!r} (same content), one row")
-            lines.append("variants: " + "; ".join(f"{n} ({_describe_variant(*v)})" for n, v in self.variants.items()))
+            lines.append(
+                "variants: "
+                + "; ".join(f"{n} ({_describe_variant(*v)})" for n, v in self.variants.items())
+                + _untie_note(self.backbones, self.variants.values())
+            )
             arms: dict[str, list[str]] = {}
             for c in self.conditions:
                 if c.system == "splade" and c.arm not in arms.setdefault(c.backbone, []):
@@ -321,6 +325,7 @@ class Plan:
                     "max_grad_norm",
                 )
                 lines.append("  " + ", ".join(f"{k}={r[k]}" for k in keys if k in r) + f"; seeds {self.seeds}")
+                lines.append("  " + _tuned_note(r.get("tuned_on", ""), self.datasets))
             else:
                 lines.append("training: none (untrained backbones)")
         elif self.suite.bm25 is not None:
@@ -443,6 +448,32 @@ def _fmt_factor(f: float) -> str:
 def _describe_variant(spec: Any, overrides: dict[str, Any]) -> str:
     return spec.description + "".join(
         f", {k} = {v:g}" if isinstance(v, float) else f", {k} = {v}" for k, v in sorted(overrides.items())
+    )
+
+
+def _tuned_note(tuned_on: str, datasets: Sequence[str]) -> str:
+    """Which split the recipe was tuned on, and whether this plan reports on it (a leak that favours it)."""
+    if not tuned_on:
+        return "tuned on: not stated in the recipe file"
+    leak = tuned_on in datasets
+    return f"tuned on: {tuned_on}" + (
+        ", a split this plan reports on: its numbers there favour the recipe's arms" if leak else ""
+    )
+
+
+def _untie_note(backbones: Sequence[str], variants: Any) -> str:
+    """Where a variant says 'once' but a backbone's tie makes it 'untie': which backbones, so the header
+    does not call their arm the paper's method."""
+    from benchmark.model.rescale import tie_handling
+
+    if not any(spec.method == "once" and spec.mode != "none" for spec, _ in variants):
+        return ""
+    untied = [b for b in backbones if tie_handling(b) == "untie"]
+    if not untied:
+        return ""
+    return (
+        f"; on {', '.join(untied)} 'once' runs as 'untie', an untied scaled copy: this harness's extension, "
+        "not the paper's method"
     )
 
 
@@ -767,6 +798,10 @@ def _build_plan(suite: Suite, opts: Options, problems: list[str], suite_arg: str
     seeds = list(opts.seeds or sp.seeds)
     plan.backbones, plan.variants, plan.seeds = list(backbones), dict(variants), seeds
     plan.recipe = dataclasses.asdict(train_inputs[0]) if train_inputs is not None else None
+    if plan.recipe is not None and recipe_name:
+        from benchmark.training.recipe import recipe_tuned_on
+
+        plan.recipe["tuned_on"] = recipe_tuned_on(recipe_name)  # a record, not in the train stage's id
     for backbone in _distinct_backbones(backbones, plan):
         # variants that give the same weights and training share one stage and one row
         arms: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
