@@ -184,27 +184,63 @@ def test_degraded_marks_unchanged_runs_at_its_stated_rate() -> None:
 
 
 def test_a_collapse_that_no_longer_holds_on_the_published_checkpoint_is_an_event() -> None:
-    """A trigger fired at step 3 (3 logging steps of degenerate support), then the support came back: the
-    published model at step 6 is judged (ok here, degraded if its dev RR dropped), the event kept in the
-    detail; a trigger still holding at the published step, or a non-finite step, stays collapsed."""
+    """A trigger fired at step 3 (3 logging steps of degenerate support), then the support came back for 3
+    logging steps: the published model at step 6 is judged (ok here, degraded if its dev RR dropped), the
+    event kept in the detail; a trigger still holding on any of those rows, or a non-finite step, stays
+    collapsed."""
     detector = _detector(patience=3)
-    for step in (1, 2, 3):
-        detector.check_row(_row(step, low_support_q=0.2))
+    low = [_row(step, low_support_q=0.2) for step in (1, 2, 3)]
+    for row in low:
+        detector.check_row(row)
     assert detector.reason == SUPPORT and detector.step == 3
-    healthy = _row(6)
+    healthy = [*low, _row(4), _row(5), _row(6)]
     result, reason, step, detail = outcome(detector, None, 6, 6, healthy)
     assert (result, reason, step) == (OK, None, None)
     assert detail.startswith("recovered: degenerate_support fired at step 3") and "published step 6" in detail
+    assert "none of the 3 armed logging steps" in detail
     dropped = DevDrop.of([1.0] * 5, [0.5, 0.5, 0.5, 0.0, 0.5])
     result, reason, step, detail = outcome(detector, dropped, 6, 6, healthy)
     assert (result, reason, step) == (DEGRADED, DEV_DROP, 6) and "recovered: degenerate_support" in detail
-    assert outcome(detector, None, 6, 6, _row(6, low_support_q=0.2))[:3] == (COLLAPSED, SUPPORT, 3)  # still holds
-    assert outcome(detector, None, 6, 6, None)[:3] == (COLLAPSED, SUPPORT, 3)  # nothing logged: not judged recovered
+    still = [*low, _row(4), _row(5), _row(6, low_support_q=0.2)]
+    assert outcome(detector, None, 6, 6, still)[:3] == (COLLAPSED, SUPPORT, 3)  # still holds
+    assert outcome(detector, None, 6, 6, ())[:3] == (COLLAPSED, SUPPORT, 3)  # nothing logged: not judged recovered
     detector.check_finite(5, False)
     assert outcome(detector, None, 6, 6, healthy)[:3] == (COLLAPSED, SUPPORT, 3)  # reason: the earliest trigger
     nan = _detector()
     nan.check_finite(4, False)
     assert outcome(nan, None, 4, 4, healthy)[:3] == (COLLAPSED, NON_FINITE, 4)
+
+
+def test_recovery_needs_as_many_rows_as_firing() -> None:
+    """Firing needs ``patience`` armed rows in a row; so does recovery: one healthy row after the trigger
+    is not enough (patience 3), three are; an unarmed row does not count towards either."""
+    detector = _detector(patience=3)
+    low = [_row(step, low_support_q=0.2) for step in (1, 2, 3)]
+    for row in low:
+        detector.check_row(row)
+    assert outcome(detector, None, 4, 4, [*low, _row(4)])[:3] == (COLLAPSED, SUPPORT, 3)
+    assert outcome(detector, None, 5, 5, [*low, _row(4), _row(5)])[:3] == (COLLAPSED, SUPPORT, 3)
+    assert outcome(detector, None, 6, 6, [*low, _row(4), _row(5), _row(6)])[0] == OK
+    unarmed = [*low, _row(4), _row(5, lam=0.5), _row(6)]  # λ not at its final value on step 5
+    assert outcome(detector, None, 6, 6, unarmed)[:3] == (COLLAPSED, SUPPORT, 3)
+
+
+def test_a_collapse_after_the_best_checkpoint_is_labelled_collapsed_with_the_checkpoint_kept() -> None:
+    """checkpoint = "best": dev RR peaked at step 10, the support collapsed on steps 12-16 (patience 3). The
+    published checkpoint's rows were healthy, which once read as "ok … recovered"; the run collapsed, and
+    the label says so and which checkpoint was kept."""
+    detector = _detector(patience=3)
+    rows = [_row(step) for step in (2, 4, 6, 8, 10)] + [_row(step, low_support_q=0.2) for step in (12, 14, 16)]
+    for row in rows:
+        detector.check_row(row)
+    assert (detector.reason, detector.step) == (SUPPORT, 16)
+    result, reason, step, detail = outcome(detector, None, 10, 16, [r for r in rows if r["step"] <= 10])
+    assert (result, reason, step) == (COLLAPSED, SUPPORT, 16)
+    assert detail.endswith(
+        "; collapsed after the published best checkpoint: the model kept, encoded and scored is step 10's, "
+        "before the collapse"
+    )
+    assert "recovered" not in detail
 
 
 def test_outcome_is_judged_on_the_published_checkpoint() -> None:
@@ -240,7 +276,10 @@ def test_outcome_is_judged_on_the_published_checkpoint() -> None:
     detector.check_finite(15, False)
     result, reason, step, detail = outcome(detector, best, 10, 15)
     assert (result, reason, step) == (COLLAPSED, NON_FINITE, 15)
-    assert detail == "non-finite loss or representation at step 15; the published best checkpoint (step 10) precedes it"
+    assert detail == (
+        "non-finite loss or representation at step 15; collapsed after the published best checkpoint: the model "
+        "kept, encoded and scored is step 10's, before the collapse"
+    )
 
 
 def test_terms_are_counted_as_the_index_sees_them() -> None:

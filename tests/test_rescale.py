@@ -160,11 +160,17 @@ def test_one_tag_for_a_rescale_as_planned_and_as_recorded():
         == "once, logit-std 0.1523 → 2.665 (×17.5), extension"
     )  # a matched factor is this harness's extension
     assert rescale_tag("", "0.5") == rescale_tag("once", 1.0) == rescale_tag("once", 0.5, "none") == ""
+    assert rescale_tag("untie", 1.0) == "untie ×1, untied copy +vocab × hidden parameters, extension"
 
 
 def test_identity_and_canonical_form(tmp_path):
     assert Rescale().is_identity_for("bert-tiny")
-    assert Rescale("factor", factor=1, method="untie").is_identity_for("bert-tiny")
+    # untie × 1 is the untied unscaled control: not the baseline, a model of its own
+    assert not Rescale("factor", factor=1, method="untie").is_identity_for("bert-tiny")
+    assert Rescale("factor", factor=1, method="untie").canonical_for("bert-tiny") == Rescale(
+        "factor", factor=1.0, method="untie"
+    )
+    assert Rescale("factor", factor=1, method="once").canonical_for("bert-tiny") == Rescale()
     assert not Rescale("factor", factor=0.5).is_identity_for("bert-tiny")
     assert Rescale("match", match="bert-base-uncased").is_identity_for("bert-base-uncased")
     assert Rescale("match", match="google-bert/bert-base-uncased").is_identity_for("bert-base-uncased")
@@ -388,7 +394,28 @@ def test_untie_on_an_untied_head_scales_in_place(tmp_path):
     assert not record["tied_before"] and record["params_after"] == record["params_before"]
 
 
-@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("family", FAMILIES)
+def test_untie_times_one_is_an_untied_unscaled_copy(models, family):
+    """The control that separates untying from scaling: its own copy (vocab × (hidden + 1) more on BERT,
+    whose bias alias becomes a tensor too), the baseline's logits bit for bit at step 0, the embeddings
+    no longer the decoder."""
+    model, tokenizer = load_backbone(str(models[family]))
+    embeddings = model.get_input_embeddings().weight
+    before = logits(model, tokenizer)
+    record = apply_rescale(model, Rescale("factor", factor=1.0, method="untie"))
+    assert torch.equal(logits(model, tokenizer), before)
+    assert not mlm_head(model).tied and mlm_head(model).weight is not embeddings
+    assert torch.equal(mlm_head(model).weight, embeddings)
+    vocab, hidden = embeddings.shape
+    alias = vocab if family == "bert" else 0
+    assert record["params_after"] == record["params_before"] + vocab * hidden + alias
+    assert record["label"] == "x1@untie+params" and record["factor"] == 1.0
+    from benchmark.model.rescale import record_tag
+
+    assert record_tag(record) == f"untie ×1, untied copy +{vocab * hidden + alias:,} parameters, extension"
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if not METHODS[m].adds_parameters])
 def test_factor_one_is_identity_for_every_method(models, method):
     model, tokenizer = load_backbone(str(models["bert"]))
     before_state, before = state(model), logits(model, tokenizer)

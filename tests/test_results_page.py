@@ -369,7 +369,10 @@ class Oracle:
             f"{j['kind']} vs {j['against']}" for j in mine
         ):  # a run judged on any dataset counts once
             hit = {j["seed"] for j in mine if f"{j['kind']} vs {j['against']}" == name and j["verdict"] == "True"}
-            if hit:
+            if hit and name.startswith("lost "):  # the largest loss judged (its statistic: loss / baseline score)
+                worst = max(float(j["statistic"]) for j in mine if j["kind"] == "lost" and j["verdict"] == "True")
+                parts.append(f"lost {100 * worst:.0f} % vs {name.split(' vs ', 1)[1]}")
+            elif hit:
                 parts.append(name if n == 1 else f"{len(hit)}/{n} {name}")
         return ", ".join(parts)
 

@@ -403,3 +403,27 @@ def test_an_unknown_encode_profile_is_one_line(tmp_path):
         r"Set \[encode\] profile to one of these",
     ):
         load_suite(str(path))
+
+
+def test_untie_times_one_is_its_own_arm():
+    """``--rescale-method untie --rescale-factor 1`` and the sweep's ``x1-untie`` plan the untied unscaled
+    copy: a backbone stage of its own, not the baseline's; ``x1`` (once × 1) stays the baseline."""
+    sweep = load_suite("scale-sweep")
+    plan = build_plan(sweep, Options(variants=["baseline", "x1", "x1-untie", "x0.0625"], seeds=[42]))
+    stages = {c.variant: c.backbone_stage for c in plan.conditions if c.system == "splade"}
+    assert set(stages) == {"baseline = x1", "x1-untie", "x0.0625"}  # x1 shares the baseline's row
+    assert len({s.id for s in stages.values()}) == 3
+    assert stages["x1-untie"].config.rescale.to_dict() == {
+        "mode": "factor",
+        "factor": 1.0,
+        "match": None,
+        "scale_bias": True,
+        "method": "untie",
+        "match_stat": "logit-std",
+    }
+    cli = build_plan(
+        sweep, Options(variants=["baseline", "rescaled"], rescale_method="untie", rescale_factor=1.0, seeds=[42])
+    )
+    arms = {c.variant: c for c in cli.conditions if c.system == "splade"}
+    assert arms["rescaled"].backbone_stage.id == stages["x1-untie"].id != stages["baseline = x1"].id
+    assert arms["rescaled"].method == "untie" and arms["rescaled"].factor == "1"

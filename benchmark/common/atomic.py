@@ -148,7 +148,7 @@ def replace_folder(target: Path | str, fill: Any) -> None:
 
     from benchmark.common import kill_points
     from benchmark.common.errors import BenchmarkError
-    from benchmark.common.leftovers import scratch_name, sweep_leftovers
+    from benchmark.common.leftovers import hold, let_go, scratch_name, sweep_leftovers
 
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -160,6 +160,7 @@ def replace_folder(target: Path | str, fill: Any) -> None:
         staging = target.with_name(scratch_name(target.name, "partial"))
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
+        hold(staging)
         try:
             fill(staging)
             kill_points.point("folder:staged")
@@ -167,6 +168,7 @@ def replace_folder(target: Path | str, fill: Any) -> None:
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
         finally:
+            let_go(staging)
             shutil.rmtree(staging, ignore_errors=True)
 
 

@@ -6,6 +6,12 @@ A name is ``.<name>.<what>-<pid>-<host>``, ``<host>`` a digest of this machine's
 scratch of this machine and boot whose pid is gone is removed; a folder shared with other machines
 (NFS) keeps theirs. A reused pid keeps its scratch (it cannot be told from its writer), which errs on
 the side of keeping.
+
+A pid says nothing across PID namespaces: two containers share a host name and a boot, and each sees
+the other's writers as gone. So a writer also holds ``flock`` on the scratch folder it works in
+(:func:`hold`) until it is done, and scratch whose lock is held is kept whatever its pid says. The
+lock lives on the folder itself, so no file appears beside it, and the kernel drops it when its holder
+dies, so it never outlives the writer.
 """
 
 from __future__ import annotations
@@ -46,12 +52,62 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def stale(name: str) -> bool:
-    """Whether ``name`` is scratch of a writer on this machine and boot that no longer runs."""
+#: the scratch folders this process works in, each with the descriptor that holds its lock
+_HELD: dict[str, int] = {}
+
+
+def hold(folder: Path | str) -> None:
+    """Hold ``flock`` on the scratch folder ``folder`` until :func:`let_go`, so that no sweeper in any PID
+    namespace removes it while this process writes into it. A filesystem that cannot lock a folder (NFS)
+    leaves the pid rule alone to judge it."""
+    import fcntl
+
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return
+    _HELD[str(folder)] = fd
+
+
+def let_go(folder: Path | str) -> None:
+    """Release what :func:`hold` took on ``folder`` (a no-op when nothing is held)."""
+    fd = _HELD.pop(str(folder), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def _held(path: Path) -> bool:
+    """Whether some live process, in this PID namespace or another, holds the lock of ``path``."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # cannot be locked here: the pid rule judges it
+        return False
+    finally:
+        os.close(fd)  # also releases the probe's own lock
+    return False
+
+
+def stale(name: str, folder: Path | str | None = None) -> bool:
+    """Whether ``name`` is scratch of a writer on this machine and boot that no longer runs; with ``folder``
+    (where ``name`` lies), scratch whose lock a live writer holds is never stale."""
     m = _NAME.match(name)
-    return (
+    gone = (
         bool(m) and m.group("host") == HOST and int(m.group("pid")) != os.getpid() and not _alive(int(m.group("pid")))
     )
+    return gone and not (folder is not None and _held(Path(folder) / name))
 
 
 def sweep_leftovers(folder: Path | str) -> list[str]:
@@ -62,7 +118,7 @@ def sweep_leftovers(folder: Path | str) -> list[str]:
         return []
     removed = []
     for name in names:
-        if stale(name):
+        if stale(name, folder):
             path = Path(folder) / name
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)

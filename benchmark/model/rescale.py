@@ -17,9 +17,9 @@ Three things vary, each in one table:
   passes through a LayerNorm (ModernBERT, Ettin: ``HeadLayout.embeddings == "word"``) the encoder's
   input moves only through that LayerNorm's ε: a row x of variance σ² becomes
   (x − μ)/√(σ² + ε/α²) instead of (x − μ)/√(σ² + ε), the same direction at r = √((σ² + ε)/(σ² + ε/α²))
-  times the size (:func:`embedding_scale`); pre-norm layers see the direction, the residual stream the
-  size. Both r and the encoder output's drift on a shipped sample are recorded per backbone. Where word, position and
-  type
+  times the size (:func:`embedding_scale`); a LayerNorm-ed pre-norm layer sees the direction, the residual
+  stream the size, and ModernBERT's layer 0 (``attn_norm`` is ``Identity``) the size too. Both r and the
+  encoder output's drift on a shipped sample are recorded per backbone. Where word, position and type
   embeddings are summed before the LayerNorm (BERT), scaling the shared matrix changes the input
   itself (bert-tiny trained to chance), so the planner gives such a backbone ``untie`` instead and
   labels the arm an extension: the paper's BERT-SPLADE is its unrescaled baseline.
@@ -496,11 +496,13 @@ class Rescale:
 
         ``none``, a factor of 1, or ``match`` naming the backbone itself (α = 1 by definition). A
         numeric target equal to the backbone's statistic is only known after measuring, so it is not.
+        A method that adds parameters (``untie``) at a factor of 1 is not: the untied unscaled copy is
+        the control that separates untying from scaling.
         """
         if self.mode == "none":
             return True
         if self.mode == "factor":
-            return self.factor == 1.0
+            return self.factor == 1.0 and not METHODS[self.method].adds_parameters
         return isinstance(self.match, str) and _same_backbone(self.match, backbone)
 
     def canonical_for(self, backbone: str) -> Rescale:
@@ -612,7 +614,7 @@ def rescale_tag(
         value = float(factor)
     except ValueError:  # planned, a factor known once measured
         return f"{method} {factor}, extension"
-    if value == 1.0:
+    if value == 1.0 and not (method in METHODS and METHODS[method].adds_parameters):
         return ""
     paper = method in METHODS and METHODS[method].paper and mode == "factor"
     extension = "" if paper else ", extension"
@@ -706,7 +708,8 @@ def head_snapshot(model: nn.Module) -> dict[str, Any]:
 def apply_rescale(model: nn.Module, spec: Rescale, tokenizer: PreTrainedTokenizerBase | None = None) -> dict[str, Any]:
     """Rescale ``model``'s MLM head in place per ``spec``; returns the record of what changed.
 
-    A factor of exactly 1 leaves the model untouched whatever the method (``untie`` does not untie).
+    A factor of exactly 1 leaves the model untouched, except with a method that adds parameters: ``untie``
+    × 1 gives the head an untied unscaled copy (the same logits at step 0, its own parameters).
     In match mode the statistic is measured again afterwards (``stat_after``): equal to the target up
     to rounding for ``projection``, ``head-norm`` and ``untie``; for ``tied`` the encoder's input moved too.
 
@@ -735,7 +738,7 @@ def apply_rescale(model: nn.Module, spec: Rescale, tokenizer: PreTrainedTokenize
 
     if factor != 1.0 and scale is not None and tokenizer is not None:
         drift = encoder_drift(model, tokenizer, change)
-    elif factor != 1.0:
+    elif factor != 1.0 or METHODS[spec.method].adds_parameters:
         change()
     after = head_snapshot(model)
     return {

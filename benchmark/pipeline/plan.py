@@ -17,7 +17,7 @@ from benchmark.data.sources import is_path, parse
 from benchmark.pipeline.stage_labels import stage_labels
 from benchmark.pipeline.subset import narrowing_label, subset_folder
 from benchmark.pipeline.systems import BM25, PUBLISHED, SPLADE, SYSTEMS, Build, Condition
-from benchmark.pipeline.systems.splade import describe_variant, variant_specs
+from benchmark.pipeline.systems.splade import describe_variant, tuned_note, untie_note, variant_specs
 from benchmark.pipeline.views import ConditionView, PlanView, SuiteView
 from benchmark.stages import Corpus, Topics
 from benchmark.stages.store import Stage
@@ -148,7 +148,11 @@ class Plan:
             lines.append(f"backbones: {', '.join(self.backbones)}")
             for name, others in self.same_backbones.items():
                 lines.append(f"  {' and '.join(map(repr, others))}: the checkpoint of {name!r} (same content), one row")
-            lines.append("variants: " + "; ".join(f"{n} ({describe_variant(*v)})" for n, v in self.variants.items()))
+            lines.append(
+                "variants: "
+                + "; ".join(f"{n} ({describe_variant(*v)})" for n, v in self.variants.items())
+                + untie_note(self.backbones, self.variants.values())
+            )
             arms: dict[str, list[str]] = {}
             for c in self.conditions:
                 if c.system == SPLADE and c.arm not in arms.setdefault(c.backbone, []):
@@ -184,6 +188,7 @@ class Plan:
                     "max_grad_norm",
                 )
                 lines.append("  " + ", ".join(f"{k}={r[k]}" for k in keys if k in r) + f"; seeds {self.seeds}")
+                lines.append("  " + tuned_note(r.get("tuned_on", ""), self.datasets))
             else:
                 lines.append("training: none (untrained backbones)")
         elif self.suite.bm25 is not None:

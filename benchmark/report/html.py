@@ -23,6 +23,7 @@ from benchmark.report.table import (
     DAGGER,
     DDAGGER,
     EFFICIENCY,
+    FLAG,
     PARTIAL,
     SPARSITY,
     SPARSITY_LABELS,
@@ -135,6 +136,7 @@ def _value_cell(table: Table, row: Any, col: Any) -> str:
     text += f' <span class="delta">(<span data-field="delta">{p.delta}</span>)</span>' if p.delta else ""
     text += f'<span class="dagger" data-field="significant">{DAGGER}</span>' if p.significant else ""
     text += f'<span class="dagger" data-field="significant_bm25">{DDAGGER}</span>' if p.significant_bm25 else ""
+    text += f'<span class="dagger" data-field="flags">{FLAG}</span>' if p.flagged else ""
     text += f' <span class="n">n=<span data-field="seeds">{p.seeds}</span></span>' if p.seeds else ""
     reference = table.references.get((row, col.name))
     if reference:

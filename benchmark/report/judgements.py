@@ -19,6 +19,13 @@ only). Both judgements read the **published** checkpoint, the model that is enco
   FLOPS are compared on. No constant is chosen: the threshold follows from the reference under the
   same recipe (bert-base-uncased at 0.5 % density gives 7 %, against the train stage's fixed 50 %).
 
+* ``lost`` against the baseline arm, from the evaluation itself: on each dataset, the row's headline
+  measure below its baseline's by more than ``LOSS_THRESHOLD`` of the baseline's score, and the
+  difference significant at the table's α by a two-sided paired t-test, over seeds where both rows
+  share two or more (each seed's score one observation), else over the queries of the one seed. Training
+  sees its own dev batch only; this is what retrieval lost, so a run whose training was ``ok`` can carry
+  it, on a collection training never saw.
+
 The reference is the table setting ``reference`` (a backbone name), else the suite's first backbone
 whose name starts with ``bert``; a suite without one is not judged against a reference.
 """
@@ -35,6 +42,9 @@ from benchmark.report.results import DEV_MEASURE, ConditionResult, RowKey, Suite
 from benchmark.training.outcomes import DEGRADED
 
 DENSE = "dense"
+LOST = "lost"
+#: a loss of the headline measure larger than this fraction of the baseline's score is marked in the row
+LOSS_THRESHOLD = 0.10
 BASELINE_ARM = "baseline"
 REFERENCE = "reference"
 BOTH = "baseline = reference"
@@ -45,12 +55,13 @@ REFERENCE_PREFIX = "bert"
 class Judgement:
     row: RowKey
     seed: int | None
-    kind: str  # DEGRADED | DENSE
+    kind: str  # DEGRADED | DENSE | LOST
     against: str  # BASELINE_ARM | REFERENCE | BOTH
     reference: str  # the compared row's label
     verdict: bool | None  # None: not judged (``detail`` says why)
     rule: str
-    statistic: float | None = None  # degraded: t; dense: the run's density / the threshold density
+    # degraded: t; dense: the run's density / the threshold density; lost: the loss / the baseline's score
+    statistic: float | None = None
     p_value: float | None = None
     queries: int | None = None
     dataset: str = ""  # dense: the corpus whose non-zeros are judged
@@ -203,6 +214,102 @@ def dense(row: RowKey, seed: Any, run: ConditionResult, ref: ConditionResult | N
     )
 
 
+def headline_measure(results: SuiteResults, dataset: str) -> str:
+    """The measure a dataset's column of the headline table shows (``suite_tables``' rule)."""
+    settings = results.settings()
+    own = results.measures_of(dataset)
+    headline = settings.measure or results.measures[0]
+    return settings.measure_for.get(dataset) or (headline if headline in own else own[0])
+
+
+def lost(
+    results: SuiteResults, row: RowKey, runs: list[ConditionResult], base: list[ConditionResult], label: str
+) -> list[Judgement]:
+    """The row's loss against its baseline on each dataset, from the evaluation (see the module doc)."""
+    from benchmark.evaluation.significance import paired_ttest, seed_ttest
+
+    alpha = results.settings().alpha
+    out = []
+    for dataset in dict.fromkeys(c.dataset for c in runs):
+        measure = headline_measure(results, dataset)
+        rule = (
+            f"{measure} below {label}'s by more than {100 * LOSS_THRESHOLD:g} % of its score, and a two-sided "
+            f"paired t-test p < α = {alpha:g} (over seeds where several, else over queries)"
+        )
+
+        def scores(cs: list[ConditionResult], d: str = dataset, m: str = measure) -> dict[Any, ConditionResult]:
+            return {c.seed: c for c in cs if c.dataset == d and c.scored and c.metrics.get(m) is not None}
+
+        mine, theirs = scores(runs), scores(base)
+        seeds = [s for s in mine if s in theirs]
+        if len(seeds) >= 2:
+            a = {s: mine[s].metrics[measure] for s in seeds}
+            b = {s: theirs[s].metrics[measure] for s in seeds}
+            test, seed, unit = seed_ttest(a, b), None, "seeds"
+        elif seeds:
+            seed = seeds[0]
+            a = results.perquery.get(mine[seed].key, {}).get(measure) or {}
+            b = results.perquery.get(theirs[seed].key, {}).get(measure) or {}
+            test, unit = paired_ttest(a, b), "queries"
+        else:
+            out.append(
+                Judgement(
+                    row,
+                    None,
+                    LOST,
+                    BASELINE_ARM,
+                    label,
+                    None,
+                    rule,
+                    dataset=dataset,
+                    detail=f"not judged: no scored run shares a seed with {label} on {dataset}",
+                )
+            )
+            continue
+        shared = sorted(set(a) & set(b))
+        base_mean = sum(b[k] for k in shared) / len(shared) if shared else 0.0
+        if test.queries < 2 or base_mean <= 0:
+            why = f"{test.queries} paired {unit}" if test.queries < 2 else f"{label} scores 0"
+            out.append(
+                Judgement(
+                    row, seed, LOST, BASELINE_ARM, label, None, rule, dataset=dataset, detail=f"not judged: {why}"
+                )
+            )
+            continue
+        loss = -test.mean_difference / base_mean
+        # above the threshold beyond float rounding: a loss of exactly 10 % computed as 0.1000000000000001 is not
+        verdict = round(loss, 12) > LOSS_THRESHOLD and test.p_value < alpha
+        detail = (
+            f"{measure} {base_mean + test.mean_difference:.4f} vs {base_mean:.4f} ({test.mean_difference:+.4f}, "
+            f"{-100 * loss:+.1f} %), t = {test.statistic:.3f}, p = {test.p_value:.3g} over {test.queries} {unit}"
+        )
+        out.append(
+            Judgement(
+                row,
+                seed,
+                LOST,
+                BASELINE_ARM,
+                label,
+                verdict,
+                rule,
+                loss,
+                test.p_value,
+                test.queries,
+                dataset=dataset,
+                detail=detail,
+            )
+        )
+    return out
+
+
+def lost_key() -> str:
+    """The key's line for the ``lost`` mark."""
+    return (
+        f"[lost N % vs baseline]: the evaluated score below the baseline's by N % (> {100 * LOSS_THRESHOLD:g} %, "
+        "paired t-test), whatever training said"
+    )
+
+
 def judge(results: SuiteResults, rows: Mapping[RowKey, Any]) -> dict[RowKey, list[Judgement]]:
     """Every trained SPLADE row's judgements, per seed (and per dataset for ``dense``)."""
     alpha = results.settings().alpha
@@ -227,6 +334,8 @@ def judge(results: SuiteResults, rows: Mapping[RowKey, Any]) -> dict[RowKey, lis
                 if run.stopped_early:
                     continue  # no published model to judge
                 found.append(degraded(results, key, seed, run, theirs.get(seed), against, system_label(*other), alpha))
+        if base is not None:
+            found.extend(lost(results, key, row.runs, rows[base].runs, system_label(*base)))
         if ref is not None and ref != key:
             ref_runs = {(c.seed, c.dataset): c for c in rows[ref].runs if c.scored}
             for c in row.runs:
@@ -237,9 +346,15 @@ def judge(results: SuiteResults, rows: Mapping[RowKey, Any]) -> dict[RowKey, lis
 
 
 def marks(judgements: list[Judgement], seeds: int) -> list[str]:
-    """ "degraded vs reference" (one seed) or "2/3 degraded vs reference"; a run dense on any dataset counts once."""
+    """ "degraded vs reference" (one seed) or "2/3 degraded vs reference"; a run dense on any dataset counts once;
+    "lost 76 % vs baseline", the largest loss marked (judged over seeds, or on the one seed)."""
     out = []
     for label in dict.fromkeys(j.label for j in judgements):
+        if label.startswith(LOST):
+            losses = [j.statistic for j in judgements if j.label == label and j.verdict and j.statistic is not None]
+            if losses:
+                out.append(f"{LOST} {100 * max(losses):.0f} % vs {label.split(' vs ', 1)[1]}")
+            continue
         hit = {j.seed for j in judgements if j.label == label and j.verdict}
         if hit:
             out.append(label if seeds == 1 else f"{len(hit)}/{seeds} {label}")

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import re
 
-from benchmark.report.table import DAGGER, DDAGGER, PARTIAL, SPARSITY_LABELS, Column, Table, short_name, slots
+from benchmark.report.table import (
+    DAGGER,
+    DDAGGER,
+    FLAG,
+    PARTIAL,
+    SPARSITY_LABELS,
+    Column,
+    Table,
+    short_name,
+    slots,
+)
 from benchmark.report.text import MISSING_TEXT, parts, sparse
 from benchmark.training.outcomes import COLLAPSED, OK
 
@@ -31,6 +41,7 @@ def cell_text(table: Table, row, col: Column) -> str:
     text += f" ({p.delta})" if p.delta else ""
     text += DAGGER if p.significant else ""
     text += DDAGGER if p.significant_bm25 else ""
+    text += FLAG if p.flagged else ""
     text += f" n={p.seeds}" if p.seeds else ""
     reference = table.references.get((row, col.name))
     text += f" (ref {reference[0]} [{reference[1]}])" if reference else ""

@@ -23,7 +23,7 @@ from typing import Any
 
 from benchmark.common.confine import confined
 from benchmark.common.errors import BenchmarkError
-from benchmark.common.leftovers import scratch_name, sweep_leftovers
+from benchmark.common.leftovers import hold, let_go, scratch_name, sweep_leftovers
 
 MODEL = "model"  # the train stage's model folder
 CARD = "README.md"
@@ -160,6 +160,9 @@ def save_sparse_encoder(model_dir: Path, out: Path, *, max_seq_length: int, card
         raise BenchmarkError(f"{problem}; nothing exported. Move it away or pass another --out")
     sweep_leftovers(out.parent)
     tmp = out.with_name(scratch_name(out.name, "tmp"))
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    hold(tmp)  # kept by every sweeper while this export writes into it, whatever PID namespace it runs in
     try:
         return _save_sparse_encoder(model_dir, out, tmp, max_seq_length, card, train_id)
     except Exception as exc:  # safetensors reports a full disk as its own error, not an OSError
@@ -169,6 +172,7 @@ def save_sparse_encoder(model_dir: Path, out: Path, *, max_seq_length: int, card
             raise disk.full_error(tmp) from None
         raise
     finally:
+        let_go(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

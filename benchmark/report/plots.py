@@ -169,7 +169,7 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
                     facecolors="none",
                     edgecolors="red",
                     zorder=3,
-                    label=None if ringed else "collapsed/degraded (scored)",
+                    label=None if ringed else "marked: collapsed, degraded or lost (scored)",
                 )
                 ringed = True
             stopped_x.extend(x for x, c, _ in cells if c.status == COLLAPSED)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.pipeline.systems import system
-from benchmark.report.judgements import judge, marks
+from benchmark.report.judgements import judge, lost_key, marks
 from benchmark.report.labels import baseline_of, bm25_of, system_label
 from benchmark.report.results import ConditionResult, RowKey, SuiteResults, outcome_counts
 from benchmark.training.outcomes import COLLAPSED, DEGRADED, MISSING, OK
@@ -26,6 +26,9 @@ from benchmark.training.outcomes import COLLAPSED, DEGRADED, MISSING, OK
 SUBSET_MEAN = "mean over shown"
 DAGGER = "†"  # significant against the same backbone's baseline
 DDAGGER = "‡"  # significant against BM25
+#: a value computed from a flagged run: a query whose summed impacts passed 2^24 (float32 scores round there)
+FLAG = "§"
+PAST_FLOAT32 = "past_float32"
 QUERY_TEST = "paired t-test over queries"
 SEED_TEST = "paired t-test over seeds"
 PARTIAL = "*"
@@ -79,6 +82,7 @@ class Cell:
     best: bool = False
     partial: bool = False  # an average that left out columns without a score
     untested: bool = False  # a Δ without a test: no per-query values recorded
+    flags: tuple[str, ...] = ()  # the conditions of the runs behind the value that the notes name (PAST_FLOAT32)
 
 
 @dataclass
@@ -206,12 +210,18 @@ def _seed_values(row: Row, datasets: tuple[str, ...], measure: str) -> tuple[dic
     return values, steps
 
 
+def _flags(row: Row, datasets: tuple[str, ...]) -> tuple[str, ...]:
+    """The flagged conditions of the scored runs behind a value (each named under the table)."""
+    return (PAST_FLOAT32,) if any(c.past_float32 for c in row.runs if c.dataset in datasets and c.scored) else ()
+
+
 def _cell(row: Row, datasets: tuple[str, ...], measure: str) -> Cell:
     values, steps = _seed_values(row, datasets, measure)
     of = len(row.seeds)
     if values:
         xs = list(values.values())
-        return Cell(OK, statistics.fmean(xs), statistics.stdev(xs) if len(xs) >= 2 else None, len(xs), of)
+        sd = statistics.stdev(xs) if len(xs) >= 2 else None
+        return Cell(OK, statistics.fmean(xs), sd, len(xs), of, flags=_flags(row, datasets))
     if steps or any(c.stopped_early for c in row.runs if c.dataset in datasets):
         return Cell(COLLAPSED, of=of, steps=tuple(sorted(set(steps))))
     return Cell(MISSING, of=of)
@@ -254,7 +264,8 @@ def _combine(parts: list[Cell]) -> Cell:
     ok = [p.value for p in parts if p.status == OK]
     if not ok:
         return Cell(COLLAPSED)
-    return Cell(OK, sum(ok) / len(ok), partial=len(ok) < len(parts))  # type: ignore[arg-type]
+    flags = tuple(dict.fromkeys(f for p in parts if p.status == OK for f in p.flags))
+    return Cell(OK, sum(ok) / len(ok), partial=len(ok) < len(parts), flags=flags)  # type: ignore[arg-type]
 
 
 def build_table(
@@ -593,6 +604,10 @@ def legend(table: Table) -> list[str]:
             "[collapsed] / [degraded]: the training run's outcome; [… vs baseline] / [… vs reference]: "
             "judged against another run"
         )
+    if any(" lost " in f" {table.info[r].mark}" for r in table.rows):
+        out.append(lost_key())
+    if any(c.flags for c in cells):
+        out.append(f"{FLAG}: computed from a query whose summed impacts passed 2^24 (float32 rounds; notes: Past 2^24)")
     if any(c.status == COLLAPSED for c in cells):
         out.append("collapsed (step N): stopped at its collapse, no score (never 0)")
     if any(c.partial for c in cells):

@@ -71,6 +71,7 @@ class Parts:
     significant_bm25: bool = False
     seeds: str = ""  # "2/3" when fewer seeds than the row has
     steps: str = ""  # a collapsed cell: "step 1500"
+    flagged: bool = False  # computed from a flagged run (benchmark.report.table.FLAG)
 
 
 def parts(cell: Cell, digits: int) -> Parts:
@@ -88,4 +89,5 @@ def parts(cell: Cell, digits: int) -> Parts:
         cell.significant,
         cell.significant_bm25,
         f"{cell.seeds}/{cell.of}" if cell.seeds < cell.of else "",
+        flagged=bool(cell.flags),
     )

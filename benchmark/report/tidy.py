@@ -75,6 +75,7 @@ TABLE_COLUMNS = [
     "p_query",
     "search_ms",
     "index_bytes",
+    "flags",
 ]
 
 
@@ -188,6 +189,7 @@ def table_rows(table: Table) -> list[dict[str, Any]]:
                     **{s: "" if sparse.get(s) is None else f"{sparse[s]:.6g}" for s in (*SPARSITY, *EFFICIENCY)},
                     "test": cell.test,
                     "p_query": fmt_p(cell.p_query),
+                    "flags": ";".join(cell.flags),
                 }
             )
     return out

@@ -19,7 +19,9 @@ from benchmark.training.recipe import Recipe
 
 class Train(StageKind):
     name = "train"
-    VERSION = 4  # 4: degraded at a stated false-positive rate (one-sided t); a collapse that no longer holds on the
+    VERSION = 5  # 5: recovery needs `patience` healthy armed rows, as firing does; a collapse after the published
+    # best checkpoint is collapsed (it read "ok … recovered"). 4: degraded at a stated false-positive rate
+    # (one-sided t); a collapse that no longer holds on the
     # published checkpoint is an event, not the outcome. 3: degraded judged on the published checkpoint; per-query
     # dev RR. 2: outcomes decided by armed triggers and a held-out dev batch; no clipping in the recipes
     Record = TrainRecord

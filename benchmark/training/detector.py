@@ -17,10 +17,12 @@ replays them from its checkpoint's log history and reaches the same verdict.
     student's margins explain none of the teacher's (R² ≤ 0).
 
   Terms are counted as the index sees them: impact ≥ 1 after quantisation (``benchmark.splade.impacts.quantise``).
-* A collapse trigger that fired during training but whose condition no longer holds on the **published**
-  checkpoint's armed row is kept as an event (``recovered``: the step it fired and the step published)
-  and is not the outcome: the model that is encoded and scored is judged. A non-finite step stops
-  training, so it stays ``collapsed``.
+* A collapse trigger that fired during training but whose condition then held on none of the
+  ``patience`` armed rows up to the **published** checkpoint (the same number of rows in a row as
+  firing needs, all after the firing step) is kept as an event (``recovered``: the step it fired and
+  the step published) and is not the outcome: the model that is encoded and scored is judged. A
+  non-finite step stops training, so it stays ``collapsed``. A run that collapsed after the published
+  (best) checkpoint did not recover: it is ``collapsed``, and the detail names the checkpoint kept.
 * ``degraded``: not collapsed, and the held-out dev MRR@10 of the **published** checkpoint (the last
   step, or the best dev step under ``checkpoint = "best"``) is below its step-0 value by a one-sided
   paired t-test at ``DEGRADED_FPR``: the drop exceeds t(1 − DEGRADED_FPR, n − 1) standard errors, so an
@@ -210,17 +212,21 @@ def published_drop(dev_rows: Sequence[dict[str, Any]], step: int) -> DevDrop | N
     return DevDrop.of(by_step[0], by_step[step])
 
 
-def recovered(detector: OutcomeDetector, published_row: dict[str, Any] | None) -> bool:
-    """Whether a fired collapse trigger no longer holds on the published checkpoint's armed row (never
-    for a non-finite step, which stops training)."""
-    if (
-        detector.reason is None
-        or NON_FINITE in detector.fired
-        or published_row is None
-        or not detector.armed(published_row)
-    ):
+def recovered(detector: OutcomeDetector, published_rows: Sequence[dict[str, Any]], published_step: int) -> bool:
+    """Whether a fired collapse trigger no longer holds: the last ``patience`` armed rows at or before the
+    published step all come after the firing step and hold no trigger condition (never for a non-finite
+    step, which stops training, nor for a published checkpoint that precedes the firing)."""
+    if detector.reason is None or NON_FINITE in detector.fired or detector.step is None:
         return False
-    return not (set(detector.conditions(published_row)) & set(TRIGGERS))
+    if published_step < detector.step:
+        return False
+    armed = [r for r in published_rows if int(r["step"]) <= published_step and detector.armed(r)]
+    last = armed[-detector.patience :]
+    return (
+        len(last) == detector.patience
+        and all(int(r["step"]) > detector.step for r in last)
+        and not any(set(detector.conditions(r)) & set(TRIGGERS) for r in last)
+    )
 
 
 def outcome(
@@ -228,23 +234,26 @@ def outcome(
     dev: DevDrop | None,
     published_step: int,
     last_step: int | None = None,
-    published_row: dict[str, Any] | None = None,
+    published_rows: Sequence[dict[str, Any]] = (),
 ) -> tuple[str, str | None, int | None, str | None]:
     """(outcome, reason, step, detail) of a run whose published checkpoint is ``published_step``
-    (``last_step``: where it ended, when that differs; ``published_row``: its telemetry row); ``dev``
-    None: no held-out signal. A degraded run's step is the published one: the drop is measured on the
-    model that is encoded and scored."""
+    (``last_step``: where it ended, when that differs; ``published_rows``: the telemetry rows up to it);
+    ``dev`` None: no held-out signal. A degraded run's step is the published one: the drop is measured on
+    the model that is encoded and scored."""
     event = ""
     if detector.reason is not None:
-        if recovered(detector, published_row):
+        if recovered(detector, published_rows, published_step):
             event = (
-                f"; recovered: {detector.reason} fired at step {detector.step} ({detector.detail}) and no "
-                f"longer holds at the published step {published_step}"
+                f"; recovered: {detector.reason} fired at step {detector.step} ({detector.detail}) and held on "
+                f"none of the {detector.patience} armed logging steps up to the published step {published_step}"
             )
         else:
             detail = detector.detail or ""
             if detector.step is not None and published_step < detector.step:
-                detail += f"; the published best checkpoint (step {published_step}) precedes it"
+                detail += (
+                    f"; collapsed after the published best checkpoint: the model kept, encoded and scored is step "
+                    f"{published_step}'s, before the collapse"
+                )
             return COLLAPSED, detector.reason, detector.step, detail
     if dev is not None and dev.degraded:
         where = (

@@ -523,9 +523,9 @@ def train_splade(
     published = best.step if publish_best else steps
     drop = published_drop(dev_rows, published) if data.dev is not None else None
     dev_rr = {int(r["step"]): r["dev_rr"] for r in dev_rows}
-    # the last logged state at or before the published step: what the collapse rules see of the published model
-    published_row = next((r for r in reversed(trained) if r.get("step", 0) <= published and "ranking_loss" in r), None)
-    result, reason, outcome_step, detail = outcome(detector, drop, published, steps, published_row)
+    # the logged states up to the published step: what the collapse rules see of the published model
+    published_rows = [r for r in trained if r.get("step", 0) <= published and "ranking_loss" in r]
+    result, reason, outcome_step, detail = outcome(detector, drop, published, steps, published_rows)
     if reason == DEV_DROP:
         marked = next((r for r in trained if r.get("step") == published), final)
         if marked:

@@ -173,13 +173,33 @@ for _path in sorted(_recipe_dir().glob("*.toml")):
     RECIPES.register(_path.stem, _path)
 
 
+#: the recipe file's key naming the split its values were tuned on: a record, never an input to training
+#: (kept out of ``Recipe``, so out of the train stage's id)
+TUNED_ON = "tuned_on"
+
+
+def _recipe_path(name: str | Path) -> Path:
+    path = Path(name)
+    return path if path.suffix == ".toml" and path.is_file() else RECIPES[str(name)]
+
+
+def recipe_tuned_on(name: str | Path) -> str:
+    """The split a recipe's values were tuned on, as its file records it ("" when a file of one's own says
+    nothing); a table reporting on that split favours the recipe's arm."""
+    value = load_toml(_recipe_path(name)).get(TUNED_ON, "")
+    if not isinstance(value, str):
+        raise BenchmarkError(
+            f"recipe {name}: {TUNED_ON} = {value!r} must be a string naming a split, e.g. 'beir/scifact/train'"
+        )
+    return value
+
+
 def load_recipe(name: str | Path, overrides: Sequence[tuple[list[str], Any]] = ()) -> Recipe:
     """A packaged recipe by name (see ``RECIPES``), or a recipe TOML file by path; ``overrides``
     (``--set recipe.key=value``) change its values before they are checked."""
-    path = Path(name)
-    if not (path.suffix == ".toml" and path.is_file()):
-        path = RECIPES[str(name)]
+    path = _recipe_path(name)
     data = apply_overrides(load_toml(path), list(overrides), "recipe")
+    data.pop(TUNED_ON, None)  # a record of the recipe's history, not a training value
     try:
         recipe = from_dict(Recipe, data, path.name)
         if str(name) in RECIPES and recipe.name != path.stem:

@@ -66,6 +66,10 @@ class SpladeSystem(System):
         seeds = list(opts.seeds or sp.seeds)
         plan.backbones, plan.variants, plan.seeds = list(backbones), dict(variants), seeds
         plan.recipe = dataclasses.asdict(train_inputs[0]) if train_inputs is not None else None
+        if plan.recipe is not None and recipe_name:
+            from benchmark.training.recipe import recipe_tuned_on
+
+            plan.recipe["tuned_on"] = recipe_tuned_on(recipe_name)  # a record, not in the train stage's id
         plan.backbones = distinct(backbones, plan.same_backbones)
         out = []
         for backbone in plan.backbones:
@@ -163,6 +167,32 @@ def fmt_factor(f: float) -> str:
 def describe_variant(spec: Any, overrides: dict[str, Any]) -> str:
     return spec.description + "".join(
         f", {k} = {v:g}" if isinstance(v, float) else f", {k} = {v}" for k, v in sorted(overrides.items())
+    )
+
+
+def tuned_note(tuned_on: str, datasets: Sequence[str]) -> str:
+    """Which split the recipe was tuned on, and whether this plan reports on it (a leak that favours it)."""
+    if not tuned_on:
+        return "tuned on: not stated in the recipe file"
+    leak = tuned_on in datasets
+    return f"tuned on: {tuned_on}" + (
+        ", a split this plan reports on: its numbers there favour the recipe's arms" if leak else ""
+    )
+
+
+def untie_note(backbones: Sequence[str], variants: Any) -> str:
+    """Where a variant says 'once' but a backbone's tie makes it 'untie': which backbones, so the header
+    does not call their arm the paper's method."""
+    from benchmark.model.rescale import tie_handling
+
+    if not any(spec.method == "once" and spec.mode != "none" for spec, _ in variants):
+        return ""
+    untied = [b for b in backbones if tie_handling(b) == "untie"]
+    if not untied:
+        return ""
+    return (
+        f"; on {', '.join(untied)} 'once' runs as 'untie', an untied scaled copy: this harness's extension, "
+        "not the paper's method"
     )
 
 
