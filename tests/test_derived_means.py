@@ -43,7 +43,7 @@ def test_report_names_a_recorded_mean_its_values_disagree_with_and_uses_the_valu
         "with --refresh)"
     ]
     table = (folder / "table.md").read_text()
-    assert "| BM25 | **0.6789** |" in table and "0.1234" not in table
+    assert "| BM25 | **0.6789** (ref 0.6789 [OK]) |" in table and "0.1234" not in table  # the reference beside it
     with open(folder / "metrics.csv", newline="") as fh:
         [row] = [r for r in csv.DictReader(fh) if r["system"] == "bm25" and r["measure"] == "nDCG@10"]
     assert (round(float(row["value"]), 4), row["queries"]) == (0.6789, "300")

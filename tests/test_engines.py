@@ -203,7 +203,10 @@ def test_engines_add_labelled_rows_and_keep_lucenes_stage_ids():
     assert [c.variant for c in pisa] == ["baseline · pisa:maxscore"] * 2  # trained and untrained
     assert all(c.engine == "pisa:maxscore" and c.row()["engine"] == "pisa:maxscore" for c in pisa)
     assert all(c.search.config.engine == "pisa" and c.search.parents["index"].config.engine == "pisa" for c in pisa)
-    assert "--engines lucene,pisa" in pisa[0].command
+    # a row's command narrows the run to that row's own engine, which plans exactly that engine's rows
+    assert "--engines pisa:maxscore" in pisa[0].command
+    alone = build_plan(suite, Options(engines=["pisa:maxscore"]))
+    assert {c.search.id for c in alone.conditions if c.engine} == {c.search.id for c in pisa}
     problems: list[str] = []
     build_plan(suite, Options(engines=["lucene", "bmp"]), problems)
     assert len(problems) == 1 and "unknown search engine 'bmp'" in problems[0]
