@@ -14,6 +14,7 @@ and exits 1 on any FAIL.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +62,17 @@ def not_evaluated(entry: Any, plan: Any) -> bool:
     left out."""
     if not system(entry.system).evaluates(entry, getattr(plan, "published", [])):
         return True
-    return bool(getattr(plan, "subset", None)) and not any(_matches(entry, c) for c in plan.conditions)
+    return _rows_narrowed(getattr(plan, "subset", None)) and not any(_matches(entry, c) for c in plan.conditions)
+
+
+#: the flags that leave rows out (a data cut, --max-docs or --max-queries, keeps every row)
+_ROW_FLAGS = re.compile(r"(?:^|[,; ])(?:systems|datasets|backbones|variants|seeds|published|engines|run)=")
+
+
+def _rows_narrowed(subset: str | None) -> bool:
+    """Whether the subset label names a flag that leaves rows out: an entry for a row the run has no
+    condition for is then not this run's to judge; in a whole run (or a data cut) it is a FAIL."""
+    return bool(subset) and _ROW_FLAGS.search(subset) is not None
 
 
 def applies(entry: Any, plan: Any) -> bool:

@@ -423,7 +423,7 @@ def bm25_search(
     from jnius import autoclass
 
     qids = list(queries)
-    searcher = autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
+    searcher = autoclass("io.anserini.search.SimpleSearcher")(os.path.abspath(index_dir))
     try:
         searcher.set_bm25(float(k1), float(b))
         began = time.perf_counter()
@@ -490,7 +490,7 @@ def impact_search(
         for token, weight in queries[qid].items():
             jquery.put(token, JInteger(int(weight)))
         query_list.append(jquery)
-    searcher = autoclass("io.anserini.search.SimpleImpactSearcher")(str(index_dir))
+    searcher = autoclass("io.anserini.search.SimpleImpactSearcher")(os.path.abspath(index_dir))
     try:
         began = time.perf_counter()
         results = searcher.batch_search(_java_list(query_list), _java_list(qids), int(k), int(threads))
@@ -538,7 +538,7 @@ def index_stats(index_dir: Path) -> dict[str, int]:
 
     utils = autoclass("io.anserini.index.IndexReaderUtils")
     try:
-        reader = utils.getReader(str(index_dir))
+        reader = utils.getReader(os.path.abspath(index_dir))  # the JVM keeps the cwd it started in
         try:
             found = utils.getIndexStats(reader)
             stats = {key: found.get(key) for key in found.keySet().toArray()}
