@@ -131,7 +131,8 @@ def plan_problems(plan: Any, backbones: list[str], deep: bool) -> list[str]:
             problems.extend(backbone_problems(name, deep=deep, published=True))
         # a published SparseEncoder's encode lengths are capped at its max_seq_length in the plan; what is left is
         # checked against the model's positions
-        problems.extend(_length_problems(plan, published, deep))
+        if deep:
+            problems.extend(position_problems(plan, published))
     problems.extend(depth_problems(plan))
     if plan.suite.splade is not None:
         from benchmark.model.loader import backbone_problems
