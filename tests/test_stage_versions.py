@@ -54,7 +54,17 @@ def test_every_module_a_stage_computes_with_is_locked():
     for name, kind in KINDS.items():
         module = importlib.import_module(kind.__module__)
         imported = set()
-        for node in ast.walk(ast.parse(open(module.__file__, encoding="utf-8").read())):
+        tree = ast.parse(open(module.__file__, encoding="utf-8").read())
+        typing_only = {  # imports under ``if TYPE_CHECKING:`` name types; nothing is computed with them
+            id(n)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+            for stmt in block.body
+            for n in ast.walk(stmt)
+        }
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("benchmark"):
                 # ``from benchmark.common import kill_points`` imports the module benchmark.common.kill_points
                 imported |= {

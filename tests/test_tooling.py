@@ -1,6 +1,6 @@
 """The linter, the formatter and the type checker run with the tests, so CI enforces them: ``ruff check``
 and ``ruff format --check`` (pyproject's [tool.ruff]: lint, import order, 120 columns), and ``mypy``
-(pyproject's [tool.mypy]: the typed spine)."""
+(pyproject's [tool.mypy]: the whole package, perf/ included)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_ruff_format_changes_nothing() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_mypy_finds_nothing_in_the_typed_spine(tmp_path: Path) -> None:
+def test_mypy_finds_nothing_in_the_package(tmp_path: Path) -> None:
     cache = tmp_path / "mypy-cache"
     done = subprocess.run([*_tool("mypy"), "--cache-dir", str(cache)], cwd=ROOT, capture_output=True, text=True)
     shutil.rmtree(cache, ignore_errors=True)

@@ -14,7 +14,7 @@ import tomllib
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from benchmark.common.errors import BenchmarkError
 
@@ -42,7 +42,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise BenchmarkError(f"{where} must be a table, got {type(value).__name__} {value!r}")
-        return from_dict(tp, value, where)
+        return from_dict(cast("type[Any]", tp), value, where)
     if origin is list:
         (item,) = typing.get_args(tp)
         if not isinstance(value, list):
@@ -141,7 +141,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
             problem = range_problem(f"{where}.{name}", kwargs[name], f.metadata)
             if problem:
                 raise BenchmarkError(problem)
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise BenchmarkError(f"{where}: missing required key {name!r}; add it")
     return cls(**kwargs)
 

@@ -105,7 +105,10 @@ def stale(name: str, folder: Path | str | None = None) -> bool:
     (where ``name`` lies), scratch whose lock a live writer holds is never stale."""
     m = _NAME.match(name)
     gone = (
-        bool(m) and m.group("host") == HOST and int(m.group("pid")) != os.getpid() and not _alive(int(m.group("pid")))
+        m is not None
+        and m.group("host") == HOST
+        and int(m.group("pid")) != os.getpid()
+        and not _alive(int(m.group("pid")))
     )
     return gone and not (folder is not None and _held(Path(folder) / name))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import ItemsView, Iterator
 from typing import Generic, TypeVar
 
 from benchmark.common.errors import unknown
@@ -37,5 +37,5 @@ class Registry(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
-    def items(self):
+    def items(self) -> ItemsView[str, T]:
         return self._items.items()

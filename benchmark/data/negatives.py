@@ -195,7 +195,7 @@ def hf_triples(
 ) -> dict[str, Any]:
     """A Hugging Face dataset ``hub_id[:subset]``, streamed: text triples as they are, id triples joined
     to the texts of the hub dataset's ``corpus_subset`` and ``queries_subset`` (see the module doc)."""
-    hub, _, subset = dataset.partition(":")
+    hub, _sep, subset = dataset.partition(":")
     batches = _arrow_batches(hub, subset or None, JOIN_BATCH)
     first = next(batches, None)
     columns = list(first.schema.names) if first is not None else []

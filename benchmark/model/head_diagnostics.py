@@ -16,7 +16,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from benchmark.common.atomic import save_figure, write_text
 
@@ -157,7 +157,7 @@ def sample_pass(
         "logit_max": logit_max,
         "act_mean": act_sum / docs,
         "doc_nnz": nnz_sum / docs,
-        "doc_flops": float(((col_sum / docs) ** 2).sum()),  # type: ignore[operator]
+        "doc_flops": float(((cast("torch.Tensor", col_sum) / docs) ** 2).sum()),  # the sample is not empty
         "hidden": torch.cat(hidden),
         "first_logits": first_logits,
     }

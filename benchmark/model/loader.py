@@ -347,7 +347,7 @@ def load_config(name: str) -> Any:
     return config
 
 
-def _missing_head_keys(info: dict, prefixes: tuple[str, ...]) -> list[str]:
+def _missing_head_keys(info: dict[str, Any], prefixes: tuple[str, ...]) -> list[str]:
     keys = {k if isinstance(k, str) else k[0] for k in info.get("missing_keys", ())}
     keys |= {k if isinstance(k, str) else k[0] for k in info.get("mismatched_keys", ())}
     return sorted(k for k in keys if k.startswith(prefixes))

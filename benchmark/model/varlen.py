@@ -57,6 +57,8 @@ def attention(
     if q.is_cuda:
         from torch.nn.attention.varlen import varlen_attn
 
+        assert max_length_q is not None  # packed_inputs gives it with cu_seq_lens_q
+
         dtype = flash_dtype(q)
         q, k, v = (x.to(dtype).contiguous() for x in (q, k, v))
         cu = cu_seq_lens_q.to(torch.int32)

@@ -17,6 +17,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -81,12 +83,14 @@ class FakeTokenizer:
         self.rng = np.random.default_rng(0)
         self.vocab = vocab
 
-    def __call__(self, texts, truncation=True, max_length=256, **kwargs):
+    def __call__(
+        self, texts: Sequence[str], truncation: bool = True, max_length: int = 256, **kwargs: Any
+    ) -> dict[str, list[list[int]]]:
         ids = [self.rng.integers(1000, self.vocab, size=min(int(t), max_length)).tolist() for t in texts]
         return {"input_ids": ids, "attention_mask": [[1] * len(i) for i in ids]}
 
 
-def encode_rate(model, vocab: int, length: int, batch: int, precision: str) -> float:
+def encode_rate(model: Any, vocab: int, length: int, batch: int, precision: str) -> float:
     tok = FakeTokenizer(vocab)
     texts = [str(length)] * (batch * 4)
     encode(model, tok, texts[:batch], max_length=256, batch_size=batch, precision=precision)  # warm-up
@@ -101,7 +105,7 @@ def splade(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.log1p(torch.relu(logits)).masked_fill(~mask.bool().unsqueeze(-1), 0).amax(dim=1)
 
 
-def train_step_seconds(model, vocab: int, batch: int, q_len: int, d_len: int, steps: int) -> float:
+def train_step_seconds(model: Any, vocab: int, batch: int, q_len: int, d_len: int, steps: int) -> float:
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=2e-5)
     q = torch.randint(1000, vocab, (batch, q_len), device=DEVICE)

@@ -10,18 +10,22 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.common.errors import BenchmarkError
 from benchmark.perf.report import Row, load_text, relate
 from benchmark.perf.workers import spawn, status_mb
 
+if TYPE_CHECKING:
+    import numpy as np
+
 DATASET = "beir/scifact/test"
 LARGE_VOCAB = 50368
 
 
-def _load_ours(spec: dict[str, Any], info: dict[str, Any]):
+def _load_ours(spec: dict[str, Any], info: dict[str, Any]) -> tuple[Callable[[list[str]], Any], int | None]:
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from benchmark.model.heads import attach_projection_scale
@@ -31,7 +35,7 @@ def _load_ours(spec: dict[str, Any], info: dict[str, Any]):
     attach_projection_scale(model)  # a checkpoint rescaled by 'projection' carries α in its config
     tokenizer = AutoTokenizer.from_pretrained(spec["model"])
 
-    def run(texts: list[str]):
+    def run(texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         info.clear()
         return encode(
             model,
@@ -47,7 +51,7 @@ def _load_ours(spec: dict[str, Any], info: dict[str, Any]):
     return run, model.config.vocab_size
 
 
-def _load_st(spec: dict[str, Any], info: dict[str, Any]):
+def _load_st(spec: dict[str, Any], info: dict[str, Any]) -> tuple[Callable[[list[str]], Any], int | None]:
     import logging
 
     from sentence_transformers import SparseEncoder
@@ -62,7 +66,7 @@ def _load_st(spec: dict[str, Any], info: dict[str, Any]):
         device=spec.get("device", "cpu"),
     )
 
-    def run(texts: list[str]):
+    def run(texts: list[str]) -> Any:
         return model.encode_document(texts, batch_size=spec["batch_size"], show_progress_bar=False)
 
     return run, None  # the vocabulary size comes with the sparse tensor
@@ -71,7 +75,7 @@ def _load_st(spec: dict[str, Any], info: dict[str, Any]):
 ENCODERS = {"ours": _load_ours, "st": _load_st}
 
 
-def _to_csr(vectors: Any, vocab: int | None):
+def _to_csr(vectors: Any, vocab: int | None) -> Any:
     """Our list of (ids, weights) or ST's sparse COO tensor → scipy CSR float32."""
     import numpy as np
     import scipy.sparse as sp
@@ -163,7 +167,7 @@ def scifact(n_docs: int) -> tuple[list[str], list[str], dict[str, str], dict[str
     return ids, texts, queries, qrel_dict
 
 
-def quantised(matrix, scale: int):
+def quantised(matrix: Any, scale: int) -> Any:
     from benchmark.splade.impacts import quantise
 
     m = matrix.copy()
@@ -172,7 +176,9 @@ def quantised(matrix, scale: int):
     return m
 
 
-def _ndcg(doc_ids: list[str], qids: list[str], docs, queries, qrels, scale: int) -> float:
+def _ndcg(
+    doc_ids: list[str], qids: list[str], docs: Any, queries: Any, qrels: dict[str, dict[str, int]], scale: int
+) -> float:
     """nDCG@10 of exact integer dot products of quantised vectors (what Lucene impact scoring computes)."""
     import ir_measures
     import numpy as np

@@ -50,7 +50,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmark.common.atomic import write_text
 from benchmark.common.errors import unknown
@@ -253,7 +253,7 @@ def calibrate_bias(
         if abs(nnz - TARGET_NNZ) < 0.1 * TARGET_NNZ:
             break
         lo, hi = (mid, hi) if nnz > TARGET_NNZ else (lo, mid)
-    _SHIFTS[key] = {"bias_shift": -mid, "calibration_doc_nnz": round(nnz, 1)}
+    _SHIFTS[key] = {"bias_shift": -mid, "calibration_doc_nnz": round(cast(float, nnz), 1)}
     return dict(_SHIFTS[key])
 
 
@@ -571,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
             prof.run(name, need * scale, fn)
     rates = {k: v["docs_per_s"] for k, v in prof.data["measurements"].items() if "docs_per_s" in v}
     if rates:
-        best = max(rates, key=rates.get)
+        best = max(rates, key=rates.__getitem__)
         prof.data["best_encode"] = {
             "measurement": best,
             "docs_per_s": rates[best],

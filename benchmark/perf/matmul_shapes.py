@@ -20,6 +20,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def _mm(dtype: str, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None
         torch.mm(x, w.T, out=out)
 
 
-def _best(fn, rounds: int) -> float:
+def _best(fn: Callable[[], object], rounds: int) -> float:
     fn()
     best = float("inf")
     for _ in range(rounds):
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    info = {}
+    info: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")

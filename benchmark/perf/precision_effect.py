@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         assert len(other) == 1 and c.precision == "float32" and other[0].precision == "bfloat16", (c.key, other)
         assert c.train_id == other[0].train_id, "the two runs must share their trained model"
         pairs[c.dataset] = (c, other[0])
+    rows: list[dict[str, Any]]  # one per dataset and quantity
+    impacts: list[dict[str, Any]]  # one per dataset and side
     rows, impacts = [], []
     for dataset, (a, b) in pairs.items():
         for measure in exact.measures:

@@ -25,7 +25,9 @@ import argparse
 import math
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from benchmark.common.atomic import write_text
 from benchmark.data.samples import scifact_abstracts
@@ -34,6 +36,9 @@ from benchmark.model.heads import mlm_head
 from benchmark.model.loader import load_backbone, resolve_backbone
 from benchmark.model.rescale import METHODS, Rescale, measure, sample_logits, token_logit_std
 from benchmark.model.synthetic import save_random_mlm
+
+if TYPE_CHECKING:
+    import torch
 
 STATS = ("frobenius", "row-rms", "logit-std")
 
@@ -99,7 +104,7 @@ def models(root: Path, limit: int | None = None) -> list[tuple[str, str, float]]
     return [(label, str(build()), gain) for label, build, gain in specs[:limit]]
 
 
-def measure_model(path: str, gain: float, texts) -> dict:
+def measure_model(path: str, gain: float, texts: Sequence[str] | None) -> dict[str, Any]:
     """The three statistics and the per-document max positive logits m [docs, vocab] of one backbone."""
     import torch
 
@@ -126,7 +131,7 @@ def measure_model(path: str, gain: float, texts) -> dict:
     }
 
 
-def activations(m, alpha: float) -> dict[str, float]:
+def activations(m: torch.Tensor, alpha: float) -> dict[str, float]:
     """SPLADE at initialisation with logits × α: mean weight of the active entries, mean of each
     document's largest weight, non-zeros per document (α-independent: the support does not move)."""
     import torch
@@ -153,7 +158,7 @@ def pearson(xs: list[float], ys: list[float]) -> float:
     return cov / math.sqrt(sum((x - mx) ** 2 for x in xs) * sum((y - my) ** 2 for y in ys))
 
 
-def match_part(texts, sample: int | None, limit: int | None = None) -> str:
+def match_part(texts: Sequence[str] | None, sample: int | None, limit: int | None = None) -> str:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, path, gain in models(Path(tmp), limit):
@@ -209,7 +214,7 @@ def match_part(texts, sample: int | None, limit: int | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def norms_part(texts, sample: int | None, limit: int | None = None) -> str:
+def norms_part(texts: Sequence[str] | None, sample: int | None, limit: int | None = None) -> str:
     lines = [
         "# Rescaling methods on bert-tiny and tiny ModernBERT / Ettin-like configs",
         "",

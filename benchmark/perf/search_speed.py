@@ -11,11 +11,15 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from benchmark.common.errors import BenchmarkError
 from benchmark.perf.encode_speed import quantised, scifact
 from benchmark.perf.report import Row
 from benchmark.perf.workers import load
+
+if TYPE_CHECKING:
+    from benchmark.formats.trec_run import Hits
 
 
 def part_search(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[str]]:
@@ -36,7 +40,7 @@ def part_search(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
     _, _, queries, qrels = scifact(args.docs)
     terms = vocabulary_terms(AutoTokenizer.from_pretrained(args.model), docs.shape[1])
 
-    def vec(m, i):
+    def vec(m: Any, i: int) -> dict[str, int]:
         row = m.getrow(i)
         return {terms[j]: int(w) for j, w in zip(row.indices.tolist(), row.data.tolist())}
 
@@ -61,7 +65,7 @@ def part_search(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
 
     opened: list[float] = []
 
-    def pyserini_path(threads: int):
+    def pyserini_path(threads: int) -> Hits:
         t = time.perf_counter()
         searcher = LuceneImpactSearcher(str(index), str(cached))
         opened.append(time.perf_counter() - t)
@@ -70,7 +74,7 @@ def part_search(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
         searcher.close()
         return {q: [(h.docid, float(h.score)) for h in hits.get(q, [])] for q in qvecs}
 
-    def ours_path(threads: int):
+    def ours_path(threads: int) -> Hits:
         return lucene.impact_search(index, qvecs, k=1000, threads=threads)
 
     systems = {"pyserini pre-encoded": pyserini_path, "ours impact_search": ours_path}
@@ -79,7 +83,7 @@ def part_search(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
     rows, lines = [], [f"impact index of {len(doc_ids)} docs built in {index_s:.1f} s"]
     for threads in (1, 2):
         best = {name: float("inf") for name in systems}
-        hits = {}
+        hits: dict[str, Hits] = {}  # system → its hits
         opened.clear()
         for rep in range(args.search_repeat):  # alternate the order: neither side always runs first
             for name in list(systems) if rep % 2 == 0 else list(systems)[::-1]:
@@ -106,8 +110,8 @@ def part_search(args: argparse.Namespace, work: Path) -> tuple[list[Row], list[s
         rows[-2].ratio, rows[-1].ratio = 1.0, rows[-1].docs_per_s / rows[-2].docs_per_s
     import ir_measures
 
-    hits = lucene.impact_search(index, qvecs, k=1000, threads=args.threads)
-    run = {q: {d: s for d, s in h} for q, h in hits.items()}
+    ours = lucene.impact_search(index, qvecs, k=1000, threads=args.threads)
+    run = {q: {d: s for d, s in h} for q, h in ours.items()}
     ndcg = ir_measures.calc_aggregate([ir_measures.nDCG @ 10], qrels, run)[ir_measures.nDCG @ 10]
     lines.append(f"Lucene nDCG@10 (ours float32 vectors): {ndcg:.4f}; k=1000; best of {args.search_repeat} runs")
     return rows, lines

@@ -28,6 +28,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         hook.remove()
 
-    info: dict = {}
+    info: dict[str, Any] = {}
     encode(model, tokenizer, texts, max_length=args.max_length, path="int8", info=info)
     cost = {
         "exact (floor)": 0.0,

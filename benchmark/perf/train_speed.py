@@ -42,9 +42,9 @@ def triples(n: int) -> list[dict[str, str]]:
 
     docs, queries, qrels = load_source(TRAIN_DATASET)
     relevant: dict[str, set[str]] = {}
-    for q in qrels:
-        if q.relevance > 0:
-            relevant.setdefault(q.query_id, set()).add(q.doc_id)
+    for qrel in qrels:
+        if qrel.relevance > 0:
+            relevant.setdefault(qrel.query_id, set()).add(qrel.doc_id)
     qids = sorted(q for q in relevant if q in queries)
     positive = {q: min(relevant[q]) for q in qids}
     needed = set(positive.values())
@@ -62,7 +62,7 @@ def triples(n: int) -> list[dict[str, str]]:
     return out
 
 
-def _meter(spec: dict[str, Any]):
+def _meter(spec: dict[str, Any]) -> Any:
     """A TrainerCallback: per-step losses and end times, and a torch.profiler table of one step."""
     import torch
     from transformers import TrainerCallback
@@ -75,7 +75,7 @@ def _meter(spec: dict[str, Any]):
             self.profile: list[dict[str, Any]] = []
             self.profiled_step = spec["profile_step"]
             self.rss_start = float("nan")
-            self._prof = None
+            self._prof: Any = None  # a torch.profiler.profile while the profiled step runs
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.rss_start = status_mb("VmRSS")

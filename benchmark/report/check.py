@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from benchmark.pipeline.systems import system
 from benchmark.stages.records import EvaluateRecord, parse
@@ -72,7 +72,7 @@ _ROW_FLAGS = re.compile(r"(?:^|[,; ])(?:systems|datasets|backbones|variants|seed
 def _rows_narrowed(subset: str | None) -> bool:
     """Whether the subset label names a flag that leaves rows out: an entry for a row the run has no
     condition for is then not this run's to judge; in a whole run (or a data cut) it is a FAIL."""
-    return bool(subset) and _ROW_FLAGS.search(subset) is not None
+    return bool(subset) and _ROW_FLAGS.search(cast(str, subset)) is not None
 
 
 def applies(entry: Any, plan: Any) -> bool:

@@ -134,7 +134,7 @@ def load_results(folder: str | Path) -> ResultFrames:
                     "condition": c.key,
                 }
             )
-    perquery = []
+    perquery: list[dict[str, Any]] = []
     for c in results.conditions:
         for measure, values in sorted(results.perquery.get(c.key, {}).items()):
             row = _row(c)

@@ -326,6 +326,7 @@ def judge(results: SuiteResults, rows: Mapping[RowKey, Any]) -> dict[RowKey, lis
             if other is not None and other != key
         ]
         if len(comparators) == 2 and comparators[0][1] == comparators[1][1]:
+            assert base is not None  # both comparators were kept, the baseline arm among them
             comparators = [(BOTH, base)]
         mine = _by_seed(row.runs)
         for against, other in comparators:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from benchmark.report.table import (
     DAGGER,
@@ -18,6 +19,9 @@ from benchmark.report.table import (
 from benchmark.report.text import MISSING_TEXT, parts, sparse
 from benchmark.training.outcomes import COLLAPSED, OK
 
+if TYPE_CHECKING:
+    from benchmark.pipeline.systems import RowKey
+
 
 def header(table: Table, col: Column, labels: dict[str, str] | None) -> str:
     name = col.name if col.kind == "average" else short_name(col.name, labels)
@@ -29,7 +33,7 @@ def sparsity_header(table: Table, dataset: str, name: str, labels: dict[str, str
     return label if len(table.sparsity) == 1 else f"{short_name(dataset, labels)} {label}"
 
 
-def cell_text(table: Table, row, col: Column) -> str:
+def cell_text(table: Table, row: RowKey, col: Column) -> str:
     p = parts(table.cells[(row, col.name)], table.digits)
     if p.status == COLLAPSED:
         return COLLAPSED + (f" ({p.steps})" if p.steps else "")
@@ -48,7 +52,7 @@ def cell_text(table: Table, row, col: Column) -> str:
     return text
 
 
-def row_label(table: Table, row) -> str:
+def row_label(table: Table, row: RowKey) -> str:
     info = table.info[row]
     return info.label + (f" [{info.mark}]" if info.mark else "")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmark.common.atomic import save_figure
 from benchmark.common.confine import confined
@@ -116,7 +116,8 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
         layout="constrained",
     )
     ax = axes[0, 0]
-    series = list(dict.fromkeys((r[1], r[3], sweep_arm(r[2])) for r in sweep_rows))
+    # (backbone, trained, arm): a sweep row has an arm (sweep_arm is not None)
+    series = cast("list[tuple[str, bool, str]]", list(dict.fromkeys((r[1], r[3], sweep_arm(r[2])) for r in sweep_rows)))
     backbones = list(dict.fromkeys((b, t) for b, t, _ in series))
     data_cols = [c for c in table.columns if c.kind != "average"] or table.columns
     stopped_x: list[float] = []
@@ -132,7 +133,7 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
                 for r in sweep_rows
                 if (r[1], r[3]) == (backbone, trained) and (sweep_arm(r[2]) == arm or is_baseline(r[2]))
             ),
-            key=lambda r: factor_of[r],
+            key=lambda r: cast(float, factor_of[r]),  # a sweep row has a factor
         )
         marker, style = arm_style(arm, others)
         color = f"C{backbones.index((backbone, trained)) % 10}"
@@ -143,9 +144,9 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
         name = f"{backbone}{'' if trained else ' (untrained)'} x<f>{'-' + arm if arm else ''}" + (
             f": {', '.join(meaning)}" if meaning else ""
         )
-        hollow = {"markerfacecolor": "none"} if arm else {}
+        hollow: dict[str, Any] = {"markerfacecolor": "none"} if arm else {}
         for col in data_cols:
-            cells = [(factor_of[r], table.cells[(r, col.name)], table.info[r]) for r in rows]
+            cells = [(cast(float, factor_of[r]), table.cells[(r, col.name)], table.info[r]) for r in rows]
             shown = [(x, c) for x, c, _ in cells if c.status == OK]
             label = name + (f" · {short_name(col.name)}" if len(data_cols) > 1 else "")
             ax.errorbar(
@@ -159,7 +160,7 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
                 label=label,
                 **hollow,
             )
-            lows.extend(c.value for _, c in shown)
+            lows.extend(cast(float, c.value) for _, c in shown)  # status OK: a value
             marked = [(x, c) for x, c, info in cells if c.status == OK and info.mark]
             if marked:
                 ax.scatter(
@@ -189,7 +190,7 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
                     linewidth=1,
                     label=f"{backbone}{'' if trained else ' (untrained)'}: baseline (unscaled)",
                 )
-                lows.append(base.value)
+                lows.append(cast(float, base.value))
         if with_sparsity:
             low = axes[1, 0]
             dataset = table.sparsity[0]
@@ -215,7 +216,7 @@ def sweep_figure(table: Table, results: SuiteResults) -> Any:
         ax.scatter(
             stopped_x, [bottom] * len(stopped_x), marker="x", color="red", s=60, zorder=3, label="collapsed (stopped)"
         )
-    ticks = sorted({factor_of[r] for r in sweep_rows})
+    ticks = sorted({cast(float, factor_of[r]) for r in sweep_rows})
     for a in axes[:, 0]:
         a.set_xscale("log", base=2)
         a.set_xticks(ticks)
@@ -341,9 +342,9 @@ def averages_plot(table: Table, path: Path) -> list[str]:
     return entries
 
 
-def head_norms(results: SuiteResults) -> list[tuple[tuple[str, str, str, bool], Any]]:
+def head_norms(results: SuiteResults) -> list[tuple[RowKey, ConditionResult]]:
     """One backbone record per SPLADE row: (row, condition) for rows whose backbone stage recorded norms."""
-    seen: dict[Any, Any] = {}
+    seen: dict[RowKey, ConditionResult] = {}
     for c in results.conditions:
         if system(c.system).trains and c.head_norm_before is not None and c.row not in seen:
             seen[c.row] = c

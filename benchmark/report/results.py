@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmark.common.atomic import atomic_write, write_json
 from benchmark.common.confine import confined
@@ -455,7 +455,7 @@ def efficiency(results: SuiteResults) -> dict[str, dict[str, float | None]]:
         search = results.stage_log.get(c.search_id) if c.search_id else None
         index = results.stage_log.get(indexes.get(c.search_id, "")) if c.search_id else None
         searched = search is not None and c.queries and c.scored and system(c.system).searches
-        ms = 1000 * search["seconds"] / c.queries if searched else None
+        ms = 1000 * cast("dict[str, Any]", search)["seconds"] / c.queries if searched else None  # searched: not None
         out[c.key] = {"search_ms": ms, "index_bytes": float(index["bytes"]) if index is not None and c.scored else None}
     return out
 

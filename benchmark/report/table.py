@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmark.pipeline.systems import system
 from benchmark.report.judgements import judge, lost_key, marks
@@ -287,10 +287,10 @@ def build_table(
     ]
     for avg in settings.averages:
         if all(d in names for d in avg.datasets):  # an average over a subset would mislead: leave it out
-            measures = {measure_for(d) for d in avg.datasets}
+            measures = cast("set[str]", {measure_for(d) for d in avg.datasets})  # in names: each has a measure
             columns.append(
                 Column(avg.name, "average", measures.pop() if len(measures) == 1 else "mixed", tuple(avg.datasets))
-            )  # type: ignore[arg-type]
+            )
     if (
         settings.averages
         and not any(c.kind == "average" for c in columns)
@@ -308,6 +308,7 @@ def build_table(
             if col.kind != "average":
                 cells[(key, col.name)] = _cell(rows[key], col.members or (col.name,), col.measure)
 
+    base: Cell | None
     tested: list[Cell] = []  # Δ and significance against the same backbone's baseline, Holm over the table
     for key in keys:
         ref = baseline_of(key, rows)
@@ -326,7 +327,7 @@ def build_table(
                     cell.p_query = paired_ttest(a, b).p_value
                 seeds_a, seeds_b = (_seed_values(rows[k], datasets, col.measure)[0] for k in (key, ref))
                 if len(set(seeds_a) & set(seeds_b) - {None}) >= 2:  # several seeds: the seed is the unit
-                    cell.p_value, cell.test = seed_ttest(seeds_a, seeds_b).p_value, SEED_TEST  # type: ignore[arg-type]
+                    cell.p_value, cell.test = seed_ttest(seeds_a, seeds_b).p_value, SEED_TEST
                 elif cell.p_query is not None:
                     cell.p_value, cell.test = cell.p_query, QUERY_TEST
                 if cell.p_value is not None:
@@ -374,8 +375,8 @@ def build_table(
 
     for col in columns:  # bold: the best shown value of the column, when there is something to compare
         shown = {
-            k: round(cells[(k, col.name)].value, settings.digits)
-            for k in keys  # type: ignore[arg-type]
+            k: round(cast(float, cells[(k, col.name)].value), settings.digits)  # status OK: has a value
+            for k in keys
             if cells[(k, col.name)].status == OK and not cells[(k, col.name)].partial
         }
         if len(set(shown.values())) >= 2:
@@ -753,7 +754,9 @@ def suite_tables(results: SuiteResults) -> list[Table]:
         tables.append(
             build_table(
                 results,
-                lambda name, m=measure: m if m in results.measures_of(name) else None,
+                cast(
+                    "Callable[[str], str | None]", lambda name, m=measure: m if m in results.measures_of(name) else None
+                ),
                 f"{where}: {measure}",
                 settings,
                 rows,

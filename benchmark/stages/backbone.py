@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.common import kill_points
 from benchmark.common.errors import BenchmarkError
@@ -24,6 +24,9 @@ from benchmark.model.loader import backbone_fingerprint, backbone_key, load_back
 from benchmark.model.rescale import STATISTICS, Rescale, apply_rescale
 from benchmark.stages.records import BackboneRecord
 from benchmark.stages.store import Inputs, StageKind, label_field
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 
 def _replace_dir(tmp: Path, out_dir: Path) -> None:
@@ -133,7 +136,7 @@ class Backbone(StageKind):
         return f"{config.backbone}: {config.rescale.description}"
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> BackboneRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> BackboneRecord:
         return BackboneRecord.from_json(
             prepare_backbone(config.backbone, config.rescale, model_path(out), inputs.external.get("checkpoint"))
         )

@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.stages.records import CorpusRecord
 from benchmark.stages.store import Inputs, StageKind
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 
 class Corpus(StageKind):
@@ -53,7 +56,7 @@ class Corpus(StageKind):
         return config.source + (f" (max_docs={config.max_docs})" if config.max_docs else "")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> CorpusRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> CorpusRecord:
         from benchmark.data.datasets import judged_docs, materialise_corpus
 
         keep = judged_docs(inputs.path("topics")) if "topics" in inputs else frozenset()

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from benchmark.formats.checkpoint import model_path
 from benchmark.stages.records import CorpusRecord, EncodeRecord
 from benchmark.stages.store import Inputs, StageKind, added_field
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 
 class Encode(StageKind):
@@ -61,7 +64,7 @@ class Encode(StageKind):
         )
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> EncodeRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> EncodeRecord:
         from benchmark.retrieval.impact_vectors import encode_docs_stage
 
         # the parent is a backbone stage or a train stage: both keep their checkpoint in model/

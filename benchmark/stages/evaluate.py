@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.formats.trec_run import RUN
 from benchmark.stages.records import EvaluateRecord
 from benchmark.stages.store import Inputs, StageKind
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 
 class Evaluate(StageKind):
@@ -38,7 +41,7 @@ class Evaluate(StageKind):
         return ", ".join(config.measures)
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> EvaluateRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> EvaluateRecord:
         from benchmark.evaluation.measures import evaluate_stage
 
         return EvaluateRecord.from_json(

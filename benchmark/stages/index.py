@@ -9,13 +9,16 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from benchmark.formats.documents import COLLECTION
 from benchmark.formats.lucene_index import index_path
 from benchmark.formats.vectors import SHARDS
 from benchmark.stages.records import DocumentsRecord, IndexRecord, StageRecord
 from benchmark.stages.store import Inputs, StageKind, added_field
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 
 def _bm25_input(folder: Path) -> Path:
@@ -67,7 +70,7 @@ class Index(StageKind):
         return config.type + (f" ({config.engine})" if config.engine != "lucene" else "")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> IndexRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> IndexRecord:
         from benchmark.common import kill_points
         from benchmark.common.errors import BenchmarkError
         from benchmark.retrieval import lucene

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from benchmark.formats.checkpoint import model_path
 from benchmark.stages.records import QueriesRecord
 from benchmark.stages.store import Inputs, StageKind
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 
 class Queries(StageKind):
@@ -53,7 +56,7 @@ class Queries(StageKind):
         )
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> QueriesRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> QueriesRecord:
         from benchmark.retrieval.impact_vectors import encode_queries_stage
 
         return QueriesRecord.from_json(

@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.stages.records import RunFileRecord, TopicsRecord
 from benchmark.stages.store import Inputs, StageKind
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 
 class RunFile(StageKind):
@@ -54,7 +57,7 @@ class RunFile(StageKind):
         return Path(config.path).name
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> RunFileRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> RunFileRecord:
         from benchmark.common.idset import IdSet
         from benchmark.evaluation.external_runs import materialise_run
         from benchmark.formats.documents import docids_path, iter_docids

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.formats import vectors
 from benchmark.formats.lucene_index import index_path
@@ -25,6 +25,9 @@ from benchmark.formats.query_texts import QUERIES, read_queries
 from benchmark.formats.trec_run import RUN, Hits, format_run
 from benchmark.stages.records import EncodeRecord, IndexRecord, QueriesRecord, SearchRecord
 from benchmark.stages.store import Inputs, StageKind, added_field
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 #: queries per Lucene batch: the run file grows a batch at a time, and the JVM's heap holds one batch's hits
 BATCH = 250
@@ -75,7 +78,7 @@ class Search(StageKind):
         )
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> SearchRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> SearchRecord:
         from benchmark.common import kill_points
         from benchmark.common.atomic import atomic_write
         from benchmark.retrieval import lucene

@@ -28,13 +28,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from benchmark.common import kill_points
 from benchmark.common.atomic import write_json
 from benchmark.common.disk import disk_usage
 from benchmark.common.errors import BenchmarkError
 from benchmark.stages.records import StageRecord, parse
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 CONFIG = "config.json"
 COMPLETE = "complete"
@@ -206,7 +209,7 @@ class StageKind:
         return ""
 
     @classmethod
-    def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Any) -> StageRecord:
+    def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Context) -> StageRecord:
         raise NotImplementedError
 
     @classmethod

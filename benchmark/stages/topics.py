@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.stages.records import TopicsRecord
 from benchmark.stages.store import Inputs, StageKind
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 
 class Topics(StageKind):
@@ -50,7 +53,7 @@ class Topics(StageKind):
         return config.dataset + (f" (max_queries={config.max_queries})" if config.max_queries else "")
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> TopicsRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> TopicsRecord:
         from benchmark.data.datasets import materialise_topics
 
         return TopicsRecord.from_json(

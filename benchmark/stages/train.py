@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.common.config import from_dict
 from benchmark.stages.records import TrainRecord
 from benchmark.stages.store import Inputs, StageKind
 from benchmark.training.recipe import Recipe
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 
 class Train(StageKind):
@@ -66,7 +69,7 @@ class Train(StageKind):
         return f"recipe={config.recipe.name} seed={config.seed}{extra}"
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> TrainRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> TrainRecord:
         cluster = getattr(ctx, "cluster", None)
         if cluster is not None:  # every worker trains into ``out``; rank 0 saves and returns the record
             return TrainRecord.from_json(cluster.data_parallel(train, config, inputs, out, ctx.progress))

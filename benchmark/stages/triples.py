@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from benchmark.stages.records import TriplesRecord
 from benchmark.stages.store import Inputs, StageKind
+
+if TYPE_CHECKING:
+    from benchmark.stages import Context
 
 
 class Triples(StageKind):
@@ -42,7 +45,7 @@ class Triples(StageKind):
         return f"{config.negatives} from {config.dataset}"
 
     @classmethod
-    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Any) -> TriplesRecord:
+    def run(cls, config: Config, inputs: Inputs, out: Path, ctx: Context) -> TriplesRecord:
         from benchmark.data.negatives import NEGATIVES_TO_MINER
 
         options = {k: v for k, v in vars(config).items() if k != "negatives" and v is not None}

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sentence_transformers.base.sampler import DefaultBatchSampler
 
@@ -161,7 +161,7 @@ def prepare_examples(
     meta_path = work_dir / META
     is_file = isinstance(source, (str, os.PathLike))
     if is_file:
-        path = Path(source)
+        path = Path(cast("str | os.PathLike[str]", source))
         if not path.is_file():
             raise BenchmarkError(
                 f"triples file {str(path)!r} does not exist; run the triples stage first or pass a list of dicts"
@@ -169,11 +169,12 @@ def prepare_examples(
         where, source_sha256 = str(path), file_digest(path)
         batches = _file_batches(path, columns, loss)
     else:
+        source = cast("Sequence[dict[str, Any]]", source)  # not a path: a list of dicts
         _check_list(source, columns, loss)
-        batches = _list_batches(source, columns)  # type: ignore[arg-type]
-        where = f"a list of {len(source)} examples"  # type: ignore[arg-type]
+        batches = _list_batches(source, columns)
+        where = f"a list of {len(source)} examples"
         digest = hashlib.sha256()
-        for example in source:  # type: ignore[union-attr]
+        for example in source:
             digest.update(json.dumps([example[c] for c in columns]).encode())
         source_sha256 = digest.hexdigest()
     params = {
@@ -371,6 +372,7 @@ class NoDuplicatesPermutedBatchSampler(PermutedBatchSampler):
                     return True
                 return False
 
+            index: int | None
             for _ in range(len(deferred)):
                 index, row = deferred.popleft()
                 if not take(index, row):

@@ -27,7 +27,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from sentence_transformers.sparse_encoder import (
@@ -163,10 +163,11 @@ class _Telemetry:
         return float(self.decoder.weight.detach().float().norm())
 
     def evaluate_dev(self, model: SparseEncoder) -> list[float]:
+        assert self.dev is not None  # called only when there is a dev batch
         return self.dev.reciprocal_ranks(model, batch_size=self.recipe.batch_size, autocast=self.autocast)
 
     def row(self, step: int, logs: dict[str, Any]) -> dict[str, Any]:
-        row = self.probe.flush()
+        row: dict[str, Any] = self.probe.flush()
         row["lambda_q"] = float(self.loss.query_regularizer_weight or 0.0)
         row["lambda_d"] = float(self.loss.document_regularizer_weight)
         row["head_norm"] = self.head_norm()
@@ -420,7 +421,7 @@ def train_splade(
     main = args.process_index == 0
 
     # the examples: streamed to a memory-mapped file by the main process, opened by every process
-    prepare = dict(
+    prepare: dict[str, Any] = dict(
         loss=recipe.loss,
         dev_queries=recipe.dev_queries,
         max_examples=recipe.max_examples,
@@ -520,7 +521,7 @@ def train_splade(
     steps = trainer.state.global_step
     dev_rows = [r for r in rows if "dev_rr" in r]
     publish_best = recipe.checkpoint == "best" and best.step is not None
-    published = best.step if publish_best else steps
+    published: int = cast(int, best.step) if publish_best else steps  # publish_best: best.step is not None
     drop = published_drop(dev_rows, published) if data.dev is not None else None
     dev_rr = {int(r["step"]): r["dev_rr"] for r in dev_rows}
     # the logged states up to the published step: what the collapse rules see of the published model

@@ -187,6 +187,7 @@ def count_documents(shards: Path) -> tuple[int, int]:
     """(documents with at least one term, distinct terms) of the shards, as a Lucene impact index counts them."""
     from benchmark.formats import vectors
 
+    terms: set[str]
     documents, terms = 0, set()
     for shard in sorted(Path(shards).glob(vectors.SHARD_GLOB)):
         for row in vectors.read_vectors(shard):

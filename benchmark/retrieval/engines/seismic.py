@@ -43,6 +43,7 @@ class Seismic(Engine):
 
         from benchmark.formats import vectors
 
+        terms: set[str]
         dataset, terms = seismic.SeismicDataset(), set()
         kind = seismic.get_seismic_string()
         for shard in sorted(Path(shards).glob(vectors.SHARD_GLOB)):
