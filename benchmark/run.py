@@ -96,6 +96,15 @@ def dry_run(plan: Plan, store: Store) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``benchmark run``: plan a suite, run or reuse its stages, write its tables.
+
+    Args:
+        argv: the command line without the program name (default: ``sys.argv[1:]``); ``--help`` lists it.
+
+    Returns:
+        The exit status: 0, 1 when ``--check`` found a FAIL or a stage failed, 2 for bad input (one line on
+        stderr before any work), 128 + the signal number when interrupted (finished stages are kept).
+    """
     from benchmark.common.signals import Interrupted, install_signal_handlers
 
     args = parse_args(argv)

@@ -356,8 +356,15 @@ def _missing_head_keys(info: dict[str, Any], prefixes: tuple[str, ...]) -> list[
 def load_backbone(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load ``name`` as a float32 ``*ForMaskedLM`` in eval mode plus its tokenizer.
 
-    Raises BenchmarkError when any MLM-head weight is missing from the checkpoint (it would be
-    newly initialised), when the checkpoint has no MLM head, or when it cannot be found offline.
+    Args:
+        name: a registered backbone key (``bert-tiny``, ``modernbert-base``, …), a hub id, or a local folder.
+
+    Returns:
+        The model and its tokenizer.
+
+    Raises:
+        BenchmarkError: any MLM-head weight is missing from the checkpoint (it would be newly
+            initialised), the checkpoint has no MLM head, or it cannot be found offline.
     """
     import pickle
 

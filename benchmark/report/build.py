@@ -65,7 +65,16 @@ def render(results: SuiteResults, folder: Path, name: str | None = None) -> list
 def publish(results: SuiteResults, folder: Path, extra: Callable[[Path], None] | None = None) -> Path:
     """Write the results, then render from what was written (a rebuild gives the same files), all in a
     staging folder that replaces ``folder`` whole: a kill while writing leaves the earlier folder as it
-    was, never new tables beside old ones. ``extra(staging)`` adds files (the run's stage log)."""
+    was, never new tables beside old ones.
+
+    Args:
+        results: the suite's conditions, metrics and per-query values.
+        folder: the results folder to replace (``results/<suite>/``).
+        extra: called with the staging folder to add files before rendering (the run's stage log).
+
+    Returns:
+        ``folder``, complete.
+    """
     folder = Path(folder)
 
     def fill(staging: Path) -> None:
@@ -175,7 +184,18 @@ def rebuild(
     out: Callable[[str], None] = print,
     err: Callable[[str], None] | None = None,
 ) -> int:
-    """Rebuild every suite folder (or ``suites``) from its files; 0 when all were rebuilt, else 1."""
+    """Rebuild every suite folder (or ``suites``) from its files, each on its own: one failing folder is
+    one line, and the others are still rebuilt.
+
+    Args:
+        results_dir: the folder of results folders.
+        suites: folder names to rebuild (default: every folder holding results).
+        out: where a rebuilt folder's line goes.
+        err: where a failed folder's line goes (default: stderr).
+
+    Returns:
+        0 when every folder was rebuilt, else 1.
+    """
     err = err or (lambda line: print(line, file=sys.stderr))
     results_dir = Path(results_dir)
     if not results_dir.is_dir():

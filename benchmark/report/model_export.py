@@ -297,7 +297,19 @@ def model_card(c: Any, results: Any, *, name: str, doc_len: int, query_len: int 
 def export_suite(
     folder: Path, runs: Path, out: Path, push_to_hub: str | None = None, say: Callable[[str], None] = print
 ) -> list[Path]:
-    """Every scored trained model of the results ``folder`` into ``out/<name>/``; returns the folders."""
+    """Every scored trained model of the results ``folder`` into ``out/<name>/``, as a sentence-transformers
+    ``SparseEncoder`` folder that owns only the files it wrote.
+
+    Args:
+        folder: a results folder (``results/<suite>/``).
+        runs: the runs folder holding its train stages (each model is verified against its record).
+        out: where the model folders go.
+        push_to_hub: a hub repository prefix to push each folder to (default: none).
+        say: where the per-model lines go.
+
+    Returns:
+        The exported folders.
+    """
     from benchmark.report.results import read_results
 
     results = read_results(folder)

@@ -210,6 +210,17 @@ class StageKind:
 
     @classmethod
     def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Context) -> StageRecord:
+        """Compute the stage into ``out``; the store publishes the folder atomically once this returns.
+
+        Args:
+            config: the kind's ``Config`` (it and ``VERSION`` make the id).
+            inputs: the finished parent stages by role, and the fingerprints of external inputs.
+            out: an empty staging folder (a resumable kind may find its own partial work there).
+            ctx: the run's settings that do not enter the id (threads, progress, the executor's device).
+
+        Returns:
+            The kind's ``Record``: what the report and the child stages read without opening the files.
+        """
         raise NotImplementedError
 
     @classmethod
