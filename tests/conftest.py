@@ -6,10 +6,12 @@ import contextlib
 import io
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from helpers.beir import write_scifact_slice
 from helpers.pipeline import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,3 +150,26 @@ def _build_untrained_splade(base: Path) -> None:
     assert (
         run_cli("--suite", str(suite), "--runs-dir", str(runs), "--results-dir", str(results)) == 0
     )  # SUBSET, declared
+
+
+@pytest.fixture(scope="session")
+def scifact_slice(tmp_path_factory):
+    """A 200-document SciFact test slice as a local BEIR folder, built once per session (read-only use:
+    tests that change it work on a copy)."""
+    return write_scifact_slice(tmp_path_factory.mktemp("slice") / "scifact-slice")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 48 MiB tmpfs, for a real ENOSPC from a real filesystem (skipped where mounting needs root)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {proc.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

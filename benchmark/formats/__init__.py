@@ -16,5 +16,5 @@ the sources in ``benchmark.data.sources``, and whatever the source, the data sta
 
 They sit low in the import graph (the standard library, ``benchmark.common.atomic`` and ``benchmark.common.errors``
 only; NumPy inside the one reader of its arrays), so any stage or domain module reads a parent's files
-without importing the stage that wrote them: a stage kind never imports another (``tests/test_layout.py``).
+without importing the stage that wrote them: a stage kind never imports another (``tests/package/test_layout.py``).
 """

@@ -12,10 +12,6 @@ package imports no heavy library: each kind imports torch, transformers or pyser
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 from benchmark.common.registry import Registry
 from benchmark.stages.backbone import Backbone
 from benchmark.stages.corpus import Corpus
@@ -25,7 +21,7 @@ from benchmark.stages.index import Index
 from benchmark.stages.queries import Queries
 from benchmark.stages.runfile import RunFile
 from benchmark.stages.search import Search
-from benchmark.stages.store import StageKind
+from benchmark.stages.store import Context, StageKind
 from benchmark.stages.topics import Topics
 from benchmark.stages.train import Train
 from benchmark.stages.triples import Triples
@@ -33,19 +29,6 @@ from benchmark.stages.triples import Triples
 KINDS: Registry[type[StageKind]] = Registry("stage kind")
 for _kind in (Topics, Corpus, Backbone, Triples, Train, Encode, Queries, Index, Search, Evaluate, RunFile):
     KINDS.register(_kind.name, _kind)
-
-
-@dataclass
-class Context:
-    """How stages run in this process (not part of any id): threads, progress bars, the log, and
-    the cluster a stage may spread its work over (``benchmark.pipeline.ray_executor.Cluster``: encode shards
-    as tasks, training as data-parallel workers); None runs everything in this process."""
-
-    threads: int = 1
-    progress: bool = True
-    log: Callable[[str], None] = print
-    extra: dict[str, Any] | None = None
-    cluster: Any = None
 
 
 __all__ = [

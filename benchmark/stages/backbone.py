@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmark.common import kill_points
 from benchmark.common.errors import BenchmarkError
@@ -23,10 +23,7 @@ from benchmark.model.checkpoints import quiet_transformers
 from benchmark.model.loader import backbone_fingerprint, backbone_key, load_backbone, resolve_backbone
 from benchmark.model.rescale import STATISTICS, Rescale, apply_rescale
 from benchmark.stages.records import BackboneRecord
-from benchmark.stages.store import Inputs, StageKind, label_field
-
-if TYPE_CHECKING:
-    from benchmark.stages import Context
+from benchmark.stages.store import Context, Inputs, StageKind, label_field
 
 
 def _replace_dir(tmp: Path, out_dir: Path) -> None:

@@ -6,14 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmark.formats.trec_run import RUN
 from benchmark.stages.records import EvaluateRecord
-from benchmark.stages.store import Inputs, StageKind
-
-if TYPE_CHECKING:
-    from benchmark.stages import Context
+from benchmark.stages.store import Context, Inputs, StageKind
 
 
 class Evaluate(StageKind):

@@ -9,16 +9,12 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from benchmark.formats.documents import COLLECTION
 from benchmark.formats.lucene_index import index_path
 from benchmark.formats.vectors import SHARDS
 from benchmark.stages.records import DocumentsRecord, IndexRecord, StageRecord
-from benchmark.stages.store import Inputs, StageKind, added_field
-
-if TYPE_CHECKING:
-    from benchmark.stages import Context
+from benchmark.stages.store import Context, Inputs, StageKind, added_field
 
 
 def _bm25_input(folder: Path) -> Path:

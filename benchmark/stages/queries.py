@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from benchmark.formats.checkpoint import model_path
 from benchmark.stages.records import QueriesRecord
-from benchmark.stages.store import Inputs, StageKind
-
-if TYPE_CHECKING:
-    from benchmark.stages import Context
+from benchmark.stages.store import Context, Inputs, StageKind
 
 
 class Queries(StageKind):

@@ -3,7 +3,7 @@ stage folders' ``config.json``. A kind's ``run()`` returns it; a child stage, th
 read a parent's record as its kind's type (``Inputs.record``, ``parse``), never by string keys.
 
 The records sit in one module, beside the kinds rather than inside them, because a child reads its
-parent's type and a stage kind never imports another (``tests/test_layout.py``).
+parent's type and a stage kind never imports another (``tests/package/test_layout.py``).
 
 ``from_json`` is the one place that reads what a kind's earlier VERSIONs wrote (``upgrade``: a train
 record before the outcome had its own keys; a backbone record before it named the statistic it moved).

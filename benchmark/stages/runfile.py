@@ -6,13 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmark.stages.records import RunFileRecord, TopicsRecord
-from benchmark.stages.store import Inputs, StageKind
-
-if TYPE_CHECKING:
-    from benchmark.stages import Context
+from benchmark.stages.store import Context, Inputs, StageKind
 
 
 class RunFile(StageKind):

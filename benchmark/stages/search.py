@@ -17,17 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmark.formats import vectors
 from benchmark.formats.lucene_index import index_path
 from benchmark.formats.query_texts import QUERIES, read_queries
 from benchmark.formats.trec_run import RUN, Hits, format_run
 from benchmark.stages.records import EncodeRecord, IndexRecord, QueriesRecord, SearchRecord
-from benchmark.stages.store import Inputs, StageKind, added_field
-
-if TYPE_CHECKING:
-    from benchmark.stages import Context
+from benchmark.stages.store import Context, Inputs, StageKind, added_field
 
 #: queries per Lucene batch: the run file grows a batch at a time, and the JVM's heap holds one batch's hits
 BATCH = 250

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from benchmark.common import kill_points
 from benchmark.common.atomic import write_json
@@ -36,8 +36,19 @@ from benchmark.common.disk import disk_usage
 from benchmark.common.errors import BenchmarkError
 from benchmark.stages.records import StageRecord, parse
 
-if TYPE_CHECKING:
-    from benchmark.stages import Context
+
+@dataclass
+class Context:
+    """How stages run in this process (not part of any id): threads, progress bars, the log, and
+    the cluster a stage may spread its work over (``benchmark.pipeline.ray_executor.Cluster``: encode shards
+    as tasks, training as data-parallel workers); None runs everything in this process."""
+
+    threads: int = 1
+    progress: bool = True
+    log: Callable[[str], None] = print
+    extra: dict[str, Any] | None = None
+    cluster: Any = None
+
 
 CONFIG = "config.json"
 COMPLETE = "complete"
@@ -183,7 +194,7 @@ class StageKind:
     """One kind of stage. Subclasses set the class attributes and implement ``run``.
 
     ``VERSION`` enters every id of the kind: bump it when the kind's output would change for the
-    same config (``tests/test_stage_versions.py`` fails when its ``sources`` change without a bump).
+    same config (``tests/stages/test_stage_versions.py`` fails when its ``sources`` change without a bump).
     """
 
     name: ClassVar[str]

@@ -9,15 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmark.common.config import from_dict
 from benchmark.stages.records import TrainRecord
-from benchmark.stages.store import Inputs, StageKind
+from benchmark.stages.store import Context, Inputs, StageKind
 from benchmark.training.recipe import Recipe
-
-if TYPE_CHECKING:
-    from benchmark.stages import Context
 
 
 class Train(StageKind):

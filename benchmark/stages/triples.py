@@ -5,13 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from benchmark.stages.records import TriplesRecord
-from benchmark.stages.store import Inputs, StageKind
-
-if TYPE_CHECKING:
-    from benchmark.stages import Context
+from benchmark.stages.store import Context, Inputs, StageKind
 
 
 class Triples(StageKind):

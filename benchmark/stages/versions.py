@@ -4,7 +4,7 @@
 after changing what a stage computes would serve stale results from the cache. The lock
 (``versions.json``) records, per kind, the VERSION and the digest of its ``sources`` (their syntax
 trees without docstrings: comments, docstrings and formatting do not count).
-``tests/test_stage_versions.py`` fails when a digest changed but the VERSION did not.
+``tests/stages/test_stage_versions.py`` fails when a digest changed but the VERSION did not.
 
     python -m benchmark.stages.versions            # show what changed
     python -m benchmark.stages.versions --lock     # record bumped kinds

@@ -184,14 +184,18 @@ def _recipe_path(name: str | Path) -> Path:
 
 
 def recipe_tuned_on(name: str | Path) -> str:
-    """The split a recipe's values were tuned on, as its file records it ("" when a file of one's own says
-    nothing); a table reporting on that split favours the recipe's arm."""
+    """The splits a recipe's values were tuned on, as its file records them, joined by ", " ("" when a file
+    of one's own says nothing); a table reporting on one of them favours the recipe's arm."""
     value = load_toml(_recipe_path(name)).get(TUNED_ON, "")
-    if not isinstance(value, str):
+    if value == "":
+        return ""
+    splits = [value] if isinstance(value, str) else value
+    if not isinstance(splits, list) or not all(isinstance(s, str) and s and ", " not in s for s in splits):
         raise BenchmarkError(
-            f"recipe {name}: {TUNED_ON} = {value!r} must be a string naming a split, e.g. 'beir/scifact/train'"
+            f"recipe {name}: {TUNED_ON} = {value!r} must name a split or a list of splits, e.g. "
+            "'beir/scifact/train' or ['beir/scifact/train', 'beir/nfcorpus/dev']"
         )
-    return value
+    return ", ".join(splits)
 
 
 def load_recipe(name: str | Path, overrides: Sequence[tuple[list[str], Any]] = ()) -> Recipe:

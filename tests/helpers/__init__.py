@@ -1,6 +1,16 @@
-"""What tests share: tiny checkpoints (``tiny_models``), SciFact triples (``triples``), the forward
-comparisons (``forwards``) and the pipeline command (``pipeline``). Programs that tests run in their own
-processes (``ddp_worker``, ``kill_harness``, ``memory_probe``, ``ray_*``) stay beside the tests."""
+"""What tests share: tiny checkpoints (``tiny_models``), SciFact triples (``triples``), BEIR folders
+(``beir``), an exported bert-tiny (``exports``), the forward comparisons (``forwards``), the pipeline command
+(``pipeline``), and where things are (``ROOT``, ``TESTS``, ``HELPERS``: a test module sits one folder below
+tests/, so a path from its own ``__file__`` would need to know how deep). The programs that tests run in
+their own processes (``ddp_worker``, ``kill_harness``, ``memory_probe``, ``scale_probe``, ``ray_*``) live
+here too, and run as scripts: ``python tests/helpers/NAME.py``."""
+
+from pathlib import Path
+
+#: this folder, the tests' folder and the repository root
+HELPERS = Path(__file__).resolve().parent
+TESTS = HELPERS.parent
+ROOT = TESTS.parent
 
 
 def outcomes_csv(path) -> str:

@@ -174,7 +174,7 @@ def tuned_note(tuned_on: str, datasets: Sequence[str]) -> str:
     """Which split the recipe was tuned on, and whether this plan reports on it (a leak that favours it)."""
     if not tuned_on:
         return "tuned on: not stated in the recipe file"
-    leak = tuned_on in datasets
+    leak = any(split in datasets for split in tuned_on.split(", "))
     return f"tuned on: {tuned_on}" + (
         ", a split this plan reports on: its numbers there favour the recipe's arms" if leak else ""
     )
