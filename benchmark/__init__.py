@@ -9,14 +9,15 @@ is the command on top (``python -m benchmark.run``), and ``api`` the Python API 
 
 from typing import Any
 
-__version__ = "0.1.0"
-__all__ = ["evaluate", "load_results"]
+from benchmark.common.version import __version__
+
+__all__ = ["__version__", "evaluate", "load_results"]
 
 
 def __getattr__(name: str) -> Any:
     """``benchmark.evaluate`` and ``benchmark.load_results``, imported at first use: ``import benchmark``
     loads neither torch nor Pyserini."""
-    if name in __all__:
+    if name in ("evaluate", "load_results"):
         from benchmark import api
 
         return getattr(api, name)

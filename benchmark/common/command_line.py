@@ -91,7 +91,7 @@ class Parser(argparse.ArgumentParser):
 def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     """An ArgumentParser with the shared formatter, ``--version`` and one-line errors; ``prog`` is the
     module's name (``python -m benchmark.run``), shown as ``benchmark run`` when called so."""
-    from benchmark import __version__
+    from benchmark.common.version import __version__
 
     for module, command in _INVOKED_AS:
         if prog == module or prog.startswith(module + " "):
