@@ -49,7 +49,9 @@ def grade(observed: float, expected: float, tolerance: float, okish: float | Non
 
 
 def _matches(entry: Any, cond: Any) -> bool:
-    return cond.system == entry.system and system(entry.system).matches(entry, cond)
+    """An entry names a row of its system; it was measured with the reference engine (Lucene), so a row
+    searched by another engine (``--engines``) is that row's twin, not another match."""
+    return cond.system == entry.system and not getattr(cond, "engine", "") and system(entry.system).matches(entry, cond)
 
 
 def _describe(entry: Any) -> str:

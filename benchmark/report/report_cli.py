@@ -43,7 +43,16 @@ def main(argv: list[str] | None = None) -> int:
     from benchmark.report.build import rebuild, refresh_suites
 
     args = build_parser().parse_args(argv)
-    args.suite, args.refresh = split_list(args.suite), split_list(args.refresh)
+    results = Path(args.results_dir)
+
+    def names(values: list[str] | None) -> list[str] | None:
+        """Comma-separated names, except a value that is a folder's whole name (a narrowed run's folder,
+        ``smoke@engines=lucene,pisa``, holds commas)."""
+        if values is None:
+            return None
+        return [n for v in values for n in ([v] if (results / v).is_dir() else split_list(v) or [])] or None
+
+    args.suite, args.refresh = names(args.suite), names(args.refresh)
     install_signal_handlers()
     try:
         if args.refresh:

@@ -557,6 +557,12 @@ def notes(table: Table, results: SuiteResults) -> list[str]:
             "that ran it, not a single-query latency; with few queries the stage's fixed costs dominate. index MiB: "
             "the index stage's folder on disk (2^20 bytes). "
             "Both from stages.csv (the stage log: seconds when computed, bytes); seed means."
+            + (
+                " A row whose label names an engine (· pisa:…, · seismic:…) was searched by that engine in index "
+                "and search stages of its own: its ms/q and index MiB are that engine's, the other rows' Lucene's."
+                if any(" · " in r.key.variant for r in table.info.values())
+                else ""
+            )
         )
     out.extend(judgement_notes(table))
     out.append(scope(results))

@@ -220,3 +220,27 @@ def test_numerics_are_recorded_and_a_different_thread_count_is_named():
     other = {**env, "numerics": {**env["numerics"], "intra_op_threads": threads + 6}}
     assert differences(other, env) == [f"intra-op threads {threads + 6} (now {threads})"]
     assert differences({**env, "numerics": None}, env) == []  # a stage that ran no model
+
+
+def test_an_expected_score_names_the_reference_engines_row():
+    """``--engines lucene,pisa`` plans each SPLADE row twice; the suite's expected scores were measured with
+    Lucene, so each entry names the Lucene row alone (it once matched both, and every check was 'ambiguous')."""
+    from benchmark.report.check import _matching
+
+    plan = build_plan(load_suite("smoke"), Options(engines=["lucene", "pisa"]))
+    splade = [e for e in plan.suite.expected if e.system == "splade" and e.max_docs is None]
+    assert splade
+    for e in splade:
+        (found,) = _matching(e, plan.conditions, [e.dataset])
+        assert isinstance(found, list) and [c.engine for c in found] == [""], e
+    assert any(c.engine == "pisa:maxscore" for c in plan.conditions)
+
+
+def test_report_selects_a_narrowed_runs_folder_whose_name_holds_commas(tmp_path, capsys):
+    """``--suite smoke@engines=lucene,pisa`` names one folder (a narrowed run's), not two suites."""
+    from benchmark.report.report_cli import main
+
+    (tmp_path / "smoke@engines=lucene,pisa").mkdir()
+    assert main(["--results-dir", str(tmp_path), "--suite", "smoke@engines=lucene,pisa"]) == 0
+    assert "skipped" in capsys.readouterr().out  # found, and not a suite's results (no results.json here)
+    assert main(["--results-dir", str(tmp_path), "--suite", "smoke,paper-mini"]) == 1  # two names, neither here
