@@ -501,6 +501,99 @@ def impact_search(
         searcher.close()
 
 
+#: the most query tokens (Σ q_t over a batch) written out for Anserini's own run writer; a denser batch
+#: (a collapsed model's queries, thousands of terms at large weights) goes through ``impact_search``
+MAX_RUN_WRITER_TOKENS = 20_000_000
+
+
+def run_writer_fits(queries: dict[str, dict[str, int]]) -> bool:
+    """Whether ``impact_search_to_run`` can take these queries: every token free of whitespace (the
+    pretokenized topic is split on it) and the repeated tokens within ``MAX_RUN_WRITER_TOKENS``."""
+    total = 0
+    for vector in queries.values():
+        for token, weight in vector.items():
+            if not token or any(c.isspace() for c in token):
+                return False
+            total += int(weight)
+    return total <= MAX_RUN_WRITER_TOKENS
+
+
+def impact_search_to_run(
+    index_dir: Path,
+    queries: dict[str, dict[str, int]],
+    k: int = 1000,
+    threads: int = 2,
+    timing: dict[str, float] | None = None,
+) -> Hits:
+    """``impact_search``'s hits, made by Anserini's own ``SearchCollection`` writing the run to a file:
+    no hit passes through pyjnius (14–23 µs each); Python reads the file back, a few µs a hit.
+
+    Each query is a pretokenized topic, a token repeated q_t times, which Anserini's bag-of-words
+    generator turns into the same ``BoostQuery(TermQuery(t), q_t)`` clauses ``SimpleImpactSearcher``
+    builds, scored by the same ``ImpactSimilarity`` with the same tie-break (document id): the same hits
+    in the same order, rounded scores equal (tests/retrieval/test_lucene.py). Empty queries match nothing.
+    """
+    import tempfile
+
+    check_k(k)
+    if k > MAX_EXACT_K:
+        return impact_search(index_dir, queries, k, threads, timing)  # its one-line refusal
+    start_jvm()
+    from jnius import autoclass
+
+    longest = max((len(v) for v in queries.values()), default=0)
+    if longest > 1024:  # as impact_search: Lucene's default clause limit
+        searcher_class = autoclass("org.apache.lucene.search.IndexSearcher")
+        searcher_class.setMaxClauseCount(max(longest, searcher_class.getMaxClauseCount()))
+    hits: Hits = {q: [] for q in queries}
+    asked = [q for q, v in queries.items() if v]
+    if not asked:
+        return hits
+    with tempfile.TemporaryDirectory(prefix="benchmark-search-") as tmp:
+        topics, run = Path(tmp) / "topics.tsv", Path(tmp) / "run.trec"
+        with open(topics, "w", encoding="utf-8") as fh:
+            for q in asked:
+                fh.write(q + "\t" + " ".join(" ".join([t] * int(w)) for t, w in queries[q].items()) + "\n")
+        args = autoclass("io.anserini.search.SearchCollection$Args")()
+        argv = ["-index", os.path.abspath(index_dir), "-topics", str(topics), "-topicReader", "TsvString",
+                "-output", str(run), "-impact", "-pretokenized", "-hits", str(int(k)),
+                "-threads", str(int(threads)), "-quiet"]  # fmt: skip
+        autoclass("org.kohsuke.args4j.CmdLineParser")(args).parseArgument(*argv)
+        began = time.perf_counter()
+        with _anserini_quiet():
+            search = autoclass("io.anserini.search.SearchCollection")(args)
+            try:
+                search.run()
+            finally:
+                search.close()
+        _add_time(timing, began)
+        with open(run, encoding="utf-8") as fh:
+            for line in fh:
+                qid, _, docid, _, score, _ = line.split()
+                hits[qid].append((docid, float(round(float(score)))))
+    return hits
+
+
+@contextlib.contextmanager
+def _anserini_quiet() -> Iterator[None]:
+    """Anserini's log lines (INFO: the topics read, the queries searched) kept off the terminal, unless
+    ``--verbose``: log4j's level for ``io.anserini`` is WARN while the run writer works."""
+    from benchmark.common.command_line import verbose
+
+    if verbose():
+        yield
+        return
+    from jnius import autoclass
+
+    configurator = autoclass("org.apache.logging.log4j.core.config.Configurator")
+    level = autoclass("org.apache.logging.log4j.Level")
+    configurator.setLevel("io.anserini", level.WARN)
+    try:
+        yield
+    finally:
+        configurator.setLevel("io.anserini", level.INFO)
+
+
 def past_float32(hits: Hits) -> list[str]:
     """Queries whose top score reached ``FLOAT32_EXACT``: Lucene rounded their sums, so scores and near-tie
     order there are float32 approximations until :func:`rescore_exact` (e.g. of a collapsed dense model)."""

@@ -110,6 +110,10 @@ class Search(StageKind):
             queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
 
             def search(batch: dict[str, Any]) -> Hits:
+                # Anserini writes the run itself (no hit through pyjnius); a collapsed model's dense batch,
+                # too large as pretokenized text, goes through the in-memory search: the same hits either way
+                if lucene.run_writer_fits(batch):
+                    return lucene.impact_search_to_run(index, batch, k=config.k, threads=ctx.threads, timing=timing)
                 return lucene.impact_search(index, batch, k=config.k, threads=ctx.threads, timing=timing)
 
         shards = (

@@ -143,6 +143,9 @@ def test_exact_engines_equal_lucene_on_real_encoded_vectors_and_a_dense_models_q
     reference = lucene.impact_search(lucene_index, queries, k=1000, threads=1)
     assert lucene.past_float32(reference) == []  # exact integers throughout, so equality is the test
     assert sum(len(v) for v in reference.values()) > 10_000
+    # the search stage's default producer, Anserini's run writer, gives these hits in this order
+    assert lucene.run_writer_fits(queries)
+    assert lucene.impact_search_to_run(lucene_index, queries, k=1000, threads=1) == reference
     for spec in EXACT:
         choice = engines.choose(spec)
         folder = tmp_path / choice.engine.name

