@@ -290,8 +290,22 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=ENCODE_DIR,QUERIES_DIR,DATASET",
         help="a collection: an encode stage's folder, a queries stage's folder, the ir_datasets id of its qrels",
     )
-    p.add_argument("--synthetic", default="", help="NAME=SOURCE_NAME,DOCS: synthetic vectors drawn from a --real one")
+    p.add_argument(
+        "--synthetic",
+        action="append",
+        default=[],
+        metavar="NAME=SOURCE_NAME,DOCS",
+        help="synthetic vectors drawn from a --real one; repeatable (default: none)",
+    )
     p.add_argument("--engines", default="all", help="engine specs, comma-separated, or all (every point)")
+    p.add_argument(
+        "--engines-at",
+        action="append",
+        default=[],
+        metavar="NAME=SPECS",
+        help="other engine specs for one collection, e.g. synthetic-1m=lucene,pisa:maxscore where an engine's "
+        "build would not fit the time; repeatable (default: --engines everywhere)",
+    )
     p.add_argument("--max-queries", type=int, default=None, help="the first N queries of each collection")
     p.add_argument("--work", type=Path, default=Path("runs/engines"), help="the indexes built")
     p.add_argument("--out", type=Path, default=Path("results/perf"), help="where engines.{md,csv,png} go")
@@ -304,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
             else args.engines.split(",")
         )
         engines.choose_all(specs)
+        at: dict[str, list[str]] = {}
+        for item in args.engines_at:
+            name, _, rest = item.partition("=")
+            at[name] = rest.split(",")
+            engines.choose_all(at[name])
         collections: dict[str, tuple[Path, dict[str, dict[str, int]], list[Any] | None]] = {}
         for item in args.real:
             name, _, rest = item.partition("=")
@@ -313,14 +332,27 @@ def main(argv: list[str] | None = None) -> int:
                 queries = dict(list(queries.items())[: args.max_queries])
             collections[name] = (Path(encode_dir) / vectors.SHARDS, queries, _qrels(dataset))
         rows = []
-        for name, (shards, queries, qrels) in collections.items():
-            rows += measure(name, shards, queries, qrels, specs, args.work)
-        if args.synthetic:
-            name, _, rest = args.synthetic.partition("=")
+        drawn: list[tuple[str, str, int]] = []
+        for item in args.synthetic:
+            name, _, rest = item.partition("=")
             source, docs = rest.split(",")
+            if source not in collections:
+                raise BenchmarkError(
+                    f"--synthetic {item}: no --real collection named {source!r}; valid: "
+                    f"{', '.join(collections) or 'none (pass --real NAME=…)'}"
+                )
+            drawn.append((name, source, int(docs)))
+        unknown = sorted(set(at) - set(collections) - {d[0] for d in drawn})
+        if unknown:
+            raise BenchmarkError(
+                f"--engines-at {unknown[0]}: no collection of that name; pass one of --real/--synthetic"
+            )
+        for name, (shards, queries, qrels) in collections.items():
+            rows += measure(name, shards, queries, qrels, at.get(name, specs), args.work)
+        for name, source, docs in drawn:
             shards, queries, _ = collections[source]
-            folder, queries = synthetic(shards, queries, int(docs), args.work)
-            rows += measure(name, folder, queries, None, specs, args.work)
+            folder, queries = synthetic(shards, queries, docs, args.work)
+            rows += measure(name, folder, queries, None, at.get(name, specs), args.work)
     except BenchmarkError as exc:
         print(f"error: {exc}")
         return 2

