@@ -103,12 +103,17 @@ def _quantile(values: Sequence[float], q: float) -> float:
 
 
 def _effectiveness(hits: Hits, qrels: list[Any] | None) -> dict[str, float]:
+    """The mean over the searched queries that have judgments: a judged query left out by ``--max-queries``
+    is not a query the engine missed (ir_measures would count it at 0)."""
     if not qrels:
         return {}
     import ir_measures
 
+    judged = [qrel for qrel in qrels if qrel.query_id in hits]
+    if not judged:
+        return {}
     run = [ir_measures.ScoredDoc(q, d, s) for q, ranked in hits.items() for d, s in ranked if d != q]
-    found = ir_measures.calc_aggregate([ir_measures.parse_measure(m) for m in MEASURES], qrels, run)
+    found = ir_measures.calc_aggregate([ir_measures.parse_measure(m) for m in MEASURES], judged, run)
     return {str(m): float(v) for m, v in found.items()}
 
 

@@ -215,3 +215,16 @@ def test_engines_add_labelled_rows_and_keep_lucenes_stage_ids():
     problems: list[str] = []
     build_plan(suite, Options(engines=["lucene", "bmp"]), problems)
     assert len(problems) == 1 and "unknown search engine 'bmp'" in problems[0]
+
+
+def test_the_frontiers_effectiveness_averages_only_the_searched_queries():
+    """Two judged queries, one searched: the mean is that query's own RR@10 (1/2, its relevant document
+    ranked second), not the 1/4 that averaging in the unsearched query at 0 would give."""
+    import ir_measures
+
+    from benchmark.perf.engines import _effectiveness
+
+    qrels = [ir_measures.Qrel("q1", "d1", 1), ir_measures.Qrel("q2", "d9", 1)]
+    hits = {"q1": [("d0", 9.0), ("d1", 8.0)]}
+    assert _effectiveness(hits, qrels)["RR@10"] == 0.5
+    assert _effectiveness({"q3": [("d1", 1.0)]}, qrels) == {}
