@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from benchmark.common.errors import BenchmarkError
+from benchmark.pipeline.commands import SYSTEMS
 from benchmark.pipeline.plan import Options, Plan, build_plan
 from benchmark.stages.store import Store
 
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--systems",
         nargs="+",
         metavar="SYSTEM",
-        help="only these row families of the suite: bm25, splade, published, run; stage ids stay the "
+        help=f"only these row families of the suite: {', '.join(SYSTEMS)}; stage ids stay the "
         "suite's (default: every family the suite has)",
     )
     p.add_argument(

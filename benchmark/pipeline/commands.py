@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmark.pipeline.systems import SYSTEMS as REGISTERED
 from benchmark.suites import Suite
 
-#: The row families ``--systems`` selects: BM25, the suite's SPLADE models, models trained elsewhere, run files.
-SYSTEMS = ("bm25", "splade", "published", "run")
+#: The row families ``--systems`` selects: every registered system (BM25, run files, models trained
+#: elsewhere, the suite's SPLADE models), so a new family's module makes it selectable.
+SYSTEMS = tuple(REGISTERED)
 
 #: The command a row's reproduction starts with (``scripts/setup.sh`` installs it into ``.venv/bin``).
 PROGRAM = ("benchmark", "run")
@@ -41,16 +43,7 @@ FLAGS = (
 
 def suite_systems(suite: Suite, opts: Any) -> list[str]:
     """The row families a suite (with the command line's ``--published`` and ``--run``) can produce."""
-    out = []
-    if suite.bm25 is not None:
-        out.append("bm25")
-    if suite.splade is not None:
-        out.append("splade")
-    if opts.published or (opts.published is None and suite.published is not None and suite.published.models):
-        out.append("published")
-    if opts.runs:
-        out.append("run")
-    return out
+    return [name for name, system in REGISTERED.items() if system.present(suite, opts)]
 
 
 def systems_problem(suite: Suite, opts: Any) -> str | None:
@@ -68,8 +61,7 @@ def systems_problem(suite: Suite, opts: Any) -> str | None:
     have = suite_systems(suite, opts)
     missing = [s for s in opts.systems if s not in have]
     if missing:
-        how = {"published": "add --published MODEL", "run": "add --run NAME=PATH"}
-        fixes = "; ".join(how[s] for s in missing if s in how)
+        fixes = "; ".join(REGISTERED[s].how_to_add for s in missing if REGISTERED[s].how_to_add)
         return (
             f"--systems {','.join(missing)}: suite {suite.name!r} has no such rows here (its systems: "
             f"{', '.join(have) or 'none'})" + (f"; {fixes}" if fixes else "; drop them from --systems")

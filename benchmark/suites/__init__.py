@@ -385,6 +385,8 @@ def suite_resources(tables: Mapping[str, ResourceSpec], where: str = "suite") ->
     return out
 
 
+#: The systems a ``[[expected]]`` entry may name: this layer sits below ``benchmark.pipeline.systems``,
+#: so it keeps the names, and a test holds them equal to the registered systems with ``expected_entries``.
 SYSTEMS = ("bm25", "splade", "published")
 
 

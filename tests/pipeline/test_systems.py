@@ -26,6 +26,24 @@ def test_the_families_are_registered_in_row_order_and_a_second_of_a_name_is_refu
     )
 
 
+def test_the_command_line_and_the_suite_files_name_the_registered_systems():
+    """``--systems`` offers every registered family; a suite's ``[[expected]]`` entries, checked in a layer
+    below the registry, name exactly the families that take them (a run file is the user's own)."""
+    from benchmark import suites
+    from benchmark.pipeline import commands
+
+    assert commands.SYSTEMS == tuple(SYSTEMS)
+    assert (
+        set(suites.SYSTEMS)
+        == {name for name, s in SYSTEMS.items() if s.expected_entries}
+        == {
+            "bm25",
+            "published",
+            "splade",
+        }
+    )
+
+
 @pytest.mark.parametrize(
     ("key", "label", "state"),
     [

@@ -191,10 +191,20 @@ class System:
     searches: ClassVar[bool] = True
     #: its rows show what training did (outcome, dense judgements, the scale plots): rows trained here
     trains: ClassVar[bool] = False
+    #: a suite's ``[[expected]]`` entries may name it (``benchmark.suites.SYSTEMS`` keeps these names)
+    expected_entries: ClassVar[bool] = True
 
     def conditions(self, build: Build) -> list[Condition]:
         """Its conditions (and through them its stages) for the plan."""
         return []
+
+    def present(self, suite: Any, opts: Any) -> bool:
+        """Whether a run of ``suite`` with the command line's ``opts`` has rows of it (``--systems`` refuses
+        a family that has none)."""
+        return True
+
+    #: what to add to the command line for rows of it when ``present`` says there are none ("" for none)
+    how_to_add: ClassVar[str] = ""
 
     def label(self, key: RowKey) -> str:
         """The row's name in every table and page."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchmark.pipeline.systems.base import BM25, Build, Condition, RowKey, System
 from benchmark.stages import Index, Search
 from benchmark.stages.store import Stage
@@ -12,6 +14,9 @@ class Bm25System(System):
     order = 10
     name = BM25
     against_bm25 = False
+
+    def present(self, suite: Any, opts: Any) -> bool:
+        return suite.bm25 is not None
 
     def conditions(self, build: Build) -> list[Condition]:
         suite = build.suite

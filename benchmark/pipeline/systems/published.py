@@ -67,6 +67,13 @@ class PublishedSystem(System):
     name = PUBLISHED
     late = True
 
+    how_to_add = "add --published MODEL"
+
+    def present(self, suite: Any, opts: Any) -> bool:
+        return bool(
+            opts.published or (opts.published is None and suite.published is not None and suite.published.models)
+        )
+
     def conditions(self, build: Build) -> list[Condition]:
         suite, opts, plan = build.suite, build.opts, build.plan
         models = (

@@ -13,6 +13,12 @@ class RunFileSystem(System):
     order = 20
     name = RUN
     searches = False
+    expected_entries = False  # a run file is the user's own, made elsewhere: no score a suite could expect
+
+    how_to_add = "add --run NAME=PATH"
+
+    def present(self, suite: Any, opts: Any) -> bool:
+        return bool(opts.runs)
 
     def conditions(self, build: Build) -> list[Condition]:
         runs, datasets = build.opts.runs, build.datasets

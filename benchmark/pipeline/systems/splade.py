@@ -35,6 +35,9 @@ class SpladeSystem(System):
     has_baseline = True
     trains = True
 
+    def present(self, suite: Any, opts: Any) -> bool:
+        return suite.splade is not None
+
     def conditions(self, build: Build) -> list[Condition]:
         suite, opts, plan, problems = build.suite, build.opts, build.plan, build.problems
         if suite.splade is None:
