@@ -48,10 +48,31 @@ def grade(observed: float, expected: float, tolerance: float, okish: float | Non
     return VERDICT_FAIL
 
 
-def _matches(entry: Any, cond: Any) -> bool:
+def _matches(entry: Any, cond: Any, twins: bool = False) -> bool:
     """An entry names a row of its system; it was measured with the reference engine (Lucene), so a row
-    searched by another engine (``--engines``) is that row's twin, not another match."""
-    return cond.system == entry.system and not getattr(cond, "engine", "") and system(entry.system).matches(entry, cond)
+    searched by another engine (``--engines``) is that row's twin, not another match. With ``twins`` (a run
+    without the reference row), an exact engine's twin stands in: the same top-k scores, tested."""
+    engine = getattr(cond, "engine", "")
+    if engine and not (twins and _exact(engine)):
+        return False
+    return cond.system == entry.system and system(entry.system).matches(entry, cond)
+
+
+def _engine_spec(text: str) -> bool:
+    from benchmark.common.errors import BenchmarkError
+    from benchmark.retrieval import engines
+
+    try:
+        engines.choose(text)
+    except BenchmarkError:
+        return False
+    return True
+
+
+def _exact(engine: str) -> bool:
+    from benchmark.retrieval import engines
+
+    return engines.choose(engine).point.exact
 
 
 def _describe(entry: Any) -> str:
@@ -64,7 +85,9 @@ def not_evaluated(entry: Any, plan: Any) -> bool:
     left out."""
     if not system(entry.system).evaluates(entry, getattr(plan, "published", [])):
         return True
-    return _rows_narrowed(getattr(plan, "subset", None)) and not any(_matches(entry, c) for c in plan.conditions)
+    return _rows_narrowed(getattr(plan, "subset", None)) and not any(
+        _matches(entry, c, twins=True) for c in plan.conditions
+    )
 
 
 #: the flags that leave rows out (a data cut, --max-docs or --max-queries, keeps every row)
@@ -147,11 +170,31 @@ def what_line(entry: Any) -> str:
     return f"{entry.dataset:40} {_describe(entry):36} {entry.measure or 'status':12}"
 
 
-def _matching(entry: Any, conditions: list[Any], members: list[str]) -> list[list[Any] | str]:
+def _named(entry: Any, conditions: list[Any], match: Any = None) -> list[Any]:
+    """The conditions ``entry`` names: the reference engine's rows, or where a run has none of them
+    (``--engines pisa``), one exact engine's twins, which return the same top-k scores (tested)."""
+    match = match or _matches
+    found = [c for c in conditions if match(entry, c)]
+    if found:
+        return found
+    twins = [c for c in conditions if match(entry, c, twins=True)]
+    return twins if len({_engine_of(c)[1] for c in twins}) <= 1 else []
+
+
+def _engine_of(c: Any) -> tuple[str, str]:
+    """A condition's variant without its engine, and the engine ("" for the reference): a plan's condition
+    carries it, a results folder's row ends its label with it (``systems.engine_label``)."""
+    if hasattr(c, "engine"):
+        return c.variant, c.engine or ""
+    variant, _, engine = c.variant.rpartition(" · ")
+    return (variant, engine) if variant and _engine_spec(engine) else (c.variant, "")
+
+
+def _matching(entry: Any, conditions: list[Any], members: list[str], match: Any = None) -> list[list[Any] | str]:
     """Per member dataset, the conditions ``entry`` names (one per seed), or why there are none."""
     out: list[list[Any] | str] = []
     for dataset in members:
-        found = [c for c in conditions if c.dataset == dataset and _matches(entry, c)]
+        found = _named(entry, [c for c in conditions if c.dataset == dataset], match)
         if not found:
             return [*out, "no such condition in this run (check backbone/variant/trained)"]
         if len({getattr(c, "seed", None) for c in found}) < len(found):
@@ -189,20 +232,23 @@ def check_entry(entry: Any, plan: Any, store: Store) -> Verdict:
     return judge(entry, what_line(entry), found)
 
 
-def _row_matches(entry: Any, c: Any) -> bool:
+def _row_matches(entry: Any, c: Any, twins: bool = False) -> bool:
     """``_matches`` for a results folder's condition, whose variant label joins the names of one model
     ("baseline = x1")."""
     from types import SimpleNamespace
 
+    variant, engine = _engine_of(c)
     return _matches(
         entry,
         SimpleNamespace(
             system=c.system,
             backbone=c.backbone,
             trained=c.trained,
-            variant=c.variant,
-            variants=tuple(v.strip() for v in c.variant.split(" = ")),
+            variant=variant,
+            variants=tuple(v.strip() for v in variant.split(" = ")),
+            engine=engine,
         ),
+        twins,
     )
 
 
@@ -229,7 +275,7 @@ def applies_to_results(entry: Any, results: Any) -> bool:
     evaluated = [c.backbone for c in results.conditions if c.system == entry.system]
     if not system(entry.system).evaluates(entry, evaluated):
         return False
-    if results.subset and not any(_row_matches(entry, c) for c in results.conditions):
+    if results.subset and not any(_row_matches(entry, c, twins=True) for c in results.conditions):
         return False  # a row the command line left out of this folder
     return entry.dataset in columns and entry.max_docs == results.max_docs and entry.max_queries == results.max_queries
 
@@ -253,8 +299,7 @@ def check_results(results: Any) -> tuple[list[PageCheck], int, str]:
         members = results.groups.get(entry.dataset, [entry.dataset])
         found: list[list[Observed] | str] = []
         commands: list[str] = []
-        conditions = [c for c in results.conditions if _row_matches(entry, c)]
-        for conds in _matching(entry, conditions, members):
+        for conds in _matching(entry, results.conditions, members, _row_matches):
             if isinstance(conds, str):
                 found.append(conds)
                 break
@@ -340,7 +385,7 @@ def attach_references(results: Any, tables: list[Any]) -> None:
         entry = check.entry
         if entry.collapsed or not entry.measure:
             continue
-        rows = list(dict.fromkeys(c.row for c in results.conditions if _row_matches(entry, c)))
+        rows = list(dict.fromkeys(c.row for c in _named(entry, results.conditions, _row_matches)))
         for table in tables:
             if table.measure != entry.measure or entry.dataset not in {col.name for col in table.columns}:
                 continue

@@ -14,6 +14,7 @@ from benchmark.pipeline.plan import Options, build_plan
 from benchmark.report.check import check_suite, grade
 from benchmark.stages.store import Store
 from benchmark.suites import load_suite
+from helpers import ROOT
 from helpers.pipeline import SUBSET, run_cli
 
 # Measured on the CI slice (600 docs, 30 queries of SciFact test) with the fixture's encode settings.
@@ -234,6 +235,32 @@ def test_an_expected_score_names_the_reference_engines_row():
         (found,) = _matching(e, plan.conditions, [e.dataset])
         assert isinstance(found, list) and [c.engine for c in found] == [""], e
     assert any(c.engine == "pisa:maxscore" for c in plan.conditions)
+
+
+def test_without_the_reference_row_an_exact_engines_twin_is_checked():
+    """``--engines pisa`` plans no Lucene row: an expected score then names the PISA twin (exact: the same
+    top-k scores as Lucene, tests/retrieval/test_engines.py), in the plan and in a results folder; an
+    approximate engine's row never stands in."""
+    import dataclasses
+
+    from benchmark.report.check import _matching, check_results
+    from benchmark.report.results import read_results
+
+    plan = build_plan(load_suite("smoke"), Options(engines=["pisa"]))
+    splade = [e for e in plan.suite.expected if e.system == "splade" and e.max_docs is None]
+    for e in splade:
+        (found,) = _matching(e, plan.conditions, [e.dataset])
+        assert isinstance(found, list) and [c.engine for c in found] == ["pisa:maxscore"], e
+    seismic = build_plan(load_suite("smoke"), Options(engines=["seismic"]))
+    assert all(isinstance(_matching(e, seismic.conditions, [e.dataset])[0], str) for e in splade)
+    results = read_results(ROOT / "results" / "smoke@engines=lucene,pisa")
+    both, _, _ = check_results(results)
+    twins = dataclasses.replace(results, conditions=[c for c in results.conditions if "pisa:" in c.variant])
+    alone, _, _ = check_results(twins)
+    splade_verdicts = [(c.entry, c.verdict.verdict, c.verdict.got) for c in alone if c.entry.system == "splade"]
+    assert splade_verdicts and splade_verdicts == [
+        (c.entry, c.verdict.verdict, c.verdict.got) for c in both if c.entry.system == "splade"
+    ]
 
 
 def test_report_selects_a_narrowed_runs_folder_whose_name_holds_commas(tmp_path, capsys):
