@@ -12,6 +12,8 @@ package imports no heavy library: each kind imports torch, transformers or pyser
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchmark.common.registry import Registry
 from benchmark.stages.backbone import Backbone
 from benchmark.stages.corpus import Corpus
@@ -26,7 +28,7 @@ from benchmark.stages.topics import Topics
 from benchmark.stages.train import Train
 from benchmark.stages.triples import Triples
 
-KINDS: Registry[type[StageKind]] = Registry("stage kind")
+KINDS: Registry[type[StageKind[Any, Any]]] = Registry("stage kind")
 for _kind in (Topics, Corpus, Backbone, Triples, Train, Encode, Queries, Index, Search, Evaluate, RunFile):
     KINDS.register(_kind.name, _kind)
 

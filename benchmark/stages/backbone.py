@@ -91,7 +91,7 @@ def prepare_backbone(
     return record
 
 
-class Backbone(StageKind):
+class Backbone(StageKind["Backbone.Config", BackboneRecord]):
     name = "backbone"
     # 2: rescaling methods and match statistics; 3: the constant multiplier projection, its α in the record (the
     # paper's once, the default, since: same output for every earlier config)

@@ -15,7 +15,7 @@ from benchmark.stages.records import CorpusRecord
 from benchmark.stages.store import Context, Inputs, StageKind
 
 
-class Corpus(StageKind):
+class Corpus(StageKind["Corpus.Config", CorpusRecord]):
     name = "corpus"
     VERSION = 1
     Record = CorpusRecord

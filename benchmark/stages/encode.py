@@ -15,7 +15,7 @@ from benchmark.stages.records import CorpusRecord, EncodeRecord
 from benchmark.stages.store import Context, Inputs, StageKind, added_field
 
 
-class Encode(StageKind):
+class Encode(StageKind["Encode.Config", EncodeRecord]):
     name = "encode"
     VERSION = 2  # 2: canonical exact values on every encoder path (float64 enclosure, float64 log1p)
     Record = EncodeRecord

@@ -13,7 +13,7 @@ from benchmark.stages.records import EvaluateRecord
 from benchmark.stages.store import Context, Inputs, StageKind
 
 
-class Evaluate(StageKind):
+class Evaluate(StageKind["Evaluate.Config", EvaluateRecord]):
     name = "evaluate"
     VERSION = 2  # 2: perquery.tsv through the one CSV writer (\n line ends)
     Record = EvaluateRecord

@@ -38,7 +38,7 @@ INDEX_TYPE_TO_SOURCE: dict[str, tuple[str, Callable[[Path], Path]]] = {
 }
 
 
-class Index(StageKind):
+class Index(StageKind["Index.Config", IndexRecord]):
     name = "index"
     VERSION = 1
     Record = IndexRecord

@@ -11,7 +11,7 @@ from benchmark.stages.records import QueriesRecord
 from benchmark.stages.store import Context, Inputs, StageKind
 
 
-class Queries(StageKind):
+class Queries(StageKind["Queries.Config", QueriesRecord]):
     name = "queries"
     VERSION = 2  # 2: canonical exact values on every encoder path (float64 enclosure, float64 log1p)
     Record = QueriesRecord

@@ -12,7 +12,7 @@ from benchmark.stages.records import RunFileRecord, TopicsRecord
 from benchmark.stages.store import Context, Inputs, StageKind
 
 
-class RunFile(StageKind):
+class RunFile(StageKind["RunFile.Config", RunFileRecord]):
     name = "runfile"
     VERSION = 1
     Record = RunFileRecord

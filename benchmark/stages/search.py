@@ -30,7 +30,7 @@ from benchmark.stages.store import Context, Inputs, StageKind, added_field
 BATCH = 250
 
 
-class Search(StageKind):
+class Search(StageKind["Search.Config", SearchRecord]):
     name = "search"
     VERSION = 2
     Record = SearchRecord

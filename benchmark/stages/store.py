@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from benchmark.common import kill_points
 from benchmark.common.atomic import write_json
@@ -190,7 +190,13 @@ class Inputs:
         return role in self.paths
 
 
-class StageKind:
+#: a kind's ``Config`` and ``Record``: ``class Train(StageKind["Train.Config", TrainRecord])`` lets the type
+#: checker hold every method of the kind to its own config and record
+ConfigT = TypeVar("ConfigT")
+RecordT = TypeVar("RecordT", bound=StageRecord)
+
+
+class StageKind(Generic[ConfigT, RecordT]):
     """One kind of stage. Subclasses set the class attributes and implement ``run``.
 
     ``VERSION`` enters every id of the kind: bump it when the kind's output would change for the
@@ -211,16 +217,16 @@ class StageKind:
     sources: ClassVar[tuple[str, ...]] = ()  # modules whose code decides the output
 
     @classmethod
-    def external(cls, config: Any) -> dict[str, Any]:
+    def external(cls, config: ConfigT) -> dict[str, Any]:
         """Content fingerprints of what the stage reads from outside runs/ (they enter the id)."""
         return {}
 
     @classmethod
-    def describe(cls, config: Any) -> str:
+    def describe(cls, config: ConfigT) -> str:
         return ""
 
     @classmethod
-    def run(cls, config: Any, inputs: Inputs, out: Path, ctx: Context) -> StageRecord:
+    def run(cls, config: ConfigT, inputs: Inputs, out: Path, ctx: Context) -> RecordT:
         """Compute the stage into ``out``; the store publishes the folder atomically once this returns.
 
         Args:
@@ -241,7 +247,7 @@ class StageKind:
         return None
 
     @classmethod
-    def space_needed(cls, config: Any, inputs: Inputs, out: Path) -> int | None:
+    def space_needed(cls, config: ConfigT, inputs: Inputs, out: Path) -> int | None:
         """Bytes the finished output is expected to take, for the line a full disk gets; None: unknown."""
         return None
 
@@ -288,7 +294,7 @@ def _config_dict(config: Any, labels: bool = True) -> dict[str, Any]:
 class Stage:
     """One node of the plan: what to compute (kind + config) from what (parents)."""
 
-    kind: type[StageKind]
+    kind: type[StageKind[Any, Any]]
     config: Any
     parents: Mapping[str, Stage] = field(default_factory=dict)
 

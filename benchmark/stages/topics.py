@@ -10,7 +10,7 @@ from benchmark.stages.records import TopicsRecord
 from benchmark.stages.store import Context, Inputs, StageKind
 
 
-class Topics(StageKind):
+class Topics(StageKind["Topics.Config", TopicsRecord]):
     name = "topics"
     VERSION = 1
     Record = TopicsRecord

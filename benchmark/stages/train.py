@@ -17,7 +17,7 @@ from benchmark.stages.store import Context, Inputs, StageKind
 from benchmark.training.recipe import Recipe
 
 
-class Train(StageKind):
+class Train(StageKind["Train.Config", TrainRecord]):
     name = "train"
     VERSION = 5  # 5: recovery needs `patience` healthy armed rows, as firing does; a collapse after the published
     # best checkpoint is collapsed (it read "ok … recovered"). 4: degraded at a stated false-positive rate

@@ -10,7 +10,7 @@ from benchmark.stages.records import TriplesRecord
 from benchmark.stages.store import Context, Inputs, StageKind
 
 
-class Triples(StageKind):
+class Triples(StageKind["Triples.Config", TriplesRecord]):
     name = "triples"
     VERSION = 2  # 2: Hugging Face triples joined to their corpus and queries subsets
     Record = TriplesRecord

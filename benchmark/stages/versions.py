@@ -20,6 +20,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from benchmark.stages.store import StageKind
 
@@ -48,7 +49,7 @@ def module_digest(module: str) -> str:
     return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
 
 
-def source_digest(kind: type[StageKind]) -> str:
+def source_digest(kind: type[StageKind[Any, Any]]) -> str:
     digest = hashlib.sha256()
     for module in sorted(kind.sources):
         digest.update(f"{module}:{module_digest(module)}\n".encode())
