@@ -7,7 +7,9 @@ RR@10 where the collection has judgments, and recall of the exact top-10 and top
 the reference; an exact engine must reach 1.0 at both, ties counted as kept). Collections: a real encode
 stage's shards and queries stage's vectors (``--real``), and synthetic impact vectors of a trained model's
 sparsity (``--synthetic``): documents and queries drawn term by term from a real encode stage's document
-frequencies, lengths and weights, so pruning meets the skew it would meet.
+frequencies, lengths and weights, so pruning meets the skew it would meet; a length multiplier draws denser
+documents (× 5: about the FLOPS of the scale rehearsal's untrained encoder), since density decides how much
+pruning can skip. Each row states its collection's FLOPS, so the two settings are told apart.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ COLUMNS = (
     "collection",
     "documents",
     "queries",
+    "FLOPS",
     "engine",
     "point",
     "exact",
@@ -96,6 +99,29 @@ def _one_by_one(
     return hits, seconds
 
 
+def collection_flops(shards: Path, queries: dict[str, dict[str, int]]) -> float:
+    """FLOPS (``benchmark.retrieval.flops``) of the collection as searched: its documents' and the queries'
+    non-zero terms."""
+    from benchmark.formats import vectors
+    from benchmark.retrieval.flops import flops
+
+    df: dict[str, int] = {}
+    documents = 0
+    for shard in sorted(Path(shards).glob(vectors.SHARD_GLOB)):
+        for row in vectors.read_vectors(shard):
+            documents += 1
+            for term, weight in row.vector.items():
+                if weight > 0:
+                    df[term] = df.get(term, 0) + 1
+    qf: dict[str, int] = {}
+    for vector in queries.values():
+        for term, weight in vector.items():
+            if weight > 0:
+                qf[term] = qf.get(term, 0) + 1
+    shared = sorted(set(df) & set(qf))
+    return flops([df[t] for t in shared], documents, [qf[t] for t in shared], len(queries))
+
+
 def _quantile(values: Sequence[float], q: float) -> float:
     import numpy as np
 
@@ -132,6 +158,7 @@ def measure(
     from benchmark.common.disk import disk_usage
 
     documents, _ = engines.count_documents(shards)
+    density = round(collection_flops(shards, queries), 2)
     shutil.rmtree(work / name, ignore_errors=True)  # every index built in this run, none reused
     lucene_index = work / name / "lucene"
     began = _cpu()
@@ -157,6 +184,7 @@ def measure(
             "collection": name,
             "documents": documents,
             "queries": len(queries),
+            "FLOPS": density,
             "engine": choice.engine.name,
             "point": choice.point.name,
             "exact": choice.point.exact,
@@ -178,11 +206,12 @@ def measure(
 
 
 def synthetic(
-    source: Path, queries: dict[str, dict[str, int]], n: int, out: Path, seed: int = 0
+    source: Path, queries: dict[str, dict[str, int]], n: int, out: Path, seed: int = 0, length: float = 1.0
 ) -> tuple[Path, dict[str, dict[str, int]]]:
     """``n`` documents of a trained model's sparsity: each draws as many terms as a real document has (a real
-    length drawn at random) by the real document frequencies (with replacement, a repeat kept once, so a
-    document can come out a little shorter), weights from the real weights; the real queries search them."""
+    length drawn at random, × ``length``) by the real document frequencies (with replacement, a repeat kept
+    once, so a document can come out a little shorter), weights from the real weights; the real queries
+    search them."""
     import numpy as np
 
     from benchmark.formats import vectors
@@ -197,13 +226,16 @@ def synthetic(
     terms = np.array(list(df))
     cdf = np.cumsum(np.array(list(df.values()), dtype=np.float64))
     cdf /= cdf[-1]
-    lengths = np.array([len(v) for v in rows if v])
+    lengths = np.maximum(np.rint(np.array([len(v) for v in rows if v]) * length), 1).astype(np.int64)
     weights = np.array([w for v in rows for w in v.values()])
     rng = np.random.default_rng(seed)
-    folder = out / f"synthetic-{n}"
+    folder = out / (f"synthetic-{n}" if length == 1.0 else f"synthetic-{n}-x{length:g}")
     folder.mkdir(parents=True, exist_ok=True)
-    shard = vectors.shard_path(folder, 0)
-    if not shard.exists():
+    shard, drawn_from = vectors.shard_path(folder, 0), folder / "drawn.json"
+    recipe = {"source": str(Path(source).resolve()), "documents": n, "seed": seed, "length": length}
+    if not shard.exists() or not drawn_from.exists() or json.loads(drawn_from.read_text()) != recipe:
+        # drawn again unless this very draw is there (another source, size, seed or length is another draw)
+        drawn_from.unlink(missing_ok=True)
 
         def draw() -> Any:
             for i in range(n):
@@ -214,6 +246,7 @@ def synthetic(
                 yield vectors.Vector(f"s{i}", dict(zip(terms[picked].tolist(), drawn, strict=True)))
 
         vectors.write_doc_vectors(shard, draw())
+        drawn_from.write_text(json.dumps(recipe))
     return folder, queries
 
 
@@ -227,14 +260,14 @@ def write(rows: list[dict[str, Any]], out: Path, header: list[str]) -> None:
         writer.writerows(rows)
     lines = ["# Search engines: the efficiency–effectiveness frontier", "", *header, ""]
     lines.append(
-        "| collection | docs | engine:point | exact | ms/q p50 | p99 | build CPU s | index MB | nDCG@10 (Δ) "
+        "| collection | docs | FLOPS | engine:point | exact | ms/q p50 | p99 | build CPU s | index MB | nDCG@10 (Δ) "
         "| RR@10 (Δ) | R@10 of exact | R@1000 of exact |"
     )
-    lines.append("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         eff = [f"{r[m]:.4f} ({r[f'delta_{m}']:+.4f})" if m in r else "–" for m in MEASURES]
         lines.append(
-            f"| {r['collection']} | {r['documents']:,} | {r['engine']}:{r['point']} | "
+            f"| {r['collection']} | {r['documents']:,} | {r['FLOPS']:.2f} | {r['engine']}:{r['point']} | "
             f"{'exact' if r['exact'] else 'approximate'} | {r['ms_p50']:.2f} | {r['ms_p99']:.2f} | "
             f"{r['build_cpu_s']:.1f} | {r['index_bytes'] / 1e6:.1f} | {eff[0]} | {eff[1]} | "
             f"{r['recall_exact@10']:.4f} | {r['recall_exact@1000']:.4f} |"
@@ -272,6 +305,22 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def _length(item: str, more: list[str]) -> float:
+    """The length multiplier of ``--synthetic NAME=SOURCE,DOCS[,LENGTH]``: a positive number, 1 when left out."""
+    import math
+
+    try:
+        length = float(more[0]) if more else 1.0
+    except ValueError:
+        length = math.nan
+    if len(more) > 1 or not (math.isfinite(length) and length > 0):
+        raise BenchmarkError(
+            f"--synthetic {item}: LENGTH must be one positive number (e.g. {item.split(',')[0]},"
+            f"{item.split(',')[1] if ',' in item else 'DOCS'},5 draws documents 5 times a real one's length)"
+        )
+    return length
+
+
 def _qrels(dataset: str) -> list[Any]:
     import ir_datasets
 
@@ -299,8 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         "--synthetic",
         action="append",
         default=[],
-        metavar="NAME=SOURCE_NAME,DOCS",
-        help="synthetic vectors drawn from a --real one; repeatable (default: none)",
+        metavar="NAME=SOURCE_NAME,DOCS[,LENGTH]",
+        help="synthetic vectors drawn from a --real one, each document LENGTH times a real one's terms (default "
+        "1: a trained model's sparsity); repeatable (default: none)",
     )
     p.add_argument("--engines", default="all", help="engine specs, comma-separated, or all (every point)")
     p.add_argument(
@@ -328,35 +378,35 @@ def main(argv: list[str] | None = None) -> int:
             name, _, rest = item.partition("=")
             at[name] = rest.split(",")
             engines.choose_all(at[name])
-        collections: dict[str, tuple[Path, dict[str, dict[str, int]], list[Any] | None]] = {}
-        for item in args.real:
+        real = [item.partition("=") for item in args.real]
+        drawn: list[tuple[str, str, int, float]] = []
+        for item in args.synthetic:  # every spec checked before any collection is read
             name, _, rest = item.partition("=")
+            source, docs, *more = rest.split(",")
+            if source not in {r[0] for r in real}:
+                raise BenchmarkError(
+                    f"--synthetic {item}: no --real collection named {source!r}; valid: "
+                    f"{', '.join(r[0] for r in real) or 'none (pass --real NAME=…)'}"
+                )
+            drawn.append((name, source, int(docs), _length(item, more)))
+        unknown = sorted(set(at) - {r[0] for r in real} - {d[0] for d in drawn})
+        if unknown:
+            raise BenchmarkError(
+                f"--engines-at {unknown[0]}: no collection of that name; pass one of --real/--synthetic"
+            )
+        collections: dict[str, tuple[Path, dict[str, dict[str, int]], list[Any] | None]] = {}
+        for name, _, rest in real:
             encode_dir, queries_dir, dataset = rest.split(",")
             queries = vectors.read_vector_map(Path(queries_dir) / vectors.QUERIES)
             if args.max_queries:
                 queries = dict(list(queries.items())[: args.max_queries])
             collections[name] = (Path(encode_dir) / vectors.SHARDS, queries, _qrels(dataset))
         rows = []
-        drawn: list[tuple[str, str, int]] = []
-        for item in args.synthetic:
-            name, _, rest = item.partition("=")
-            source, docs = rest.split(",")
-            if source not in collections:
-                raise BenchmarkError(
-                    f"--synthetic {item}: no --real collection named {source!r}; valid: "
-                    f"{', '.join(collections) or 'none (pass --real NAME=…)'}"
-                )
-            drawn.append((name, source, int(docs)))
-        unknown = sorted(set(at) - set(collections) - {d[0] for d in drawn})
-        if unknown:
-            raise BenchmarkError(
-                f"--engines-at {unknown[0]}: no collection of that name; pass one of --real/--synthetic"
-            )
         for name, (shards, queries, qrels) in collections.items():
             rows += measure(name, shards, queries, qrels, at.get(name, specs), args.work)
-        for name, source, docs in drawn:
+        for name, source, docs, length in drawn:
             shards, queries, _ = collections[source]
-            folder, queries = synthetic(shards, queries, docs, args.work)
+            folder, queries = synthetic(shards, queries, docs, args.work, length=length)
             rows += measure(name, folder, queries, None, at.get(name, specs), args.work)
     except BenchmarkError as exc:
         print(f"error: {exc}")

@@ -188,7 +188,7 @@ def test_the_frontier_table_labels_approximate_points(tmp_path):
     row.update({"nDCG@10": 0.5, "delta_nDCG@10": -0.01, "RR@10": 0.4, "delta_RR@10": 0.0, "index_bytes": 2_000_000})
     write([row], tmp_path, ["Machine: test."])
     table = (tmp_path / "engines.md").read_text()
-    assert "| c | 0 | seismic:qc10-hf0.8 | approximate |" in table and "0.5000 (-0.0100)" in table
+    assert "| c | 0 | 0.00 | seismic:qc10-hf0.8 | approximate |" in table and "0.5000 (-0.0100)" in table
     assert (tmp_path / "engines.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
     assert (tmp_path / "engines.png").stat().st_size > 0
 
@@ -228,3 +228,26 @@ def test_the_frontiers_effectiveness_averages_only_the_searched_queries():
     hits = {"q1": [("d0", 9.0), ("d1", 8.0)]}
     assert _effectiveness(hits, qrels)["RR@10"] == 0.5
     assert _effectiveness({"q3": [("d1", 1.0)]}, qrels) == {}
+
+
+def test_a_denser_synthetic_setting_draws_longer_documents_and_states_its_flops(tmp_path, capsys):
+    """LENGTH × 3 draws each document from three times a real length (a repeat kept once, so at most the
+    vocabulary); FLOPS is Σ_j p_q(j)·p_d(j) of the collection as searched, here by hand: terms x and y in
+    1/2 and 1/2 of the queries, in 2/3 and 2/3 of the documents: 1/2·2/3 + 1/2·2/3 = 2/3."""
+    from benchmark.perf.engines import collection_flops, main, synthetic
+
+    real = {"a": {"x": 3, "y": 7}, "b": {"x": 2, "z": 9, "w": 1}, "c": {"y": 4}}
+    source = _collection(tmp_path / "real", real)
+    assert collection_flops(source, {"q1": {"x": 1}, "q2": {"y": 5, "v": 2}}) == 2 / 3
+    plain, _ = synthetic(source, {}, 200, tmp_path / "work")
+    dense, _ = synthetic(source, {}, 200, tmp_path / "work", length=3.0)
+    assert dense != plain and dense.name == "synthetic-200-x3"
+    lengths = [[len(r.vector) for r in read_vectors(f / "part-00000.jsonl")] for f in (plain, dense)]
+    assert max(lengths[0]) <= 3 and max(lengths[1]) <= 4 and sum(lengths[1]) > 1.5 * sum(lengths[0])
+    code = main(["--real", f"r={source},{source},cranfield", "--synthetic", "s=r,100,-2", "--out", str(tmp_path)])
+    assert code == 2
+    out = capsys.readouterr().out.strip()
+    assert out == (
+        "error: --synthetic s=r,100,-2: LENGTH must be one positive number (e.g. s=r,100,5 draws documents 5 "
+        "times a real one's length)"
+    )
