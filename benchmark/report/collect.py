@@ -394,6 +394,19 @@ def refresh(folder: Path, runs: Path) -> SuiteResults:
             f"{runs} (e.g. {lost[0]}); nothing written. Pass the runs folder they were computed in "
             "as --runs-dir"
         )
+    # a search stage gone while its evaluation stays: the scores would stand without their FLOPS, non-zeros
+    # and past-2^24 flag, blank cells and a missing mark rather than a refusal
+    gone = [
+        o.search_id
+        for o, n in zip(old.conditions, new.conditions)
+        if o.search_id and (o.FLOPS is not None or o.past_float32) and n.FLOPS is None and not n.past_float32
+    ]
+    if gone:
+        raise BenchmarkError(
+            f"{len(gone)} search stage(s) of {folder.name} are not in {runs} (e.g. {gone[0]}), though their "
+            "evaluations are: their FLOPS, non-zeros and past-2^24 flags would be lost; nothing written. Pass the "
+            "runs folder they were computed in as --runs-dir, or rerun the suite to recompute them"
+        )
     perquery: dict[str, dict[str, dict[str, float]]] = {}
     for o, n in zip(old.conditions, new.conditions):
         if n.key in new.perquery:

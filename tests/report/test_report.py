@@ -669,6 +669,12 @@ def test_collect_reads_stages_writes_no_machine_path_and_refreshes(tmp_path, cap
     (folder / "results.json").write_bytes(record)  # only the record of stage ids: everything else from runs/
     assert report_main(["--results-dir", str(results_dir), "--refresh", "hand", "--runs-dir", str(runs)]) == 0
     assert _files(folder) == first
+    (runs / "search").rename(runs / "search-aside")  # the evaluations stay: the FLOPS would go blank
+    assert report_main(["--results-dir", str(results_dir), "--refresh", "hand", "--runs-dir", str(runs)]) == 1
+    err = capsys.readouterr().err
+    assert "2 search stage(s) of hand are not in" in err and "past-2^24 flags would be lost; nothing written" in err
+    assert _files(folder) == first
+    (runs / "search-aside").rename(runs / "search")
     shutil.rmtree(runs / "evaluate")
     assert report_main(["--results-dir", str(results_dir), "--refresh", "hand", "--runs-dir", str(runs)]) == 1
     err = capsys.readouterr().err
