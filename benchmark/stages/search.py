@@ -114,7 +114,10 @@ class Search(StageKind["Search.Config", SearchRecord]):
                 # too large as pretokenized text, goes through the in-memory search: the same hits either way
                 if lucene.run_writer_fits(batch):
                     return lucene.impact_search_to_run(index, batch, k=config.k, threads=ctx.threads, timing=timing)
-                return lucene.impact_search(index, batch, k=config.k, threads=ctx.threads, timing=timing)
+                try:
+                    return lucene.impact_search(index, batch, k=config.k, threads=ctx.threads, timing=timing)
+                except Exception as exc:
+                    raise lucene.lost_queries(exc, batch) from exc
 
         shards = (
             sorted((Path(inputs.path("docs")) / vectors.SHARDS).glob(vectors.SHARD_GLOB))

@@ -210,3 +210,20 @@ def test_the_run_writer_takes_what_pretokenized_text_can_carry():
     assert lucene.run_writer_fits({"q": {"a": lucene.MAX_RUN_WRITER_TOKENS}})
     assert not lucene.run_writer_fits({"q": {f"t{i}": 1 for i in range(1025)}})  # a dense model's query
     assert not lucene.run_writer_fits({"q": {"a": lucene.MAX_RUN_WRITER_TOKENS}, "r": {"b": 1}})
+
+
+def test_lucene_losing_queries_of_a_dense_batch_is_one_line_with_the_fix():
+    """Anserini's batch search can finish fewer tasks than queries on a collapsed model's queries of tens of
+    thousands of terms; the stage then names the count, the longest query and the exact engine that serves it."""
+    from benchmark.common.errors import BenchmarkError
+
+    lost = RuntimeError(
+        "JVM exception occurred: java.lang.RuntimeException: queryCount = 250 is not equal to completedTaskCount =  39"
+    )
+    line = lucene.lost_queries(lost, {"q1": {"a": 1, "b": 2}, "q2": {f"t{i}": 1 for i in range(28363)}})
+    assert isinstance(line, BenchmarkError) and str(line) == (
+        "Lucene's impact search finished 39 of a batch of 250 queries, the longest 28,363 terms (a dense model's); "
+        "search this model with an exact engine, the same top-k scores: --engines pisa (pip install pyterrier-pisa)"
+    )
+    other = ValueError("something else")
+    assert lucene.lost_queries(other, {}) is other
