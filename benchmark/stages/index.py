@@ -60,6 +60,9 @@ class Index(StageKind["Index.Config", IndexRecord]):
         type: str  # bm25 | impact
         # impact only: the search engine whose index this is (benchmark.retrieval.engines); Lucene's keeps its id
         engine: str = added_field("lucene")
+        # the engine's ``revision`` (benchmark.retrieval.engines.Engine): an index of an earlier revision is
+        # another stage, never reused
+        engine_revision: int = added_field(0)
 
     @classmethod
     def describe(cls, config: Config) -> str:

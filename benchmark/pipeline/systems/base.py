@@ -144,7 +144,8 @@ class Build:
         encode = Stage(Encode, doc_cfg, {"model": model, "corpus": corpus})
         queries = Stage(Queries, query_cfg, {"model": model, "topics": topics})
         engine, spec = (choice.engine.name, choice.spec) if choice is not None else ("lucene", "lucene")
-        idx = Stage(Index, Index.Config("impact", engine=engine), {"source": encode})
+        revision = choice.engine.revision if choice is not None else 0
+        idx = Stage(Index, Index.Config("impact", engine=engine, engine_revision=revision), {"source": encode})
         search = Stage(
             Search,
             Search.Config(suite.k, remove_query=suite.removes_query(name), exact=True, engine=spec),

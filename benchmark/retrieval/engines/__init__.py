@@ -39,6 +39,9 @@ class Engine:
     package = ""  # the pip distribution that provides it ("" when the harness's own dependencies do)
     module = ""  # its import name
     points: tuple[Point, ...] = ()
+    #: bumped when the engine's index or search changes what it returns: it enters the engine's index
+    #: stage id (``Index.Config.engine_revision``), so Lucene's stages and other engines' keep their ids
+    revision = 0
 
     def build(self, shards: Path, index: Path, threads: int) -> dict[str, int]:
         """Write the index under ``index``; returns ``{"documents": n, "unique_terms": m}``."""

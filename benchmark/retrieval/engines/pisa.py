@@ -18,12 +18,19 @@ from benchmark.formats.trec_run import Hits
 from benchmark.retrieval.engines import Engine, Point, add_time, count_documents, ranked, register
 
 
+def term(token: str) -> str:
+    """A token as PISA stores and looks it up: its UTF-8 bytes in hex. ``pyterrier-pisa`` lowercases a
+    pretokenised query's terms (not the indexed ones), so a cased vocabulary's ``ĠX`` found ``Ġx``'s postings;
+    hex digits are lowercase already and hold every token apart, punctuation and spaces included."""
+    return token.encode("utf-8").hex()
+
+
 def _documents(shards: Path) -> Iterator[dict[str, Any]]:
     from benchmark.formats import vectors
 
     for shard in sorted(Path(shards).glob(vectors.SHARD_GLOB)):
         for row in vectors.read_vectors(shard):
-            yield {"docno": row.id, "toks": row.vector}
+            yield {"docno": row.id, "toks": {term(t): w for t, w in row.vector.items()}}
 
 
 @lru_cache(maxsize=4)
@@ -41,6 +48,7 @@ class Pisa(Engine):
     name = "pisa"
     package = "pyterrier-pisa"
     module = "pyterrier_pisa"
+    revision = 1  # 1: terms in hex (``term``): PISA had lowercased a cased vocabulary's query terms
     points = (
         Point("maxscore", True, {"algorithm": "maxscore"}),
         Point("block-max-maxscore", True, {"algorithm": "block_max_maxscore"}),
@@ -70,7 +78,7 @@ class Pisa(Engine):
         from pyterrier_pisa import _pisathon
 
         qids = list(queries)
-        given = [(i, {t: float(w) for t, w in queries[q].items()}) for i, q in enumerate(qids)]
+        given = [(i, {term(t): float(w) for t, w in queries[q].items()}) for i, q in enumerate(qids)]
         size = len(qids) * k
         qidx, docnos = np.empty(size, dtype=np.int32), np.empty(size, dtype=object)
         ranks, scores = np.empty(size, dtype=np.int32), np.empty(size, dtype=np.float32)
