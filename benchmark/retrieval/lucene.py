@@ -387,6 +387,16 @@ def build_impact_index(collection_dir: Path, index_dir: Path, threads: int = 2) 
 MAX_K = 2**31 - 1  # Lucene takes the number of hits as a Java int
 
 
+def _check_exact_k(k: object) -> None:
+    check_k(k)
+    if isinstance(k, int) and k > MAX_EXACT_K:
+        raise BenchmarkError(
+            f"impact search depth k = {k} is above {MAX_EXACT_K}, where Anserini's tie offsets "
+            f"(1e-6 per tied hit) could move scores off the exact integers; set k <= {MAX_EXACT_K} "
+            "in the suite file (e.g. k = 1000)"
+        )
+
+
 def check_k(k: object) -> int:
     """The ranking depth, checked before the JVM starts (Lucene answers k <= 0 with a Java traceback)."""
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
@@ -466,13 +476,7 @@ def impact_search(
     (boost × stored impact), ties broken by document id. Tokens absent from the index, and empty queries,
     match nothing and add 0, as in the dot product.
     """
-    check_k(k)
-    if k > MAX_EXACT_K:
-        raise BenchmarkError(
-            f"impact search depth k = {k} is above {MAX_EXACT_K}, where Anserini's tie offsets "
-            f"(1e-6 per tied hit) could move scores off the exact integers; set k <= {MAX_EXACT_K} "
-            "in the suite file (e.g. k = 1000)"
-        )
+    _check_exact_k(k)
     start_jvm()
     from jnius import autoclass
 
@@ -551,11 +555,33 @@ def impact_search_to_run(
     builds, scored by the same ``ImpactSimilarity`` with the same tie-break (document id): the same hits
     in the same order, rounded scores equal (tests/retrieval/test_lucene.py). Empty queries match nothing.
     """
+    found = impact_run_lines(index_dir, queries, k, threads, timing)
+    return {q: [run_line_hit(line) for line in lines] for q, lines in found.items()}
+
+
+def run_line_hit(line: str) -> tuple[str, float]:
+    """A run line's (document id, score), the score rounded to the integer an impact sum is."""
+    _, _, docid, _, score, _ = line.split()
+    return docid, float(round(float(score)))
+
+
+def impact_run_lines(
+    index_dir: Path,
+    queries: dict[str, dict[str, int]],
+    k: int = 1000,
+    threads: int = 2,
+    timing: dict[str, float] | None = None,
+) -> dict[str, list[str]]:
+    """The lines of ``impact_search_to_run``'s run, per query in the order asked, unread: Anserini writes
+    ``qid Q0 docid rank score tag`` with ``%f`` and the run tag ``TAG``, which is what
+    ``benchmark.formats.trec_run.format_run`` writes for the same hit while the score is an integer (a sum
+    below ``FLOAT32_EXACT``), so the search stage copies such a query's lines as they are
+    (tests/stages/test_search.py holds the two byte for byte)."""
     import tempfile
 
-    check_k(k)
-    if k > MAX_EXACT_K:
-        return impact_search(index_dir, queries, k, threads, timing)  # its one-line refusal
+    from benchmark.formats.trec_run import TAG
+
+    _check_exact_k(k)
     start_jvm()
     from jnius import autoclass
 
@@ -563,10 +589,10 @@ def impact_search_to_run(
     if longest > 1024:  # as impact_search: Lucene's default clause limit
         searcher_class = autoclass("org.apache.lucene.search.IndexSearcher")
         searcher_class.setMaxClauseCount(max(longest, searcher_class.getMaxClauseCount()))
-    hits: Hits = {q: [] for q in queries}
+    lines: dict[str, list[str]] = {q: [] for q in queries}
     asked = [q for q, v in queries.items() if v]
     if not asked:
-        return hits
+        return lines
     with tempfile.TemporaryDirectory(prefix="benchmark-search-") as tmp:
         topics, run = Path(tmp) / "topics.tsv", Path(tmp) / "run.trec"
         with open(topics, "w", encoding="utf-8") as fh:
@@ -575,7 +601,7 @@ def impact_search_to_run(
         args = autoclass("io.anserini.search.SearchCollection$Args")()
         argv = ["-index", os.path.abspath(index_dir), "-topics", str(topics), "-topicReader", "TsvString",
                 "-output", str(run), "-impact", "-pretokenized", "-hits", str(int(k)),
-                "-threads", str(int(threads)), "-quiet"]  # fmt: skip
+                "-threads", str(int(threads)), "-runtag", TAG, "-quiet"]  # fmt: skip
         autoclass("org.kohsuke.args4j.CmdLineParser")(args).parseArgument(*argv)
         began = time.perf_counter()
         with _anserini_quiet():
@@ -587,9 +613,8 @@ def impact_search_to_run(
         _add_time(timing, began)
         with open(run, encoding="utf-8") as fh:
             for line in fh:
-                qid, _, docid, _, score, _ = line.split()
-                hits[qid].append((docid, float(round(float(score)))))
-    return hits
+                lines[line[: line.index(" ")]].append(line if line.endswith("\n") else line + "\n")
+    return lines
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ every engine's hits alike.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,23 @@ from benchmark.stages.store import Context, Inputs, StageKind, added_field
 
 #: queries per Lucene batch: the run file grows a batch at a time, and the JVM's heap holds one batch's hits
 BATCH = 250
+
+
+def copyable(lines: Mapping[str, list[str]], remove_query: bool) -> dict[str, str]:
+    """The queries whose run lines (``lucene.impact_run_lines``) go to the run as Anserini wrote them, as
+    text: those with hits, a top score below ``FLOAT32_EXACT`` (every score an integer, printed as
+    ``format_run`` prints it; no rescoring) and, with ``remove_query``, no hit on the query's own id. The
+    rest are read into hits."""
+    from benchmark.retrieval.lucene import FLOAT32_EXACT
+
+    out = {}
+    for q, block in lines.items():
+        if not block or float(block[0].split(" ", 5)[4]) >= FLOAT32_EXACT:
+            continue
+        text = "".join(block)
+        if not (remove_query and f" Q0 {q} " in text):
+            out[q] = text
+    return out
 
 
 class Search(StageKind["Search.Config", SearchRecord]):
@@ -84,6 +101,7 @@ class Search(StageKind["Search.Config", SearchRecord]):
         index = index_path(inputs.path("index"))
         queries: Mapping[str, Any]
         timing: dict[str, float] = {}
+        written: Callable[[dict[str, Any]], dict[str, list[str]] | None] | None = None
         if index_type == "bm25":
             queries = dict(read_queries(Path(inputs.path("queries")) / QUERIES))
             bm25 = {"k1": config.k1, "b": config.b}  # a plan always sets both; left out, Pyserini's defaults
@@ -110,14 +128,17 @@ class Search(StageKind["Search.Config", SearchRecord]):
             queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
 
             def search(batch: dict[str, Any]) -> Hits:
-                # Anserini writes the run itself (no hit through pyjnius); a collapsed model's dense batch,
-                # too large as pretokenized text, goes through the in-memory search: the same hits either way
-                if lucene.run_writer_fits(batch):
-                    return lucene.impact_search_to_run(index, batch, k=config.k, threads=ctx.threads, timing=timing)
                 try:
                     return lucene.impact_search(index, batch, k=config.k, threads=ctx.threads, timing=timing)
                 except Exception as exc:
                     raise lucene.lost_queries(exc, batch) from exc
+
+            def written(batch: dict[str, Any]) -> dict[str, list[str]] | None:
+                # Anserini writes the run itself (no hit through pyjnius); a collapsed model's dense batch,
+                # too large as pretokenized text, goes through the in-memory search: the same hits either way
+                if lucene.run_writer_fits(batch):
+                    return lucene.impact_run_lines(index, batch, k=config.k, threads=ctx.threads, timing=timing)
+                return None
 
         shards = (
             sorted((Path(inputs.path("docs")) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
@@ -129,7 +150,13 @@ class Search(StageKind["Search.Config", SearchRecord]):
         # the run is written a batch of queries at a time: an MS MARCO run (7M hits) is never held whole
         with atomic_write(out / RUN) as fh:
             for start in range(0, len(qids), BATCH):
-                hits = search({q: queries[q] for q in qids[start : start + BATCH]})
+                batch = {q: queries[q] for q in qids[start : start + BATCH]}
+                lines = written(batch) if written is not None else None
+                if lines is None:
+                    hits = search(batch)
+                else:  # a query's lines copied unread where nothing below would change them
+                    copied = copyable(lines, config.remove_query)
+                    hits = {q: [lucene.run_line_hit(line) for line in lines[q]] for q in batch if q not in copied}
                 if index_type != "bm25":
                     past += len(lucene.past_float32(hits))
                     if shards:  # sums past 2**24 come back rounded: exact integers again
@@ -142,7 +169,10 @@ class Search(StageKind["Search.Config", SearchRecord]):
                         removed += len(ranked) - len(kept)
                         hits[qid] = kept
                 without_hits += sum(1 for v in hits.values() if not v)
-                fh.write(format_run(hits))
+                if lines is None:
+                    fh.write(format_run(hits))
+                else:  # in the batch's order, as format_run writes it
+                    fh.write("".join(copied[q] if q in copied else format_run({q: hits[q]}) for q in batch))
         kill_points.point("search:written")
         record: dict[str, Any] = {
             "type": index_type,
