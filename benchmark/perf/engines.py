@@ -99,9 +99,9 @@ def _one_by_one(
     return hits, seconds
 
 
-def collection_flops(shards: Path, queries: dict[str, dict[str, int]]) -> float:
-    """FLOPS (``benchmark.retrieval.flops``) of the collection as searched: its documents' and the queries'
-    non-zero terms."""
+def collection_flops(shards: Path, queries: dict[str, dict[str, int]]) -> tuple[int, float]:
+    """The number of documents and the FLOPS (``benchmark.retrieval.flops``) of the collection as searched (its
+    documents' and the queries' non-zero terms), in one pass over the shards."""
     from benchmark.formats import vectors
     from benchmark.retrieval.flops import flops
 
@@ -119,7 +119,7 @@ def collection_flops(shards: Path, queries: dict[str, dict[str, int]]) -> float:
             if weight > 0:
                 qf[term] = qf.get(term, 0) + 1
     shared = sorted(set(df) & set(qf))
-    return flops([df[t] for t in shared], documents, [qf[t] for t in shared], len(queries))
+    return documents, flops([df[t] for t in shared], documents, [qf[t] for t in shared], len(queries))
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -157,8 +157,7 @@ def measure(
 
     from benchmark.common.disk import disk_usage
 
-    documents, _ = engines.count_documents(shards)
-    density = round(collection_flops(shards, queries), 2)
+    documents, density = collection_flops(shards, queries)
     shutil.rmtree(work / name, ignore_errors=True)  # every index built in this run, none reused
     lucene_index = work / name / "lucene"
     began = _cpu()
@@ -184,7 +183,7 @@ def measure(
             "collection": name,
             "documents": documents,
             "queries": len(queries),
-            "FLOPS": density,
+            "FLOPS": round(density, 2),
             "engine": choice.engine.name,
             "point": choice.point.name,
             "exact": choice.point.exact,
@@ -194,7 +193,7 @@ def measure(
             "build_cpu_s": round(builds[choice.engine.name][0], 2),
             "index_bytes": builds[choice.engine.name][1],
             "recall_exact@10": round(engines.recall_of_exact(reference, hits, 10), 4),
-            "recall_exact@1000": round(engines.recall_of_exact(reference, hits, k), 4),
+            "recall_exact@1000": round(engines.recall_of_exact(reference, hits, k), 4) if k >= 1000 else None,
         }
         for m in MEASURES:
             if m in scores:
@@ -250,11 +249,16 @@ def synthetic(
     return folder, queries
 
 
-def write(rows: list[dict[str, Any]], out: Path, header: list[str]) -> None:
+def stem(k: int) -> str:
+    """``engines`` for the top-1000 frontier, ``engines-top{k}`` for another depth (its own files)."""
+    return "engines" if k == 1000 else f"engines-top{k}"
+
+
+def write(rows: list[dict[str, Any]], out: Path, header: list[str], k: int = 1000) -> None:
     from benchmark.common.atomic import atomic_write
 
     out.mkdir(parents=True, exist_ok=True)
-    with atomic_write(out / "engines.csv") as fh:
+    with atomic_write(out / f"{stem(k)}.csv") as fh:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
@@ -270,11 +274,13 @@ def write(rows: list[dict[str, Any]], out: Path, header: list[str]) -> None:
             f"| {r['collection']} | {r['documents']:,} | {r['FLOPS']:.2f} | {r['engine']}:{r['point']} | "
             f"{'exact' if r['exact'] else 'approximate'} | {r['ms_p50']:.2f} | {r['ms_p99']:.2f} | "
             f"{r['build_cpu_s']:.1f} | {r['index_bytes'] / 1e6:.1f} | {eff[0]} | {eff[1]} | "
-            f"{r['recall_exact@10']:.4f} | {r['recall_exact@1000']:.4f} |"
+            f"{r['recall_exact@10']:.4f} | "
+            + ("–" if r["recall_exact@1000"] is None else f"{r['recall_exact@1000']:.4f}")
+            + " |"
         )
-    with atomic_write(out / "engines.md") as fh:
+    with atomic_write(out / f"{stem(k)}.md") as fh:
         fh.write("\n".join(lines) + "\n")
-    plot(rows, out / "engines.png")
+    plot(rows, out / f"{stem(k)}.png")
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -362,10 +368,19 @@ def main(argv: list[str] | None = None) -> int:
         "build would not fit the time; repeatable (default: --engines everywhere)",
     )
     p.add_argument("--max-queries", type=int, default=None, help="the first N queries of each collection")
+    p.add_argument(
+        "--k",
+        type=int,
+        default=1000,
+        help="the depth of every search, Lucene's reference too (default 1000: results/perf/engines.*; another "
+        "depth writes engines-top{k}.*, e.g. 10 for the recall of the exact top-10 at a top-10 search's cost)",
+    )
     p.add_argument("--work", type=Path, default=Path("runs/engines"), help="the indexes built")
     p.add_argument("--out", type=Path, default=Path("results/perf"), help="where engines.{md,csv,png} go")
     args = p.parse_args(argv)
     try:
+        if not 10 <= args.k <= 1000:
+            raise BenchmarkError(f"--k {args.k}: the depth must be from 10 to 1000 (e.g. --k 10 or the default 1000)")
         names = engines.names()
         specs = (
             [f"{n}:{pt.name}" for n in names for pt in engines.ENGINES[n].points]
@@ -403,11 +418,11 @@ def main(argv: list[str] | None = None) -> int:
             collections[name] = (Path(encode_dir) / vectors.SHARDS, queries, _qrels(dataset))
         rows = []
         for name, (shards, queries, qrels) in collections.items():
-            rows += measure(name, shards, queries, qrels, at.get(name, specs), args.work)
+            rows += measure(name, shards, queries, qrels, at.get(name, specs), args.work, args.k)
         for name, source, docs, length in drawn:
             shards, queries, _ = collections[source]
             folder, queries = synthetic(shards, queries, docs, args.work, length=length)
-            rows += measure(name, folder, queries, None, at.get(name, specs), args.work)
+            rows += measure(name, folder, queries, None, at.get(name, specs), args.work, args.k)
     except BenchmarkError as exc:
         print(f"error: {exc}")
         return 2
@@ -420,9 +435,10 @@ def main(argv: list[str] | None = None) -> int:
         "Command: `python -m benchmark.perf engines "
         + " ".join(argv if argv is not None else __import__("sys").argv[1:])
         + "`.",
-        "Reference: Lucene's exact impact search (Anserini `SimpleImpactSearcher`), top-1000; ms per query is each "
+        f"Reference: Lucene's exact impact search (Anserini `SimpleImpactSearcher`), top-{args.k}; every engine "
+        f"searched to depth {args.k}; ms per query is each "
         "query's own call (Lucene: the ScoredDoc array returned; PISA and Seismic: their native call), the index "
         "loaded and warmed. Recall of the exact top-k counts a hit tied with the exact k-th score as kept.",
     ]
-    write(rows, args.out, header)
+    write(rows, args.out, header, args.k)
     return 0

@@ -210,6 +210,10 @@ def test_the_frontier_table_labels_approximate_points(tmp_path):
     assert "| c | 0 | 0.00 | seismic:qc10-hf0.8 | approximate |" in table and "0.5000 (-0.0100)" in table
     assert (tmp_path / "engines.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
     assert (tmp_path / "engines.png").stat().st_size > 0
+    # another depth: its own files, no recall of a top-1000 it never searched
+    write([row | {"recall_exact@1000": None}], tmp_path, ["Machine: test."], k=10)
+    assert "| 0.0000 | – |" in (tmp_path / "engines-top10.md").read_text()
+    assert (tmp_path / "engines.md").read_text() == table
 
 
 def test_engines_add_labelled_rows_and_keep_lucenes_stage_ids():
@@ -257,12 +261,17 @@ def test_a_denser_synthetic_setting_draws_longer_documents_and_states_its_flops(
 
     real = {"a": {"x": 3, "y": 7}, "b": {"x": 2, "z": 9, "w": 1}, "c": {"y": 4}}
     source = _collection(tmp_path / "real", real)
-    assert collection_flops(source, {"q1": {"x": 1}, "q2": {"y": 5, "v": 2}}) == 2 / 3
+    assert collection_flops(source, {"q1": {"x": 1}, "q2": {"y": 5, "v": 2}}) == (3, 2 / 3)
     plain, _ = synthetic(source, {}, 200, tmp_path / "work")
     dense, _ = synthetic(source, {}, 200, tmp_path / "work", length=3.0)
     assert dense != plain and dense.name == "synthetic-200-x3"
     lengths = [[len(r.vector) for r in read_vectors(f / "part-00000.jsonl")] for f in (plain, dense)]
     assert max(lengths[0]) <= 3 and max(lengths[1]) <= 4 and sum(lengths[1]) > 1.5 * sum(lengths[0])
+    assert main(["--real", f"r={source},{source},cranfield", "--k", "5", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().out.strip() == (
+        "error: --k 5: the depth must be from 10 to 1000 (e.g. --k 10 or the default 1000)"
+    )
+    assert collection_flops(source, {})[0] == 3
     code = main(["--real", f"r={source},{source},cranfield", "--synthetic", "s=r,100,-2", "--out", str(tmp_path)])
     assert code == 2
     out = capsys.readouterr().out.strip()
