@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -559,10 +559,11 @@ def impact_search_to_run(
     return {q: [run_line_hit(line) for line in lines] for q, lines in found.items()}
 
 
-def run_line_hit(line: str) -> tuple[str, float]:
-    """A run line's (document id, score), the score rounded to the integer an impact sum is."""
+def run_line_hit(line: str, integer: bool = True) -> tuple[str, float]:
+    """A run line's (document id, score), the score rounded to the integer an impact sum is (``integer``), or
+    as printed (BM25: ``format_run`` prints it back as it was, 6 decimals)."""
     _, _, docid, _, score, _ = line.split()
-    return docid, float(round(float(score)))
+    return docid, float(round(float(score))) if integer else float(score)
 
 
 def impact_run_lines(
@@ -577,10 +578,6 @@ def impact_run_lines(
     ``benchmark.formats.trec_run.format_run`` writes for the same hit while the score is an integer (a sum
     below ``FLOAT32_EXACT``), so the search stage copies such a query's lines as they are
     (tests/stages/test_search.py holds the two byte for byte)."""
-    import tempfile
-
-    from benchmark.formats.trec_run import TAG
-
     _check_exact_k(k)
     start_jvm()
     from jnius import autoclass
@@ -589,18 +586,74 @@ def impact_run_lines(
     if longest > 1024:  # as impact_search: Lucene's default clause limit
         searcher_class = autoclass("org.apache.lucene.search.IndexSearcher")
         searcher_class.setMaxClauseCount(max(longest, searcher_class.getMaxClauseCount()))
+    topics = {q: " ".join(" ".join([t] * int(w)) for t, w in v.items()) for q, v in queries.items() if v}
+    return _collection_run_lines(index_dir, queries, topics, ["-impact", "-pretokenized"], k, threads, timing)
+
+
+def bm25_run_writer_fits(queries: dict[str, str]) -> bool:
+    """Whether ``bm25_run_lines`` can take these query texts: one line of a TSV topic file each (no tab,
+    newline or carriage return; any other text goes through ``bm25_search``)."""
+    return not any(c in text for text in queries.values() for c in "\t\n\r")
+
+
+def bm25_run_lines(
+    index_dir: Path,
+    queries: dict[str, str],
+    k: int = 1000,
+    threads: int = 2,
+    k1: float = 0.9,
+    b: float = 0.4,
+    timing: dict[str, float] | None = None,
+) -> dict[str, list[str]]:
+    """``bm25_search``'s run as Anserini's ``SearchCollection`` writes it, per query in the order asked:
+    the same analyser, bag-of-words query, ``BM25Similarity`` and tie-break, so the same hits in the same
+    order (every SciFact and NFCorpus test query byte for byte at k = 1000). The score text is Java's
+    ``%f``, which rounds a tie half up where ``format_run`` rounds it half even: ``half_up_tie`` finds the
+    only lines where the two may differ."""
+    check_k(k)
+    start_jvm()
+    topics = {q: text for q, text in queries.items() if text.strip()}
+    bm25 = ["-bm25", "-bm25.k1", repr(float(k1)), "-bm25.b", repr(float(b))]
+    return _collection_run_lines(index_dir, queries, topics, bm25, k, threads, timing)
+
+
+def half_up_tie(line: str) -> bool:
+    """Whether a run line's ``%f`` score may be Java's half-up rounding of a tie that ``format_run`` (Python,
+    half even) writes one lower. A float32 lies exactly halfway between two 6-decimal numbers only when it is
+    an odd multiple of 2^-7 (1/128 = 0.0078125); Java then rounds up, to a 6-decimal fraction ≡ 7813 (mod
+    31250) when Python's half-even result is the even one below. A line so ended is ambiguous (a float just
+    above the tie prints the same), so its query is read through ``bm25_search``'s float scores."""
+    score = line.split(" ", 5)[4]
+    return score[-1] == "3" and int(score[-6:]) % 31250 == 7813
+
+
+def _collection_run_lines(
+    index_dir: Path,
+    queries: Mapping[str, object],
+    topics: dict[str, str],
+    options: list[str],
+    k: int,
+    threads: int,
+    timing: dict[str, float] | None,
+) -> dict[str, list[str]]:
+    """Anserini's ``SearchCollection`` over ``topics`` (a TSV topic file), its run's lines grouped by query
+    (in the order of ``queries``; a query without a topic or a hit has none)."""
+    import tempfile
+
+    from jnius import autoclass
+
+    from benchmark.formats.trec_run import TAG
+
     lines: dict[str, list[str]] = {q: [] for q in queries}
-    asked = [q for q, v in queries.items() if v]
-    if not asked:
+    if not topics:
         return lines
     with tempfile.TemporaryDirectory(prefix="benchmark-search-") as tmp:
-        topics, run = Path(tmp) / "topics.tsv", Path(tmp) / "run.trec"
-        with open(topics, "w", encoding="utf-8") as fh:
-            for q in asked:
-                fh.write(q + "\t" + " ".join(" ".join([t] * int(w)) for t, w in queries[q].items()) + "\n")
+        topic_file, run = Path(tmp) / "topics.tsv", Path(tmp) / "run.trec"
+        with open(topic_file, "w", encoding="utf-8") as fh:
+            fh.writelines(q + "\t" + text + "\n" for q, text in topics.items())
         args = autoclass("io.anserini.search.SearchCollection$Args")()
-        argv = ["-index", os.path.abspath(index_dir), "-topics", str(topics), "-topicReader", "TsvString",
-                "-output", str(run), "-impact", "-pretokenized", "-hits", str(int(k)),
+        argv = ["-index", os.path.abspath(index_dir), "-topics", str(topic_file), "-topicReader", "TsvString",
+                "-output", str(run), *options, "-hits", str(int(k)),
                 "-threads", str(int(threads)), "-runtag", TAG, "-quiet"]  # fmt: skip
         autoclass("org.kohsuke.args4j.CmdLineParser")(args).parseArgument(*argv)
         began = time.perf_counter()

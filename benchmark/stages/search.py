@@ -30,16 +30,22 @@ from benchmark.stages.store import Context, Inputs, StageKind, added_field
 BATCH = 250
 
 
-def copyable(lines: Mapping[str, list[str]], remove_query: bool) -> dict[str, str]:
-    """The queries whose run lines (``lucene.impact_run_lines``) go to the run as Anserini wrote them, as
-    text: those with hits, a top score below ``FLOAT32_EXACT`` (every score an integer, printed as
-    ``format_run`` prints it; no rescoring) and, with ``remove_query``, no hit on the query's own id. The
-    rest are read into hits."""
-    from benchmark.retrieval.lucene import FLOAT32_EXACT
+def copyable(lines: Mapping[str, list[str]], remove_query: bool, bm25: bool = False) -> dict[str, str]:
+    """The queries whose run lines (``lucene.impact_run_lines`` or ``lucene.bm25_run_lines``) go to the run as
+    Anserini wrote them, as text: those with hits, every score printed as ``format_run`` prints it (impact: a
+    top score below ``FLOAT32_EXACT``, so every score an integer and no rescoring; BM25: no line that
+    ``lucene.half_up_tie`` finds) and, with ``remove_query``, no hit on the query's own id. The rest are
+    read into hits."""
+    from benchmark.retrieval.lucene import FLOAT32_EXACT, half_up_tie
 
     out = {}
     for q, block in lines.items():
-        if not block or float(block[0].split(" ", 5)[4]) >= FLOAT32_EXACT:
+        if not block:
+            continue
+        if bm25:
+            if any(half_up_tie(line) for line in block):
+                continue
+        elif float(block[0].split(" ", 5)[4]) >= FLOAT32_EXACT:
             continue
         text = "".join(block)
         if not (remove_query and f" Q0 {q} " in text):
@@ -115,6 +121,16 @@ class Search(StageKind["Search.Config", SearchRecord]):
                     timing=timing,
                     **{k: v for k, v in bm25.items() if v is not None},
                 )
+
+            def written(batch: dict[str, Any]) -> dict[str, list[str]] | None:
+                # Anserini writes the run (no hit through pyjnius); texts that are not one TSV line each
+                # go through the in-memory search
+                if lucene.bm25_run_writer_fits(batch):
+                    settings = {k: v for k, v in bm25.items() if v is not None}
+                    return lucene.bm25_run_lines(
+                        index, batch, k=config.k, threads=ctx.threads, timing=timing, **settings
+                    )
+                return None
         elif config.engine != "lucene":
             from benchmark.retrieval import engines
 
@@ -155,8 +171,15 @@ class Search(StageKind["Search.Config", SearchRecord]):
                 if lines is None:
                     hits = search(batch)
                 else:  # a query's lines copied unread where nothing below would change them
-                    copied = copyable(lines, config.remove_query)
-                    hits = {q: [lucene.run_line_hit(line) for line in lines[q]] for q in batch if q not in copied}
+                    copied = copyable(lines, config.remove_query, bm25=index_type == "bm25")
+                    rest = [q for q in batch if q not in copied]
+                    # BM25: a query with a line printed from a tie is searched again for its float scores
+                    again = [q for q in rest if index_type == "bm25" and any(map(lucene.half_up_tie, lines[q]))]
+                    hits = search({q: batch[q] for q in again}) if again else {}
+                    integer = index_type != "bm25"
+                    hits.update(
+                        {q: [lucene.run_line_hit(ln, integer) for ln in lines[q]] for q in rest if q not in again}
+                    )
                 if index_type != "bm25":
                     past += len(lucene.past_float32(hits))
                     if shards:  # sums past 2**24 come back rounded: exact integers again

@@ -45,3 +45,69 @@ def test_copied_run_lines_are_format_runs_bytes_and_the_rest_are_read(tmp_path):
     assert sorted(copyable(lines, remove_query=True)) == ["plain"]
     assert sorted(copyable(lines, remove_query=False)) == ["plain", "self"]
     assert copyable(lines, remove_query=False)["plain"] == format_run({"plain": hits["plain"]})
+
+
+@pytest.mark.slow  # a JVM indexes and searches
+def test_bm25_run_lines_are_format_runs_bytes(tmp_path):
+    """Anserini's SearchCollection writes BM25 runs byte for byte as format_run writes bm25_search's hits
+    (the same analyser, query and tie-break); a query text with a tab cannot be a TSV topic; "q2" hits its
+    own id, so removing self-hits reads it, and only it, into hits."""
+    coll = tmp_path / "coll"
+    coll.mkdir()
+    texts = {
+        "d1": "sparse retrieval with learned term weights",
+        "q2": "lexical retrieval and inverted indexes",
+        "d3": "dense retrieval with learned embeddings of passages",
+        "d4": "a note on cooking pasta",
+    }
+    (coll / "docs.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in texts.items()))
+    lucene.build_bm25_index(coll, tmp_path / "idx", threads=1)
+    queries = {"q1": "learned sparse retrieval", "q2": "inverted indexes", "stop": "the of and", "none": ""}
+    lines = lucene.bm25_run_lines(tmp_path / "idx", queries, k=10, threads=1, k1=0.9, b=0.4)
+    hits = lucene.bm25_search(tmp_path / "idx", queries, k=10, threads=1, k1=0.9, b=0.4)
+    assert list(lines) == list(queries) and [d for d, _ in hits["q1"]][:1] == ["d1"]
+    for q in queries:
+        assert "".join(lines[q]) == format_run({q: hits[q]}), q
+        assert format_run({q: [lucene.run_line_hit(ln, integer=False) for ln in lines[q]]}) == "".join(lines[q])
+    assert sorted(copyable(lines, remove_query=True, bm25=True)) == ["q1"]
+    assert sorted(copyable(lines, remove_query=False, bm25=True)) == ["q1", "q2"]
+    assert lucene.bm25_run_writer_fits(queries) and not lucene.bm25_run_writer_fits({"q": "a\tb"})
+
+
+def test_a_bm25_line_printed_from_a_tie_is_not_copied():
+    """Java's %f printed 3.0078125 (= 385/128, halfway) as 3.007813 where format_run prints 3.007812: the
+    query's lines are read again; 2.0234375 rounds to 2.023438 in both, and 3.007812 is no tie."""
+    tie = "q Q0 d1 1 3.007813 benchmark\n"
+    assert lucene.half_up_tie(tie) and f"{3.0078125:.6f}" == "3.007812"
+    assert not lucene.half_up_tie("q Q0 d1 1 2.023438 benchmark\n") and f"{2.0234375:.6f}" == "2.023438"
+    assert not lucene.half_up_tie("q Q0 d1 1 3.007812 benchmark\n")
+    lines = {"q": [tie, "q Q0 d2 2 1.000000 benchmark\n"], "r": ["r Q0 d1 1 3.007812 benchmark\n"]}
+    assert sorted(copyable(lines, remove_query=False, bm25=True)) == ["r"]
+
+
+@pytest.mark.slow  # a JVM formats floats
+def test_half_up_tie_finds_every_line_where_javas_f_differs_from_format_run():
+    """Java's own %f (Anserini's RunOutputWriter formats a Float with it) against Python's, on every odd
+    multiple of 2^-7 up to 256 (the only float32 ties at 6 decimals), the float32 just above each, and 20,000
+    random float32 scores: where the two differ, the line is flagged; a float just above a tie prints as the
+    tie does in Java and is flagged too, though Python agrees (why a flagged query is searched again)."""
+    import numpy as np
+
+    lucene.start_jvm()
+    from jnius import autoclass
+
+    java_string, java_float = autoclass("java.lang.String"), autoclass("java.lang.Float")
+    rng = np.random.default_rng(0)
+    ties = np.arange(1, 2 * 128 * 128, 2, dtype=np.float32) / np.float32(128)
+    values = [float(v) for v in ties] + [float(v) for v in np.nextafter(ties, np.float32(np.inf))]
+    values += [float(v) for v in rng.uniform(0, 60, 20_000).astype(np.float32)]
+    differ = flagged_same = 0
+    for v in values:
+        java = java_string.format("%f", java_float(v))
+        line = f"q Q0 d 1 {java} benchmark\n"
+        if java != f"{v:.6f}":
+            differ += 1
+            assert lucene.half_up_tie(line), v
+        elif lucene.half_up_tie(line):
+            flagged_same += 1
+    assert differ > 0 and flagged_same > 0
