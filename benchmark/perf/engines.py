@@ -280,15 +280,19 @@ def write(rows: list[dict[str, Any]], out: Path, header: list[str], k: int = 100
         )
     with atomic_write(out / f"{stem(k)}.md") as fh:
         fh.write("\n".join(lines) + "\n")
-    plot(rows, out / f"{stem(k)}.png")
+    plot(rows, out / f"{stem(k)}.png", k)
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
-    """Latency (p50, log scale) against recall of the exact top-10, one panel per collection, one line per engine."""
+def plot(rows: list[dict[str, Any]], path: Path, k: int = 1000) -> None:
+    """Latency (p50, log scale) against recall of the exact top-k at the searched depth (top-10 below 1000,
+    where no top-1000 was searched), one panel per collection, one line per engine."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
+
+    depth = 1000 if k >= 1000 else 10
 
     names = list(dict.fromkeys(r["collection"] for r in rows))
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
@@ -297,11 +301,12 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
             mine = sorted(
                 (r for r in rows if r["collection"] == name and r["engine"] == engine), key=lambda r: r["ms_p50"]
             )
-            ax.plot([r["ms_p50"] for r in mine], [r["recall_exact@10"] for r in mine], marker="o", label=engine)
+            ax.plot([r["ms_p50"] for r in mine], [r[f"recall_exact@{depth}"] for r in mine], marker="o", label=engine)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # a panel within one decade labels its minor ticks, overlapping
         ax.set_title(name)
         ax.set_xlabel("ms per query, p50, one thread")
-        ax.set_ylabel("recall of the exact top-10")
+        ax.set_ylabel(f"recall of the exact top-{depth}")
         ax.legend()
     fig.tight_layout()
     from benchmark.common.atomic import atomic_write
