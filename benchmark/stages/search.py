@@ -14,7 +14,7 @@ every engine's hits alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,27 +30,30 @@ from benchmark.stages.store import Context, Inputs, StageKind, added_field
 BATCH = 250
 
 
-def copyable(lines: Mapping[str, list[str]], remove_query: bool, bm25: bool = False) -> dict[str, str]:
+def copyable(lines: Mapping[str, list[str]], remove_query: bool, unsure: Set[str] = frozenset()) -> dict[str, str]:
     """The queries whose run lines (``lucene.impact_run_lines`` or ``lucene.bm25_run_lines``) go to the run as
-    Anserini wrote them, as text: those with hits, every score printed as ``format_run`` prints it (impact: a
-    top score below ``FLOAT32_EXACT``, so every score an integer and no rescoring; BM25: no line that
-    ``lucene.half_up_tie`` finds) and, with ``remove_query``, no hit on the query's own id. The rest are
-    read into hits."""
-    from benchmark.retrieval.lucene import FLOAT32_EXACT, half_up_tie
+    Anserini wrote them, as text: those with hits, every score printed as ``format_run`` prints it (a top
+    score below ``FLOAT32_EXACT``: an impact sum is then an integer, with no rescoring; and not ``unsure``,
+    BM25's ``tie_printed``) and, with ``remove_query``, no hit on the query's own id. The rest are read into
+    hits."""
+    from benchmark.retrieval.lucene import FLOAT32_EXACT
 
     out = {}
     for q, block in lines.items():
-        if not block:
-            continue
-        if bm25:
-            if any(half_up_tie(line) for line in block):
-                continue
-        elif float(block[0].split(" ", 5)[4]) >= FLOAT32_EXACT:
+        if not block or q in unsure or float(block[0].split(" ", 5)[4]) >= FLOAT32_EXACT:
             continue
         text = "".join(block)
         if not (remove_query and f" Q0 {q} " in text):
             out[q] = text
     return out
+
+
+def tie_printed(lines: Mapping[str, list[str]]) -> set[str]:
+    """The queries of ``lucene.bm25_run_lines`` with a line whose score Java may have printed from a tie
+    (``lucene.half_up_tie``), where ``format_run`` could print it otherwise."""
+    from benchmark.retrieval.lucene import half_up_tie
+
+    return {q for q, block in lines.items() if any(map(half_up_tie, block))}
 
 
 class Search(StageKind["Search.Config", SearchRecord]):
@@ -110,26 +113,17 @@ class Search(StageKind["Search.Config", SearchRecord]):
         written: Callable[[dict[str, Any]], dict[str, list[str]] | None] | None = None
         if index_type == "bm25":
             queries = dict(read_queries(Path(inputs.path("queries")) / QUERIES))
-            bm25 = {"k1": config.k1, "b": config.b}  # a plan always sets both; left out, Pyserini's defaults
+            # a plan always sets both; left out, Pyserini's defaults
+            bm25 = {k: v for k, v in {"k1": config.k1, "b": config.b}.items() if v is not None}
 
             def search(batch: dict[str, Any]) -> Hits:
-                return lucene.bm25_search(
-                    index,
-                    batch,
-                    k=config.k,
-                    threads=ctx.threads,
-                    timing=timing,
-                    **{k: v for k, v in bm25.items() if v is not None},
-                )
+                return lucene.bm25_search(index, batch, k=config.k, threads=ctx.threads, timing=timing, **bm25)
 
             def written(batch: dict[str, Any]) -> dict[str, list[str]] | None:
                 # Anserini writes the run (no hit through pyjnius); texts that are not one TSV line each
                 # go through the in-memory search
                 if lucene.bm25_run_writer_fits(batch):
-                    settings = {k: v for k, v in bm25.items() if v is not None}
-                    return lucene.bm25_run_lines(
-                        index, batch, k=config.k, threads=ctx.threads, timing=timing, **settings
-                    )
+                    return lucene.bm25_run_lines(index, batch, k=config.k, threads=ctx.threads, timing=timing, **bm25)
                 return None
         elif config.engine != "lucene":
             from benchmark.retrieval import engines
@@ -171,15 +165,13 @@ class Search(StageKind["Search.Config", SearchRecord]):
                 if lines is None:
                     hits = search(batch)
                 else:  # a query's lines copied unread where nothing below would change them
-                    copied = copyable(lines, config.remove_query, bm25=index_type == "bm25")
-                    rest = [q for q in batch if q not in copied]
                     # BM25: a query with a line printed from a tie is searched again for its float scores
-                    again = [q for q in rest if index_type == "bm25" and any(map(lucene.half_up_tie, lines[q]))]
-                    hits = search({q: batch[q] for q in again}) if again else {}
+                    again = tie_printed(lines) if index_type == "bm25" else set()
+                    copied = copyable(lines, config.remove_query, again)
+                    hits = search({q: batch[q] for q in batch if q in again}) if again else {}
                     integer = index_type != "bm25"
-                    hits.update(
-                        {q: [lucene.run_line_hit(ln, integer) for ln in lines[q]] for q in rest if q not in again}
-                    )
+                    read = (q for q in batch if q not in copied and q not in again)
+                    hits.update({q: [lucene.run_line_hit(ln, integer) for ln in lines[q]] for q in read})
                 if index_type != "bm25":
                     past += len(lucene.past_float32(hits))
                     if shards:  # sums past 2**24 come back rounded: exact integers again

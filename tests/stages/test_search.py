@@ -9,7 +9,7 @@ import pytest
 
 from benchmark.formats.trec_run import format_run
 from benchmark.retrieval import lucene
-from benchmark.stages.search import copyable
+from benchmark.stages.search import copyable, tie_printed
 
 
 def _index(tmp_path: Path, docs: dict[str, dict[str, int]]) -> Path:
@@ -69,8 +69,9 @@ def test_bm25_run_lines_are_format_runs_bytes(tmp_path):
     for q in queries:
         assert "".join(lines[q]) == format_run({q: hits[q]}), q
         assert format_run({q: [lucene.run_line_hit(ln, integer=False) for ln in lines[q]]}) == "".join(lines[q])
-    assert sorted(copyable(lines, remove_query=True, bm25=True)) == ["q1"]
-    assert sorted(copyable(lines, remove_query=False, bm25=True)) == ["q1", "q2"]
+    assert tie_printed(lines) == set()
+    assert sorted(copyable(lines, remove_query=True)) == ["q1"]
+    assert sorted(copyable(lines, remove_query=False)) == ["q1", "q2"]
     assert lucene.bm25_run_writer_fits(queries) and not lucene.bm25_run_writer_fits({"q": "a\tb"})
 
 
@@ -82,7 +83,8 @@ def test_a_bm25_line_printed_from_a_tie_is_not_copied():
     assert not lucene.half_up_tie("q Q0 d1 1 2.023438 benchmark\n") and f"{2.0234375:.6f}" == "2.023438"
     assert not lucene.half_up_tie("q Q0 d1 1 3.007812 benchmark\n")
     lines = {"q": [tie, "q Q0 d2 2 1.000000 benchmark\n"], "r": ["r Q0 d1 1 3.007812 benchmark\n"]}
-    assert sorted(copyable(lines, remove_query=False, bm25=True)) == ["r"]
+    assert tie_printed(lines) == {"q"}
+    assert sorted(copyable(lines, remove_query=False, unsure=tie_printed(lines))) == ["r"]
 
 
 @pytest.mark.slow  # a JVM formats floats
