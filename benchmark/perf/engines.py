@@ -9,12 +9,15 @@ stage's shards and queries stage's vectors (``--real``), and synthetic impact ve
 sparsity (``--synthetic``): documents and queries drawn term by term from a real encode stage's document
 frequencies, lengths and weights, so pruning meets the skew it would meet; a length multiplier draws denser
 documents, since density decides how much pruning can skip (× 5 drawn from NFCorpus: FLOPS 4.3 against 1.5, a
-repeated common term kept once). Each row states its collection's FLOPS, so the settings are told apart.
+repeated common term kept once). A source may also be the scale rehearsal's untrained encoder at 10k documents
+(``--real`` with its synthetic folder as ``PATH@test``), the density its search hours were projected from.
+Each row states its collection's FLOPS, so the settings are told apart.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import resource
 import time
@@ -158,8 +161,9 @@ def measure(
     from benchmark.common.disk import disk_usage
 
     documents, density = collection_flops(shards, queries)
-    shutil.rmtree(work / name, ignore_errors=True)  # every index built in this run, none reused
-    lucene_index = work / name / "lucene"
+    built = work / "indexes" / name  # apart from the drawn documents, which outlive a run
+    shutil.rmtree(built, ignore_errors=True)  # every index built in this run, none reused
+    lucene_index = built / "lucene"
     began = _cpu()
     engines.choose("lucene").engine.build(shards, lucene_index, 1)
     builds = {"lucene": (_cpu() - began, disk_usage(lucene_index))}
@@ -171,7 +175,7 @@ def measure(
         if choice.engine.name == "lucene":
             hits, took = reference, seconds
         else:
-            folder = work / name / choice.engine.name
+            folder = built / choice.engine.name
             if choice.engine.name not in builds:
                 began = _cpu()
                 choice.engine.build(shards, folder, 1)
@@ -228,12 +232,14 @@ def synthetic(
     lengths = np.maximum(np.rint(np.array([len(v) for v in rows if v]) * length), 1).astype(np.int64)
     weights = np.array([w for v in rows for w in v.values()])
     rng = np.random.default_rng(seed)
-    folder = out / (f"synthetic-{n}" if length == 1.0 else f"synthetic-{n}-x{length:g}")
+    recipe = {"source": str(Path(source).resolve()), "documents": n, "seed": seed, "length": length}
+    # a folder per draw: two sources drawn at one size must not overwrite each other's documents
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
+    folder = out / "drawn" / (f"synthetic-{n}-{key}" if length == 1.0 else f"synthetic-{n}-x{length:g}-{key}")
     folder.mkdir(parents=True, exist_ok=True)
     shard, drawn_from = vectors.shard_path(folder, 0), folder / "drawn.json"
-    recipe = {"source": str(Path(source).resolve()), "documents": n, "seed": seed, "length": length}
     if not shard.exists() or not drawn_from.exists() or json.loads(drawn_from.read_text()) != recipe:
-        # drawn again unless this very draw is there (another source, size, seed or length is another draw)
+        # drawn again unless this very draw was finished there (drawn.json is written last)
         drawn_from.unlink(missing_ok=True)
 
         def draw() -> Any:
@@ -333,9 +339,17 @@ def _length(item: str, more: list[str]) -> float:
 
 
 def _qrels(dataset: str) -> list[Any]:
-    import ir_datasets
+    """The judgments of any dataset the pipeline reads: an ir_datasets id, or a local folder as ``PATH@split``
+    (the scale rehearsal's synthetic collection)."""
+    import ir_measures
 
-    return list(ir_datasets.load(dataset).qrels_iter())
+    from benchmark.data import sources
+
+    ref = sources.parse(dataset)
+    problem = ref.problem()
+    if problem:
+        raise BenchmarkError(problem)
+    return [ir_measures.Qrel(q.query_id, q.doc_id, q.relevance) for q in ref.read(docs=False)[2]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="NAME=ENCODE_DIR,QUERIES_DIR,DATASET",
-        help="a collection: an encode stage's folder, a queries stage's folder, the ir_datasets id of its qrels",
+        help="a collection: an encode stage's folder, a queries stage's folder, and the dataset of its qrels (an "
+        "ir_datasets id, or a local folder as PATH@split)",
     )
     p.add_argument(
         "--synthetic",

@@ -48,9 +48,8 @@ def test_an_unknown_engine_is_one_line_naming_the_valid_ones_and_the_fix():
 def test_an_unknown_operating_point_names_the_engines_points():
     with pytest.raises(BenchmarkError) as err:
         engines.choose("pisa:wand")
-    assert "\n" not in str(err.value) and "pisa:maxscore, pisa:block-max-maxscore, pisa:block-max-wand" in str(
-        err.value
-    )
+    message = str(err.value)
+    assert "\n" not in message and "pisa:maxscore, pisa:block-max-maxscore, pisa:block-max-wand, pisa:taat" in message
 
 
 def test_an_engine_whose_package_is_missing_names_the_package_to_install(monkeypatch):
@@ -114,6 +113,45 @@ def test_an_engine_keeps_a_cased_vocabularys_tokens_apart(tmp_path, spec):
         "dot": [("d1", 21.0)],
         "both": [("d2", 6.0), ("d1", 5.0)],
     }
+
+
+@pytest.mark.parametrize("spec", [*EXACT, "seismic:qc10-hf0.8"])
+def test_a_batch_gives_each_query_its_own_hits(tmp_path, spec):
+    """300 queries in one call, each matching only its own document (by hand: q_i finds d_i at 1·(i+1)), one of
+    them with an id of 120 characters. Seismic's batch had returned its lists in another order than the
+    queries went in (about half the batches): taken in the order sent, queries got others' hits."""
+    n = 300
+    docs = {f"d{i:03d}": {f"t{i}": i + 1} for i in range(n)}
+    choice = engines.choose(spec)
+    choice.engine.build(_collection(tmp_path / "coll", docs), tmp_path / "idx", 1)
+    long = "q" * 120
+    queries = {(long if i == 7 else f"q{i:03d}"): {f"t{i}": 1} for i in range(n)}
+    for _ in range(5):  # the order came back shuffled in about half the batches: five make a miss unlikely
+        hits = choice.engine.search(tmp_path / "idx", queries, 10, choice.point, 2)
+        assert hits == {q: [(f"d{i:03d}", float(i + 1))] for i, q in enumerate(queries)}
+
+
+def test_seismic_finds_each_querys_hits_in_a_batch_returned_in_any_order(tmp_path, monkeypatch):
+    """The real index's batch, its lists handed back reversed (the shuffle above, made certain): every query
+    still gets its own document."""
+    from benchmark.retrieval.engines import seismic as module
+
+    docs = {f"d{i}": {f"t{i}": i + 1} for i in range(6)}
+    choice = engines.choose("seismic")
+    choice.engine.build(_collection(tmp_path / "coll", docs), tmp_path / "idx", 1)
+    real = module._load
+
+    class Reversed:
+        def __init__(self, index: object) -> None:
+            self.index = index
+
+        def batch_search(self, *args: object, **kwargs: object) -> list[object]:
+            return list(reversed(self.index.batch_search(*args, **kwargs)))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(module, "_load", lambda path: Reversed(real(path)))
+    queries = {f"q{i}": {f"t{i}": 1} for i in range(6)}
+    hits = choice.engine.search(tmp_path / "idx", queries, 10, choice.point)
+    assert hits == {f"q{i}": [(f"d{i}", float(i + 1))] for i in range(6)}
 
 
 def test_pisa_keeps_impacts_past_16_bits_and_sums_past_float32_as_lucene_does(tmp_path):
@@ -201,6 +239,45 @@ def test_the_frontiers_synthetic_documents_keep_a_real_collections_sparsity(tmp_
     }
 
 
+def test_draws_from_two_sources_at_one_size_keep_their_own_documents(tmp_path):
+    """Each draw has its own folder: drawing 50 documents from a second source left the first source's draw
+    in place (it had been drawn again over the first, which a later run then searched as the wrong corpus);
+    the first source's draw is found again as it was, its file untouched."""
+    from benchmark.perf.engines import synthetic
+
+    one = _collection(tmp_path / "one", {"a": {"x": 3}, "b": {"y": 7}})
+    two = _collection(tmp_path / "two", {"c": {"z": 5}})
+    first, _ = synthetic(one, {}, 50, tmp_path / "work")
+    before = (first / "part-00000.jsonl").stat().st_mtime_ns
+    second, _ = synthetic(two, {}, 50, tmp_path / "work")
+    assert first != second
+    assert set().union(*(r.vector for r in read_vectors(second / "part-00000.jsonl"))) == {"z"}
+    assert synthetic(one, {}, 50, tmp_path / "work")[0] == first
+    assert (first / "part-00000.jsonl").stat().st_mtime_ns == before
+    assert set().union(*(r.vector for r in read_vectors(first / "part-00000.jsonl"))) == {"x", "y"}
+
+
+def test_the_frontier_reads_the_judgments_of_a_local_folder(tmp_path):
+    """The scale rehearsal's synthetic collection is a local BEIR folder, named ``PATH@split`` as the pipeline
+    names it; its qrels come back as ir_measures judgments (two by hand), and a folder without the split is
+    one line before any collection is read."""
+    from benchmark.perf.engines import _qrels
+
+    folder = tmp_path / "coll"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": "b"}\n')
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "a"}\n')
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t2\n")
+    assert sorted((q.query_id, q.doc_id, q.relevance) for q in _qrels(f"{folder}@test")) == [
+        ("q1", "d1", 1),
+        ("q1", "d2", 2),
+    ]
+    with pytest.raises(BenchmarkError) as err:
+        _qrels(f"{folder}@dev")
+    assert "\n" not in str(err.value) and "dev" in str(err.value)
+
+
 def test_the_frontier_table_labels_approximate_points(tmp_path):
     from benchmark.perf.engines import COLUMNS, write
 
@@ -265,7 +342,7 @@ def test_a_denser_synthetic_setting_draws_longer_documents_and_states_its_flops(
     assert collection_flops(source, {"q1": {"x": 1}, "q2": {"y": 5, "v": 2}}) == (3, 2 / 3)
     plain, _ = synthetic(source, {}, 200, tmp_path / "work")
     dense, _ = synthetic(source, {}, 200, tmp_path / "work", length=3.0)
-    assert dense != plain and dense.name == "synthetic-200-x3"
+    assert dense != plain and dense.name.startswith("synthetic-200-x3-") and plain.name.startswith("synthetic-200-")
     lengths = [[len(r.vector) for r in read_vectors(f / "part-00000.jsonl")] for f in (plain, dense)]
     assert max(lengths[0]) <= 3 and max(lengths[1]) <= 4 and sum(lengths[1]) > 1.5 * sum(lengths[0])
     assert main(["--real", f"r={source},{source},cranfield", "--k", "5", "--out", str(tmp_path)]) == 2

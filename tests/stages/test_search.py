@@ -165,3 +165,32 @@ def test_bm25_runs_are_the_same_bytes_copied_searched_again_or_in_memory(tmp_pat
     assert runs["copied"] == runs["again"] == runs["memory"]
     lines = runs["copied"].decode().splitlines()
     assert len(lines) > 100_000 and not any(line.split()[0] == line.split()[2] for line in lines)  # self-hits gone
+
+
+@pytest.mark.slow  # the untrained bert-tiny pipeline on a SciFact slice, then PISA's index and search
+def test_an_exact_engine_through_the_stages_gives_lucenes_scores(untrained_splade, tmp_path):
+    """``--engines lucene,pisa:taat`` through the real index and search stages (two threads asked for, the
+    TAAT point on one): each of the 30 queries' top-1000 score lists in ``run.trec`` is Lucene's own."""
+    pytest.importorskip("pyterrier_pisa")
+    from helpers.pipeline import run_cli
+
+    runs = untrained_splade["runs"]
+    args = ["--suite", str(untrained_splade["suite"]), "--runs-dir", str(runs), "--threads", "2"]
+    assert run_cli(*args, "--results-dir", str(tmp_path / "res"), "--engines", "lucene,pisa:taat") == 0
+    found: dict[str, Path] = {}
+    for stage in sorted((runs / "search").iterdir()):
+        if not stage.name.startswith("."):
+            config = json.loads((stage / "config.json").read_text())["config"]
+            if config.get("k1") is None:  # impact searches only
+                found[config.get("engine", "lucene")] = stage / "run.trec"
+
+    def scores(run: Path) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for line in run.read_text().splitlines():
+            qid, _, _, _, score, _ = line.split()
+            out.setdefault(qid, []).append(float(score))
+        return out
+
+    assert sorted(found) == ["lucene", "pisa:taat"]
+    reference = scores(found["lucene"])
+    assert scores(found["pisa:taat"]) == reference and len(reference) == 30
