@@ -31,11 +31,11 @@ BATCH = 250
 
 
 def copyable(lines: Mapping[str, list[str]], remove_query: bool, unsure: Set[str] = frozenset()) -> dict[str, str]:
-    """The queries whose run lines (``lucene.impact_run_lines`` or ``lucene.bm25_run_lines``) go to the run as
-    Anserini wrote them, as text: those with hits, every score printed as ``format_run`` prints it (a top
-    score below ``FLOAT32_EXACT``: an impact sum is then an integer, with no rescoring; and not ``unsure``,
-    BM25's ``tie_printed``) and, with ``remove_query``, no hit on the query's own id. The rest are read into
-    hits."""
+    """The queries whose run lines (``lucene.impact_run_lines``, ``lucene.bm25_run_lines`` or an engine's
+    ``run_lines``) go to the run as written, as text: those with hits, every score printed as ``format_run``
+    prints it (a top score below ``FLOAT32_EXACT``: an impact sum is then an integer, with no rescoring; and
+    not ``unsure``, BM25's ``tie_printed``) and, with ``remove_query``, no hit on the query's own id. The rest
+    are read into hits."""
     from benchmark.retrieval.lucene import FLOAT32_EXACT
 
     out = {}
@@ -134,6 +134,10 @@ class Search(StageKind["Search.Config", SearchRecord]):
 
             def search(batch: dict[str, Any]) -> Hits:
                 return choice.engine.search(index, batch, config.k, choice.point, ctx.threads, timing)
+
+            def written(batch: dict[str, Any]) -> dict[str, list[str]] | None:
+                # the engine's own output printed as lines (no hit tuple, no ranked list), where it can
+                return choice.engine.run_lines(index, batch, config.k, choice.point, ctx.threads, timing)
         else:
             queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
 

@@ -95,6 +95,35 @@ def test_an_exact_engine_gives_the_hand_computed_integer_dot_products(tmp_path, 
     assert timing["engine_s"] > 0
 
 
+@pytest.mark.parametrize("spec", EXACT)
+def test_pisas_run_lines_are_the_lines_format_run_prints_from_its_hits(tmp_path, spec):
+    """PISA's output printed as lines without a hit tuple: byte for byte what ``format_run`` prints from
+    ``search``'s hits. Ties go by document id (``b``: d0, d10, d3 and d9 at 2, where PISA's own order is its
+    internal number, d0 last); a sum past 2**24 prints as its float32 integer (70,001 · 301 = 21,070,301 rounds
+    to an even neighbour); a query without hits and an empty one stay empty; two threads asked for."""
+    from benchmark.formats.trec_run import format_run
+
+    docs = DOCS | {"d10": {"b": 2}, "d9": {"b": 2}, "d0": {"b": 2}, "big": {"x": 70_001}}
+    choice = engines.choose(spec)
+    choice.engine.build(_collection(tmp_path / "coll", docs), tmp_path / "idx", 1)
+    queries = {"q1": {"a": 10, "b": 1}, "none": {"zz": 3}, "b": {"b": 1}, "empty": {}, "x": {"x": 301}}
+    queries |= {f"more{i}": {"a": i} for i in range(1, 40)}  # enough for PISA's threads to finish out of order
+    timing: dict[str, float] = {}
+    lines = choice.engine.run_lines(tmp_path / "idx", queries, 10, choice.point, 2, timing)
+    hits = choice.engine.search(tmp_path / "idx", queries, 10, choice.point, 2)
+    assert lines is not None and list(lines) == list(queries) and timing["engine_s"] > 0
+    assert {q: "".join(block) for q, block in lines.items()} == {q: format_run({q: hits[q]}) for q in queries}
+    assert lines["b"] == [
+        "b Q0 d0 1 2.000000 benchmark\n",
+        "b Q0 d10 2 2.000000 benchmark\n",
+        "b Q0 d3 3 2.000000 benchmark\n",
+        "b Q0 d9 4 2.000000 benchmark\n",
+        "b Q0 d1 5 1.000000 benchmark\n",
+    ]
+    assert lines["x"] in (["x Q0 big 1 21070300.000000 benchmark\n"], ["x Q0 big 1 21070302.000000 benchmark\n"])
+    assert lines["none"] == lines["empty"] == []
+
+
 @pytest.mark.parametrize("spec", [*EXACT, "seismic:qc10-hf0.8"])
 def test_an_engine_keeps_a_cased_vocabularys_tokens_apart(tmp_path, spec):
     """A BPE vocabulary (ModernBERT's) has ``ĠX`` beside ``Ġx`` and ``The`` beside ``the``, and tokens of
@@ -185,6 +214,8 @@ def test_exact_engines_equal_lucene_on_real_encoded_vectors_and_a_dense_models_q
     """bert-tiny's real integer impacts on a SciFact slice: every exact point's top-1000 score lists equal
     Lucene's, query by query. The dense queries are what a collapsed model sends: each the sum of 40 of the
     slice's document vectors, thousands of terms (past Lucene's 1,024-clause default)."""
+    from benchmark.formats.trec_run import format_run
+
     runs = untrained_splade["runs"]
     (encode_dir,) = [p for p in sorted((runs / "encode").iterdir()) if not p.name.startswith(".")]
     (queries_dir,) = [p for p in sorted((runs / "queries").iterdir()) if not p.name.startswith(".")]
@@ -213,6 +244,9 @@ def test_exact_engines_equal_lucene_on_real_encoded_vectors_and_a_dense_models_q
             choice.engine.build(encode_dir / "docs", folder, 1)
         hits = choice.engine.search(folder, queries, 1000, choice.point)
         assert _scores(hits) == _scores(reference), spec
+        lines = choice.engine.run_lines(folder, queries, 1000, choice.point)  # the search stage's path
+        assert lines is not None
+        assert {q: "".join(b) for q, b in lines.items()} == {q: format_run({q: hits[q]}) for q in queries}, spec
     seismic = engines.choose("seismic")
     seismic.engine.build(encode_dir / "docs", tmp_path / "seismic", 1)
     approximate = seismic.engine.search(tmp_path / "seismic", queries, 1000, seismic.point)

@@ -167,22 +167,28 @@ def test_bm25_runs_are_the_same_bytes_copied_searched_again_or_in_memory(tmp_pat
     assert len(lines) > 100_000 and not any(line.split()[0] == line.split()[2] for line in lines)  # self-hits gone
 
 
-@pytest.mark.slow  # the untrained bert-tiny pipeline on a SciFact slice, then PISA's index and search
-def test_an_exact_engine_through_the_stages_gives_lucenes_scores(untrained_splade, tmp_path):
+@pytest.mark.slow  # the untrained bert-tiny pipeline on a SciFact slice, then PISA's index and search twice
+def test_an_exact_engines_run_is_lucenes_scores_and_the_same_bytes_from_lines_or_hits(
+    untrained_splade, tmp_path, monkeypatch
+):
     """``--engines lucene,pisa:taat`` through the real index and search stages (two threads asked for, the
-    TAAT point on one): each of the 30 queries' top-1000 score lists in ``run.trec`` is Lucene's own."""
+    TAAT point on one): each of the 30 queries' top-1000 score lists in ``run.trec`` is Lucene's own; and in a
+    copy of the runs without PISA's search stage, its hits formatted one by one (``run_lines`` off) give the
+    same ``run.trec``, byte for byte."""
+    import shutil
+
     pytest.importorskip("pyterrier_pisa")
+    from benchmark.retrieval.engines.pisa import Pisa
     from helpers.pipeline import run_cli
 
-    runs = untrained_splade["runs"]
-    args = ["--suite", str(untrained_splade["suite"]), "--runs-dir", str(runs), "--threads", "2"]
-    assert run_cli(*args, "--results-dir", str(tmp_path / "res"), "--engines", "lucene,pisa:taat") == 0
-    found: dict[str, Path] = {}
-    for stage in sorted((runs / "search").iterdir()):
-        if not stage.name.startswith("."):
-            config = json.loads((stage / "config.json").read_text())["config"]
-            if config.get("k1") is None:  # impact searches only
-                found[config.get("engine", "lucene")] = stage / "run.trec"
+    def searches(folder: Path) -> dict[str, Path]:
+        found = {}
+        for stage in sorted((folder / "search").iterdir()):
+            if not stage.name.startswith("."):
+                config = json.loads((stage / "config.json").read_text())["config"]
+                if config.get("k1") is None:  # impact searches only
+                    found[config.get("engine", "lucene")] = stage
+        return found
 
     def scores(run: Path) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
@@ -191,6 +197,20 @@ def test_an_exact_engine_through_the_stages_gives_lucenes_scores(untrained_splad
             out.setdefault(qid, []).append(float(score))
         return out
 
+    runs, other = untrained_splade["runs"], tmp_path / "other"
+    args = ["--suite", str(untrained_splade["suite"]), "--threads", "2", "--results-dir", str(tmp_path / "res")]
+    assert run_cli(*args, "--runs-dir", str(runs), "--engines", "lucene,pisa:taat") == 0
+    found = searches(runs)
     assert sorted(found) == ["lucene", "pisa:taat"]
-    reference = scores(found["lucene"])
-    assert scores(found["pisa:taat"]) == reference and len(reference) == 30
+    reference = scores(found["lucene"] / "run.trec")
+    assert scores(found["pisa:taat"] / "run.trec") == reference and len(reference) == 30
+    shutil.copytree(runs, other)
+    shutil.rmtree(other / "search" / found["pisa:taat"].name)
+    for stage in (other / "evaluate").iterdir():  # a finished evaluation would spare its search from running
+        if found["pisa:taat"].name in (stage / "config.json").read_text():
+            shutil.rmtree(stage)
+    monkeypatch.setattr(Pisa, "run_lines", lambda self, *a, **k: None)
+    assert run_cli(*args, "--runs-dir", str(other), "--engines", "pisa:taat") == 0
+    again = searches(other)["pisa:taat"]
+    assert again.name == found["pisa:taat"].name
+    assert (again / "run.trec").read_bytes() == (found["pisa:taat"] / "run.trec").read_bytes()

@@ -59,6 +59,20 @@ class Engine:
         """Top ``k`` per query, best first; adds the engine's own seconds to ``timing["engine_s"]``."""
         raise NotImplementedError
 
+    def run_lines(
+        self,
+        index: Path,
+        queries: dict[str, dict[str, int]],
+        k: int,
+        point: Point,
+        threads: int = 1,
+        timing: dict[str, float] | None = None,
+    ) -> dict[str, list[str]] | None:
+        """``search``'s hits as each query's run lines, as ``format_run`` prints them, made without a hit
+        tuple or a ranked list per query; None where the engine has no such path (the search stage then
+        formats ``search``'s hits)."""
+        return None
+
     def point(self, name: str) -> Point:
         for each in self.points:
             if each.name == name:
