@@ -344,12 +344,12 @@ def _qrels(dataset: str) -> list[Any]:
     import ir_measures
 
     from benchmark.data import sources
+    from benchmark.data.datasets import validate_dataset
 
-    ref = sources.parse(dataset)
-    problem = ref.problem()
+    problem = validate_dataset(dataset)  # the one check the pipeline runs on a dataset before any work
     if problem:
         raise BenchmarkError(problem)
-    return [ir_measures.Qrel(q.query_id, q.doc_id, q.relevance) for q in ref.read(docs=False)[2]]
+    return [ir_measures.Qrel(q.query_id, q.doc_id, q.relevance) for q in sources.parse(dataset).read(docs=False)[2]]
 
 
 def main(argv: list[str] | None = None) -> int:
