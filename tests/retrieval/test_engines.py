@@ -80,9 +80,14 @@ def test_specs_are_canonical_and_labelled():
 
 @pytest.mark.parametrize("spec", EXACT)
 def test_an_exact_engine_gives_the_hand_computed_integer_dot_products(tmp_path, spec):
+    """Searched as the build left the folder: without PISA's uncompressed inputs, the context opened again."""
+    from benchmark.retrieval.engines import pisa
+
     choice = engines.choose(spec)
     coll = _collection(tmp_path / "coll", DOCS)
     assert choice.engine.build(coll, tmp_path / "idx", 1) == {"documents": 4, "unique_terms": 3}
+    assert not [name for name in pisa.UNCOMPRESSED if (tmp_path / "idx" / name).exists()]  # searched without them
+    pisa._context.cache_clear()  # the search below opens the folder as it was left
     queries = {"q1": {"a": 10, "b": 1}, "tie": {"a": 1, "b": 1}, "absent": {"zz": 3, "c": 2}, "empty": {}}
     timing: dict[str, float] = {}
     hits = choice.engine.search(tmp_path / "idx", queries, 10, choice.point, 1, timing)
