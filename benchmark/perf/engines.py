@@ -6,12 +6,16 @@ time), index build CPU seconds (this process and its children: Lucene's indexer 
 RR@10 where the collection has judgments, and recall of the exact top-10 and top-1000 (Lucene's exact run is
 the reference; an exact engine must reach 1.0 at both, ties counted as kept). Collections: a real encode
 stage's shards and queries stage's vectors (``--real``), and synthetic impact vectors of a trained model's
-sparsity (``--synthetic``): documents and queries drawn term by term from a real encode stage's document
-frequencies, lengths and weights, so pruning meets the skew it would meet; a length multiplier draws denser
-documents, since density decides how much pruning can skip (× 5 drawn from NFCorpus: FLOPS 4.3 against 1.5, a
-repeated common term kept once). A source may also be the scale rehearsal's untrained encoder at 10k documents
-(``--real`` with its synthetic folder as ``PATH@test``), the density its search hours were projected from.
-Each row states its collection's FLOPS, so the settings are told apart.
+sparsity (``--synthetic``): documents drawn term by term from a real encode stage's document frequencies,
+lengths and weights, searched by its real queries; a drawn term's weight is any term's real weight (``pooled``) or
+one of its own (``term``: a trained model's link of a term to its weights, whose per-term maxima MaxScore prunes
+by); a length multiplier draws denser documents, since density decides how much pruning can skip (× 5 drawn
+from NFCorpus: FLOPS 4.3 against 1.5, a repeated common term kept once). A source may also be the scale
+rehearsal's untrained encoder at 10k documents (``--real`` with its synthetic folder as ``PATH@test``), the
+density its search hours were projected from.
+Each row states its collection's FLOPS, so the settings are told apart, and its MaxScore floor
+(``maxscore_floor``): the share of the queries' postings that MaxScore must read even when it knows the final
+threshold, a bound on what MaxScore can skip on the collection (WAND's pivots may skip within a list).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ COLUMNS = (
     "documents",
     "queries",
     "FLOPS",
+    "maxscore_floor",
     "engine",
     "point",
     "exact",
@@ -102,13 +107,13 @@ def _one_by_one(
     return hits, seconds
 
 
-def collection_flops(shards: Path, queries: dict[str, dict[str, int]]) -> tuple[int, float]:
-    """The number of documents and the FLOPS (``benchmark.retrieval.flops``) of the collection as searched (its
-    documents' and the queries' non-zero terms), in one pass over the shards."""
+def scan(shards: Path) -> tuple[int, dict[str, int], dict[str, int]]:
+    """One pass over a collection's shards: its number of documents, and each term's document frequency and
+    largest impact (its non-zero postings)."""
     from benchmark.formats import vectors
-    from benchmark.retrieval.flops import flops
 
     df: dict[str, int] = {}
+    top: dict[str, int] = {}
     documents = 0
     for shard in sorted(Path(shards).glob(vectors.SHARD_GLOB)):
         for row in vectors.read_vectors(shard):
@@ -116,6 +121,19 @@ def collection_flops(shards: Path, queries: dict[str, dict[str, int]]) -> tuple[
             for term, weight in row.vector.items():
                 if weight > 0:
                     df[term] = df.get(term, 0) + 1
+                    if weight > top.get(term, 0):
+                        top[term] = weight
+    return documents, df, top
+
+
+def collection_flops(
+    shards: Path, queries: dict[str, dict[str, int]], scanned: tuple[int, dict[str, int], Any] | None = None
+) -> tuple[int, float]:
+    """The number of documents and the FLOPS (``benchmark.retrieval.flops``) of the collection as searched (its
+    documents' and the queries' non-zero terms); ``scanned`` is ``scan(shards)`` where it was read already."""
+    from benchmark.retrieval.flops import flops
+
+    documents, df, _ = scanned or scan(shards)
     qf: dict[str, int] = {}
     for vector in queries.values():
         for term, weight in vector.items():
@@ -123,6 +141,33 @@ def collection_flops(shards: Path, queries: dict[str, dict[str, int]]) -> tuple[
                 qf[term] = qf.get(term, 0) + 1
     shared = sorted(set(df) & set(qf))
     return documents, flops([df[t] for t in shared], documents, [qf[t] for t in shared], len(queries))
+
+
+def maxscore_floor(
+    queries: dict[str, dict[str, int]], exact: Hits, k: int, df: dict[str, int], top: dict[str, int]
+) -> float:
+    """The share of the queries' postings that a MaxScore search must read even when it knows each query's
+    final threshold θ (the exact k-th score) before its first posting: a term's bound is its query weight × its
+    largest impact, and the lightest lists whose bounds sum to at most θ can only be probed, the rest read
+    whole. A lower bound on what MaxScore reads (a real search starts at θ = 0 and also probes); a
+    query with fewer than k hits has θ = 0 and every list read. Block maxima (``block-max-*``) bound tighter,
+    so this is not their floor."""
+    import numpy as np
+
+    read = total = 0
+    for qid, vector in queries.items():
+        terms = [t for t, w in vector.items() if w > 0 and t in df]
+        if not terms:
+            continue
+        found = exact.get(qid, [])
+        theta = found[k - 1][1] if len(found) >= k else 0.0
+        bound = np.array([vector[t] * top[t] for t in terms], dtype=np.float64)
+        size = np.array([df[t] for t in terms], dtype=np.int64)
+        order = np.argsort(bound, kind="stable")
+        probed = int(np.searchsorted(np.cumsum(bound[order]), theta, side="right"))
+        read += int(size[order][probed:].sum())
+        total += int(size.sum())
+    return read / total if total else 1.0
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -160,7 +205,8 @@ def measure(
 
     from benchmark.common.disk import disk_usage
 
-    documents, density = collection_flops(shards, queries)
+    scanned = scan(shards)
+    documents, density = collection_flops(shards, queries, scanned)
     built = work / "indexes" / name  # apart from the drawn documents, which outlive a run
     shutil.rmtree(built, ignore_errors=True)  # every index built in this run, none reused
     lucene_index = built / "lucene"
@@ -168,6 +214,7 @@ def measure(
     engines.choose("lucene").engine.build(shards, lucene_index, 1)
     builds = {"lucene": (_cpu() - began, disk_usage(lucene_index))}
     reference, seconds = _lucene_one_by_one(lucene_index, queries, k)
+    floor = maxscore_floor(queries, reference, k, scanned[1], scanned[2])
     rows = []
     base = _effectiveness(reference, qrels)
     for spec in specs:
@@ -188,6 +235,7 @@ def measure(
             "documents": documents,
             "queries": len(queries),
             "FLOPS": round(density, 2),
+            "maxscore_floor": round(floor, 3),
             "engine": choice.engine.name,
             "point": choice.point.name,
             "exact": choice.point.exact,
@@ -208,34 +256,55 @@ def measure(
     return rows
 
 
+WEIGHTS = ("pooled", "term")  # how a drawn term gets its weight (``synthetic``)
+
+
 def synthetic(
-    source: Path, queries: dict[str, dict[str, int]], n: int, out: Path, seed: int = 0, length: float = 1.0
+    source: Path,
+    queries: dict[str, dict[str, int]],
+    n: int,
+    out: Path,
+    seed: int = 0,
+    length: float = 1.0,
+    weights: str = "pooled",
 ) -> tuple[Path, dict[str, dict[str, int]]]:
     """``n`` documents of a trained model's sparsity: each draws as many terms as a real document has (a real
     length drawn at random, × ``length``) by the real document frequencies (with replacement, a repeat kept
-    once, so a document can come out a little shorter), weights from the real weights; the real queries
-    search them."""
+    once, so a document can come out a little shorter); the real queries search them.
+
+    A drawn term's weight is one of the real weights: of any term (``pooled``, which gives a frequent term the
+    largest weights of rare ones, so every posting list has about the same maximum and pruning meets none of a
+    model's skew), or of that same term (``term``: each term keeps its own weights, as a trained model gives them;
+    the weights as a whole are distributed as in ``pooled``)."""
     import numpy as np
 
     from benchmark.formats import vectors
 
+    if weights not in WEIGHTS:
+        raise BenchmarkError(f"synthetic weights {weights!r}: valid: {', '.join(WEIGHTS)}")
     rows = [
         row.vector for shard in sorted(Path(source).glob(vectors.SHARD_GLOB)) for row in vectors.read_vectors(shard)
     ]
-    df: dict[str, int] = {}
+    by_term: dict[str, list[int]] = {}
     for vector in rows:
-        for term in vector:
-            df[term] = df.get(term, 0) + 1
-    terms = np.array(list(df))
-    cdf = np.cumsum(np.array(list(df.values()), dtype=np.float64))
+        for term, weight in vector.items():
+            by_term.setdefault(term, []).append(weight)
+    terms = np.array(list(by_term))
+    df = np.array([len(w) for w in by_term.values()], dtype=np.int64)
+    cdf = np.cumsum(df.astype(np.float64))
     cdf /= cdf[-1]
     lengths = np.maximum(np.rint(np.array([len(v) for v in rows if v]) * length), 1).astype(np.int64)
-    weights = np.array([w for v in rows for w in v.values()])
+    pooled = np.array([w for v in rows for w in v.values()])
+    flat = np.array([w for ws in by_term.values() for w in ws])  # each term's weights, in ``terms`` order
+    start = np.concatenate([[0], np.cumsum(df)[:-1]])
     rng = np.random.default_rng(seed)
-    recipe = {"source": str(Path(source).resolve()), "documents": n, "seed": seed, "length": length}
+    recipe: dict[str, Any] = {"source": str(Path(source).resolve()), "documents": n, "seed": seed, "length": length}
+    if weights != "pooled":  # a pooled draw keeps its earlier recipe, so its folder is found again
+        recipe["weights"] = weights
     # a folder per draw: two sources drawn at one size must not overwrite each other's documents
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
-    folder = out / "drawn" / (f"synthetic-{n}-{key}" if length == 1.0 else f"synthetic-{n}-x{length:g}-{key}")
+    stretch = "" if length == 1.0 else f"-x{length:g}"
+    folder = out / "drawn" / f"synthetic-{n}{stretch}{'' if weights == 'pooled' else '-' + weights}-{key}"
     folder.mkdir(parents=True, exist_ok=True)
     shard, drawn_from = vectors.shard_path(folder, 0), folder / "drawn.json"
     if not shard.exists() or not drawn_from.exists() or json.loads(drawn_from.read_text()) != recipe:
@@ -247,7 +316,14 @@ def synthetic(
                 picked = np.unique(
                     np.minimum(np.searchsorted(cdf, rng.random(int(rng.choice(lengths)))), len(terms) - 1)
                 )
-                drawn = rng.choice(weights, size=len(picked)).tolist()
+                if weights == "pooled":
+                    drawn = rng.choice(pooled, size=len(picked)).tolist()
+                else:
+                    drawn = flat[
+                        start[picked]
+                        + np.minimum(rng.random(len(picked)) * df[picked], df[picked] - 1).astype(np.int64)
+                    ]
+                    drawn = drawn.tolist()
                 yield vectors.Vector(f"s{i}", dict(zip(terms[picked].tolist(), drawn, strict=True)))
 
         vectors.write_doc_vectors(shard, draw())
@@ -270,14 +346,15 @@ def write(rows: list[dict[str, Any]], out: Path, header: list[str], k: int = 100
         writer.writerows(rows)
     lines = ["# Search engines: the efficiency–effectiveness frontier", "", *header, ""]
     lines.append(
-        "| collection | docs | FLOPS | engine:point | exact | ms/q p50 | p99 | build CPU s | index MB | nDCG@10 (Δ) "
-        "| RR@10 (Δ) | R@10 of exact | R@1000 of exact |"
+        "| collection | docs | FLOPS | MaxScore floor | engine:point | exact | ms/q p50 | p99 | build CPU s "
+        "| index MB | nDCG@10 (Δ) | RR@10 (Δ) | R@10 of exact | R@1000 of exact |"
     )
-    lines.append("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         eff = [f"{r[m]:.4f} ({r[f'delta_{m}']:+.4f})" if m in r else "–" for m in MEASURES]
         lines.append(
-            f"| {r['collection']} | {r['documents']:,} | {r['FLOPS']:.2f} | {r['engine']}:{r['point']} | "
+            f"| {r['collection']} | {r['documents']:,} | {r['FLOPS']:.2f} | {r['maxscore_floor']:.3f} | "
+            f"{r['engine']}:{r['point']} | "
             f"{'exact' if r['exact'] else 'approximate'} | {r['ms_p50']:.2f} | {r['ms_p99']:.2f} | "
             f"{r['build_cpu_s']:.1f} | {r['index_bytes'] / 1e6:.1f} | {eff[0]} | {eff[1]} | "
             f"{r['recall_exact@10']:.4f} | "
@@ -322,20 +399,23 @@ def plot(rows: list[dict[str, Any]], path: Path, k: int = 1000) -> None:
     plt.close(fig)
 
 
-def _length(item: str, more: list[str]) -> float:
-    """The length multiplier of ``--synthetic NAME=SOURCE,DOCS[,LENGTH]``: a positive number, 1 when left out."""
+def _draw_options(item: str, more: list[str]) -> tuple[float, str]:
+    """The length multiplier and the weights of ``--synthetic NAME=SOURCE,DOCS[,LENGTH][,WEIGHTS]``: a positive
+    number, 1 when left out, and one of ``WEIGHTS``, ``pooled`` when left out."""
     import math
 
+    weights = more.pop() if more and more[-1] in WEIGHTS else "pooled"
     try:
         length = float(more[0]) if more else 1.0
     except ValueError:
         length = math.nan
     if len(more) > 1 or not (math.isfinite(length) and length > 0):
         raise BenchmarkError(
-            f"--synthetic {item}: LENGTH must be one positive number (e.g. {item.split(',')[0]},"
-            f"{item.split(',')[1] if ',' in item else 'DOCS'},5 draws documents 5 times a real one's length)"
+            f"--synthetic {item}: LENGTH must be one positive number and WEIGHTS one of {', '.join(WEIGHTS)} (e.g. "
+            f"{item.split(',')[0]},{item.split(',')[1] if ',' in item else 'DOCS'},5,term draws documents 5 times a "
+            "real one's length, each term with its own weights)"
         )
-    return length
+    return length, weights
 
 
 def _qrels(dataset: str) -> list[Any]:
@@ -374,9 +454,10 @@ def main(argv: list[str] | None = None) -> int:
         "--synthetic",
         action="append",
         default=[],
-        metavar="NAME=SOURCE_NAME,DOCS[,LENGTH]",
+        metavar="NAME=SOURCE_NAME,DOCS[,LENGTH][,WEIGHTS]",
         help="synthetic vectors drawn from a --real one, each document LENGTH times a real one's terms (default "
-        "1: a trained model's sparsity); repeatable (default: none)",
+        "1: a trained model's sparsity), each term's weight one of any term's real weights (WEIGHTS pooled, the "
+        "default) or of its own (term); repeatable (default: none)",
     )
     p.add_argument("--engines", default="all", help="engine specs, comma-separated, or all (every point)")
     p.add_argument(
@@ -414,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
             at[name] = rest.split(",")
             engines.choose_all(at[name])
         real = [item.partition("=") for item in args.real]
-        drawn: list[tuple[str, str, int, float]] = []
+        drawn: list[tuple[str, str, int, float, str]] = []
         for item in args.synthetic:  # every spec checked before any collection is read
             name, _, rest = item.partition("=")
             source, docs, *more = rest.split(",")
@@ -423,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"--synthetic {item}: no --real collection named {source!r}; valid: "
                     f"{', '.join(r[0] for r in real) or 'none (pass --real NAME=…)'}"
                 )
-            drawn.append((name, source, int(docs), _length(item, more)))
+            drawn.append((name, source, int(docs), *_draw_options(item, more)))
         unknown = sorted(set(at) - {r[0] for r in real} - {d[0] for d in drawn})
         if unknown:
             raise BenchmarkError(
@@ -439,9 +520,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for name, (shards, queries, qrels) in collections.items():
             rows += measure(name, shards, queries, qrels, at.get(name, specs), args.work, args.k)
-        for name, source, docs, length in drawn:
+        for name, source, docs, length, weights in drawn:
             shards, queries, _ = collections[source]
-            folder, queries = synthetic(shards, queries, docs, args.work, length=length)
+            folder, queries = synthetic(shards, queries, docs, args.work, length=length, weights=weights)
             rows += measure(name, folder, queries, None, at.get(name, specs), args.work, args.k)
     except BenchmarkError as exc:
         print(f"error: {exc}")

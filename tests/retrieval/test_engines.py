@@ -278,6 +278,59 @@ def test_the_frontiers_synthetic_documents_keep_a_real_collections_sparsity(tmp_
     }
 
 
+def test_a_term_weighted_draw_gives_each_term_only_its_own_real_weights(tmp_path, capsys):
+    """``term``: x only ever weighs 3 or 2 and y 7 or 4, as in the source (a pooled draw gives x one of the six
+    real weights, 3 or 2 with probability 2/6, so x keeps to its own in its ~270 documents with probability
+    (1/3)^270); the pooled draw keeps its earlier
+    recipe and folder name, so a committed command finds the same documents; a WEIGHTS not offered is one line."""
+    from benchmark.perf.engines import main, synthetic
+
+    real = {"a": {"x": 3, "y": 7}, "b": {"x": 2, "z": 9, "w": 1}, "c": {"y": 4}}
+    own = {"x": {3, 2}, "y": {7, 4}, "z": {9}, "w": {1}}
+    source = _collection(tmp_path / "real", real)
+    by_term, _ = synthetic(source, {}, 400, tmp_path / "work", weights="term")
+    pooled, _ = synthetic(source, {}, 400, tmp_path / "work")
+    assert by_term.name.startswith("synthetic-400-term-") and pooled.name.startswith("synthetic-400-")
+    assert json.loads((pooled / "drawn.json").read_text()) == {
+        "source": str(source.resolve()),
+        "documents": 400,
+        "seed": 0,
+        "length": 1.0,
+    }
+    seen: dict[str, set[int]] = {}
+    for folder in (by_term, pooled):
+        seen = {}
+        for row in read_vectors(folder / "part-00000.jsonl"):
+            for t, w in row.vector.items():
+                seen.setdefault(t, set()).add(w)
+        if folder == by_term:
+            assert all(seen[t] <= own[t] for t in seen) and seen["x"] == {3, 2}
+    assert not seen["x"] <= own["x"]  # the pooled draw: x took another term's weight
+    code = main(["--real", f"r={source},{source},cranfield", "--synthetic", "s=r,100,5,own", "--out", str(tmp_path)])
+    assert code == 2
+    assert capsys.readouterr().out.strip() == (
+        "error: --synthetic s=r,100,5,own: LENGTH must be one positive number and WEIGHTS one of pooled, term "
+        "(e.g. s=r,100,5,term draws documents 5 times a real one's length, each term with its own weights)"
+    )
+
+
+def test_the_maxscore_floor_by_hand(tmp_path):
+    """d1 {x:3, y:7}, d2 {x:2, z:9}, d3 {y:4}: df x 2, y 2, z 1; largest impacts 3, 7, 9. q1 {x, y, z} (weights 1)
+    scores d2 11, d1 10, d3 4: at k = 2, θ = 10, and x and y bound a document to 3 + 7 = 10 ≤ θ, so only z's 1
+    posting of 5 is read. q2 {y:2} scores 14 and 8, θ = 8 < 14: both postings read. q3 {z:1} has 1 hit < k: θ = 0,
+    its posting read. (1 + 2 + 1) / (5 + 2 + 1) = 1/2; q1 alone 1/5."""
+    from benchmark.perf.engines import maxscore_floor, scan
+
+    source = _collection(tmp_path / "real", {"d1": {"x": 3, "y": 7}, "d2": {"x": 2, "z": 9}, "d3": {"y": 4}})
+    documents, df, top = scan(source)
+    assert (documents, df, top) == (3, {"x": 2, "y": 2, "z": 1}, {"x": 3, "y": 7, "z": 9})
+    queries = {"q1": {"x": 1, "y": 1, "z": 1}, "q2": {"y": 2}, "q3": {"z": 1}}
+    exact = {"q1": [("d2", 11.0), ("d1", 10.0), ("d3", 4.0)], "q2": [("d1", 14.0), ("d3", 8.0)], "q3": [("d2", 9.0)]}
+    assert maxscore_floor(queries, exact, 2, df, top) == 4 / 8
+    assert maxscore_floor({"q1": queries["q1"]}, exact, 2, df, top) == 1 / 5
+    assert maxscore_floor({"q1": queries["q1"]}, exact, 3, df, top) == 3 / 5  # θ = 4: only x (3 ≤ 4) probed
+
+
 def test_draws_from_two_sources_at_one_size_keep_their_own_documents(tmp_path):
     """Each draw has its own folder: drawing 50 documents from a second source left the first source's draw
     in place (it had been drawn again over the first, which a later run then searched as the wrong corpus);
@@ -324,7 +377,7 @@ def test_the_frontier_table_labels_approximate_points(tmp_path):
     row.update({"nDCG@10": 0.5, "delta_nDCG@10": -0.01, "RR@10": 0.4, "delta_RR@10": 0.0, "index_bytes": 2_000_000})
     write([row], tmp_path, ["Machine: test."])
     table = (tmp_path / "engines.md").read_text()
-    assert "| c | 0 | 0.00 | seismic:qc10-hf0.8 | approximate |" in table and "0.5000 (-0.0100)" in table
+    assert "| c | 0 | 0.00 | 0.000 | seismic:qc10-hf0.8 | approximate |" in table and "0.5000 (-0.0100)" in table
     assert (tmp_path / "engines.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
     assert (tmp_path / "engines.png").stat().st_size > 0
     # another depth: its own files, no recall of a top-1000 it never searched
@@ -393,6 +446,6 @@ def test_a_denser_synthetic_setting_draws_longer_documents_and_states_its_flops(
     assert code == 2
     out = capsys.readouterr().out.strip()
     assert out == (
-        "error: --synthetic s=r,100,-2: LENGTH must be one positive number (e.g. s=r,100,5 draws documents 5 "
-        "times a real one's length)"
+        "error: --synthetic s=r,100,-2: LENGTH must be one positive number and WEIGHTS one of pooled, term (e.g. "
+        "s=r,100,5,term draws documents 5 times a real one's length, each term with its own weights)"
     )
