@@ -294,7 +294,7 @@ def synthetic(
     cdf = np.cumsum(df.astype(np.float64))
     cdf /= cdf[-1]
     lengths = np.maximum(np.rint(np.array([len(v) for v in rows if v]) * length), 1).astype(np.int64)
-    pooled = np.array([w for v in rows for w in v.values()])
+    pooled = np.array([w for v in rows for w in v.values()])  # in document order, as earlier draws chose from
     flat = np.array([w for ws in by_term.values() for w in ws])  # each term's weights, in ``terms`` order
     start = np.concatenate([[0], np.cumsum(df)[:-1]])
     rng = np.random.default_rng(seed)
@@ -317,14 +317,11 @@ def synthetic(
                     np.minimum(np.searchsorted(cdf, rng.random(int(rng.choice(lengths)))), len(terms) - 1)
                 )
                 if weights == "pooled":
-                    drawn = rng.choice(pooled, size=len(picked)).tolist()
-                else:
-                    drawn = flat[
-                        start[picked]
-                        + np.minimum(rng.random(len(picked)) * df[picked], df[picked] - 1).astype(np.int64)
-                    ]
-                    drawn = drawn.tolist()
-                yield vectors.Vector(f"s{i}", dict(zip(terms[picked].tolist(), drawn, strict=True)))
+                    drawn = rng.choice(pooled, size=len(picked))
+                else:  # a uniform index into each picked term's own weights
+                    own = np.minimum(rng.random(len(picked)) * df[picked], df[picked] - 1).astype(np.int64)
+                    drawn = flat[start[picked] + own]
+                yield vectors.Vector(f"s{i}", dict(zip(terms[picked].tolist(), drawn.tolist(), strict=True)))
 
         vectors.write_doc_vectors(shard, draw())
         drawn_from.write_text(json.dumps(recipe))

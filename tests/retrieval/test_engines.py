@@ -281,8 +281,8 @@ def test_the_frontiers_synthetic_documents_keep_a_real_collections_sparsity(tmp_
 def test_a_term_weighted_draw_gives_each_term_only_its_own_real_weights(tmp_path, capsys):
     """``term``: x only ever weighs 3 or 2 and y 7 or 4, as in the source (a pooled draw gives x one of the six
     real weights, 3 or 2 with probability 2/6, so x keeps to its own in its ~270 documents with probability
-    (1/3)^270); the pooled draw keeps its earlier
-    recipe and folder name, so a committed command finds the same documents; a WEIGHTS not offered is one line."""
+    (1/3)^270); the pooled draw keeps its earlier recipe and folder name, so a committed command finds the same
+    documents; a WEIGHTS not offered is one line."""
     from benchmark.perf.engines import main, synthetic
 
     real = {"a": {"x": 3, "y": 7}, "b": {"x": 2, "z": 9, "w": 1}, "c": {"y": 4}}
