@@ -535,7 +535,8 @@ def main(argv: list[str] | None = None) -> int:
         + "`.",
         f"Reference: Lucene's exact impact search (Anserini `SimpleImpactSearcher`), top-{args.k}; every engine "
         f"searched to depth {args.k}; ms per query is each "
-        "query's own call (Lucene: the ScoredDoc array returned; PISA and Seismic: their native call), the index "
+        "query's own call (Lucene: the ScoredDoc array returned; PISA and Seismic: their native call; exhaustive: "
+        "its compiled call, with the query's arrays made from its terms), the index "
         "loaded and warmed. Recall of the exact top-k counts a hit tied with the exact k-th score as kept.",
     ]
     write(rows, args.out, header, args.k)

@@ -134,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--engines",
         metavar="NAME[:POINT],...",
         help="impact search engines, comma-separated: lucene (exact reference), pisa (exact), seismic "
-        "(approximate); each SPLADE row once per engine (default: the suite's, else lucene)",
+        "(approximate), exhaustive (exact, the harness's own); each SPLADE row once per engine (default: the "
+        "suite's, else lucene)",
     )
     p.add_argument(
         "--runs-dir",

@@ -48,6 +48,8 @@ class Index(StageKind["Index.Config", IndexRecord]):
         "benchmark.formats.lucene_index",
         "benchmark.formats.vectors",
         "benchmark.retrieval.engines",
+        "benchmark.retrieval.engines._taat",
+        "benchmark.retrieval.engines.exhaustive",
         "benchmark.retrieval.engines.lucene",
         "benchmark.retrieval.engines.pisa",
         "benchmark.retrieval.engines.seismic",

@@ -70,6 +70,8 @@ class Search(StageKind["Search.Config", SearchRecord]):
         "benchmark.formats.trec_run",
         "benchmark.formats.vectors",
         "benchmark.retrieval.engines",
+        "benchmark.retrieval.engines._taat",
+        "benchmark.retrieval.engines.exhaustive",
         "benchmark.retrieval.engines.lucene",
         "benchmark.retrieval.engines.pisa",
         "benchmark.retrieval.engines.seismic",
@@ -175,7 +177,9 @@ class Search(StageKind["Search.Config", SearchRecord]):
                     hits = search({q: batch[q] for q in batch if q in again}) if again else {}
                     integer = index_type != "bm25"
                     read = (q for q in batch if q not in copied and q not in again)
-                    hits.update({q: [lucene.run_line_hit(ln, integer) for ln in lines[q]] for q in read})
+                    hits.update(
+                        {q: [lucene.run_line_hit(ln, integer) for ln in "".join(lines[q]).splitlines()] for q in read}
+                    )
                 if index_type != "bm25":
                     past += len(lucene.past_float32(hits))
                     if shards:  # sums past 2**24 come back rounded: exact integers again

@@ -15,8 +15,9 @@ from benchmark.retrieval import engines, lucene
 
 pytest.importorskip("pyterrier_pisa")  # the `engines` extra (scripts/setup.sh installs it)
 pytest.importorskip("seismic")
+pytest.importorskip("numba")
 
-EXACT = [f"pisa:{p.name}" for p in engines.choose("pisa").engine.points]
+EXACT = [f"pisa:{p.name}" for p in engines.choose("pisa").engine.points] + ["exhaustive:taat"]
 DOCS = {"d1": {"a": 3, "b": 1}, "d2": {"a": 2, "c": 5}, "d3": {"a": 1, "b": 2, "c": 1}, "d4": {"a": 4}, "d5": {}}
 
 
@@ -42,7 +43,7 @@ def test_an_unknown_engine_is_one_line_naming_the_valid_ones_and_the_fix():
         engines.choose_all(["lucene", "pissa"])
     message = str(err.value)
     assert "\n" not in message and "'pissa'" in message and "did you mean 'pisa'" in message
-    assert "valid: lucene, pisa, seismic" in message and "--engines" in message
+    assert "valid: exhaustive, lucene, pisa, seismic" in message and "--engines" in message
 
 
 def test_an_unknown_operating_point_names_the_engines_points():
@@ -57,7 +58,11 @@ def test_an_engine_whose_package_is_missing_names_the_package_to_install(monkeyp
     with pytest.raises(BenchmarkError) as err:
         engines.choose("seismic")
     message = str(err.value)
-    assert "\n" not in message and "pip install pyseismic-lsr" in message and "lucene, pisa, seismic" in message
+    assert (
+        "\n" not in message
+        and "pip install pyseismic-lsr" in message
+        and "lucene, pisa, seismic, exhaustive" in message
+    )
 
 
 def test_an_approximate_engine_is_refused_where_exact_scores_are_required():
@@ -80,14 +85,15 @@ def test_specs_are_canonical_and_labelled():
 
 @pytest.mark.parametrize("spec", EXACT)
 def test_an_exact_engine_gives_the_hand_computed_integer_dot_products(tmp_path, spec):
-    """Searched as the build left the folder: without PISA's uncompressed inputs, the context opened again."""
-    from benchmark.retrieval.engines import pisa
+    """Searched as the build left the folder, opened again: PISA's without its uncompressed inputs."""
+    from benchmark.retrieval.engines import exhaustive, pisa
 
     choice = engines.choose(spec)
     coll = _collection(tmp_path / "coll", DOCS)
     assert choice.engine.build(coll, tmp_path / "idx", 1) == {"documents": 4, "unique_terms": 3}
     assert not [name for name in pisa.UNCOMPRESSED if (tmp_path / "idx" / name).exists()]  # searched without them
     pisa._context.cache_clear()  # the search below opens the folder as it was left
+    exhaustive._open.cache_clear()
     queries = {"q1": {"a": 10, "b": 1}, "tie": {"a": 1, "b": 1}, "absent": {"zz": 3, "c": 2}, "empty": {}}
     timing: dict[str, float] = {}
     hits = choice.engine.search(tmp_path / "idx", queries, 10, choice.point, 1, timing)
@@ -101,31 +107,33 @@ def test_an_exact_engine_gives_the_hand_computed_integer_dot_products(tmp_path, 
 
 
 @pytest.mark.parametrize("spec", EXACT)
-def test_pisas_run_lines_are_the_lines_format_run_prints_from_its_hits(tmp_path, spec):
-    """PISA's output printed as lines without a hit tuple: byte for byte what ``format_run`` prints from
+def test_an_exact_engines_run_lines_are_the_lines_format_run_prints_from_its_hits(tmp_path, spec):
+    """An engine's output printed as lines without a hit tuple: byte for byte what ``format_run`` prints from
     ``search``'s hits. Ties go by document id (``b``: d0, d10, d3 and d9 at 2, where PISA's own order is its
     internal number, d0 last); a sum past 2**24 prints as its float32 integer (70,001 · 301 = 21,070,301 rounds
-    to an even neighbour); a query without hits and an empty one stay empty; two threads asked for."""
+    to an even neighbour); ids past ASCII are printed as they are; a query without hits and an empty one stay
+    empty; two threads asked for."""
     from benchmark.formats.trec_run import format_run
 
-    docs = DOCS | {"d10": {"b": 2}, "d9": {"b": 2}, "d0": {"b": 2}, "big": {"x": 70_001}}
+    docs = DOCS | {"d10": {"b": 2}, "d9": {"b": 2}, "d0": {"b": 2}, "big": {"x": 70_001}, "dé": {"ü": 4}}
     choice = engines.choose(spec)
     choice.engine.build(_collection(tmp_path / "coll", docs), tmp_path / "idx", 1)
-    queries = {"q1": {"a": 10, "b": 1}, "none": {"zz": 3}, "b": {"b": 1}, "empty": {}, "x": {"x": 301}}
+    queries = {"q1": {"a": 10, "b": 1}, "none": {"zz": 3}, "b": {"b": 1}, "empty": {}, "x": {"x": 301}, "qé": {"ü": 1}}
     queries |= {f"more{i}": {"a": i} for i in range(1, 40)}  # enough for PISA's threads to finish out of order
     timing: dict[str, float] = {}
     lines = choice.engine.run_lines(tmp_path / "idx", queries, 10, choice.point, 2, timing)
     hits = choice.engine.search(tmp_path / "idx", queries, 10, choice.point, 2)
     assert lines is not None and list(lines) == list(queries) and timing["engine_s"] > 0
     assert {q: "".join(block) for q, block in lines.items()} == {q: format_run({q: hits[q]}) for q in queries}
-    assert lines["b"] == [
-        "b Q0 d0 1 2.000000 benchmark\n",
-        "b Q0 d10 2 2.000000 benchmark\n",
-        "b Q0 d3 3 2.000000 benchmark\n",
-        "b Q0 d9 4 2.000000 benchmark\n",
-        "b Q0 d1 5 1.000000 benchmark\n",
-    ]
-    assert lines["x"] in (["x Q0 big 1 21070300.000000 benchmark\n"], ["x Q0 big 1 21070302.000000 benchmark\n"])
+    assert "".join(lines["b"]) == (
+        "b Q0 d0 1 2.000000 benchmark\n"
+        "b Q0 d10 2 2.000000 benchmark\n"
+        "b Q0 d3 3 2.000000 benchmark\n"
+        "b Q0 d9 4 2.000000 benchmark\n"
+        "b Q0 d1 5 1.000000 benchmark\n"
+    )
+    assert "".join(lines["x"]) in ("x Q0 big 1 21070300.000000 benchmark\n", "x Q0 big 1 21070302.000000 benchmark\n")
+    assert "".join(lines["qé"]) == "qé Q0 dé 1 4.000000 benchmark\n"
     assert lines["none"] == lines["empty"] == []
 
 
@@ -188,13 +196,80 @@ def test_seismic_finds_each_querys_hits_in_a_batch_returned_in_any_order(tmp_pat
     assert hits == {f"q{i}": [(f"d{i}", float(i + 1))] for i in range(6)}
 
 
-def test_pisa_keeps_impacts_past_16_bits_and_sums_past_float32_as_lucene_does(tmp_path):
+@pytest.mark.parametrize("spec", ["pisa", "exhaustive"])
+def test_an_exact_engine_keeps_impacts_past_16_bits_and_sums_past_float32_as_lucene_does(tmp_path, spec):
     """No requantisation: an impact of 70,000 goes in as it is (BMP's u16 scores could not hold it)."""
     coll = _collection(tmp_path / "coll", {"a": {"x": 70_000, "y": 1}, "b": {"x": 3}})
-    choice = engines.choose("pisa")
+    choice = engines.choose(spec)
     choice.engine.build(coll, tmp_path / "idx", 1)
     hits = choice.engine.search(tmp_path / "idx", {"q": {"x": 2, "y": 5}}, 10, choice.point)
     assert hits == {"q": [("a", 140_005.0), ("b", 6.0)]}
+
+
+def test_the_exhaustive_engine_sums_a_score_past_32_bits_in_64(tmp_path):
+    """70,000 · 70,000 + 3 · 1 = 4,900,000,003 is past 2**32 (in 32 bits it would wrap to 605,032,707); the
+    exact sum is printed at its float32 value, as Lucene prints a sum past 2**24, and hits printed alike go by
+    id: ``a0``'s 4,900,000,002 prints as 4,900,000,256 too. A query whose largest possible score stays under
+    2**32 (``small``) takes the 32-bit accumulators, by the same hand sums, ties by id (140,015 twice)."""
+    docs = {"a": {"x": 70_000, "y": 3}, "b": {"x": 3}, "c": {"y": 1}, "z1": {"x": 70_000, "y": 3}}
+    coll = _collection(tmp_path / "coll", docs | {"a0": {"x": 70_000, "y": 2}})
+    choice = engines.choose("exhaustive")
+    choice.engine.build(coll, tmp_path / "idx", 1)
+    queries = {"big": {"x": 70_000, "y": 1}, "small": {"x": 2, "y": 5}}
+    hits = choice.engine.search(tmp_path / "idx", queries, 10, choice.point)
+    assert hits == {
+        "big": [("a", 4_900_000_256.0), ("a0", 4_900_000_256.0), ("z1", 4_900_000_256.0), ("b", 210_000.0), ("c", 1.0)],
+        "small": [("a", 140_015.0), ("z1", 140_015.0), ("a0", 140_010.0), ("b", 6.0), ("c", 5.0)],
+    }
+    lines = choice.engine.run_lines(tmp_path / "idx", queries, 10, choice.point)
+    assert "".join(lines["big"]).splitlines()[:3] == [
+        "big Q0 a 1 4900000256.000000 benchmark",
+        "big Q0 a0 2 4900000256.000000 benchmark",
+        "big Q0 z1 3 4900000256.000000 benchmark",
+    ]
+
+
+def test_an_exhaustive_index_of_another_layout_is_refused_in_one_line(tmp_path):
+    from benchmark.retrieval.engines import exhaustive
+
+    choice = engines.choose("exhaustive")
+    choice.engine.build(_collection(tmp_path / "coll", DOCS), tmp_path / "idx", 1)
+    meta = json.loads((tmp_path / "idx" / exhaustive.META).read_text())
+    (tmp_path / "idx" / exhaustive.META).write_text(json.dumps(meta | {"format": exhaustive.FORMAT + 1}))
+    exhaustive._open.cache_clear()
+    with pytest.raises(BenchmarkError) as err:
+        choice.engine.search(tmp_path / "idx", {"q": {"a": 1}}, 10, choice.point)
+    message = str(err.value)
+    assert "\n" not in message and "build it again" in message
+
+
+def test_the_exhaustive_engine_crosses_its_document_ranges(tmp_path):
+    """70,000 documents, past one range of 2**16: document i holds term ``t`` at weight 1 + i mod 1,000 and
+    the last three also ``u``: by hand, ``t``'s top 5 are five of the 70 documents at 1,000 (i mod 1,000 =
+    999; which five of the tied may differ from Lucene's), ``tu``'s the last three at 1,000 + 2·7, 999 + 14
+    and 998 + 14 and two of those, and ``u``'s the three that hold it, at 7 (``u`` first seen in the second
+    range, a range at a time as the index is built)."""
+    from benchmark.formats import vectors
+
+    n = 70_000
+    folder = tmp_path / "coll"
+    folder.mkdir()
+    vectors.write_doc_vectors(
+        vectors.shard_path(folder, 0),
+        (vectors.Vector(f"d{i}", {"t": 1 + i % 1000} | ({"u": 7} if i >= n - 3 else {})) for i in range(n)),
+    )
+    choice = engines.choose("exhaustive")
+    choice.engine.build(folder, tmp_path / "idx", 1)
+    hits = choice.engine.search(
+        tmp_path / "idx", {"t": {"t": 1}, "tu": {"t": 1, "u": 2}, "u": {"u": 1}}, 5, choice.point
+    )
+    assert [s for _, s in hits["t"]] == [1000.0] * 5 and all(d.endswith("999") for d, _ in hits["t"])
+    assert len({d for d, _ in hits["t"]}) == 5 and [d for d, _ in hits["t"]] == sorted(d for d, _ in hits["t"])
+    assert hits["tu"][:3] == [("d69999", 1014.0), ("d69998", 1013.0), ("d69997", 1012.0)]
+    assert [s for _, s in hits["tu"][3:]] == [1000.0] * 2 and all(d.endswith("999") for d, _ in hits["tu"][3:])
+    assert hits["u"] == [("d69997", 7.0), ("d69998", 7.0), ("d69999", 7.0)]
+    files = ["docids.json", "idrank.npy", "impacts.npy", "largest.npy", "local.npy", "meta.json", "starts.npy"]
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [*files, "terms.json"]  # no scratch file left
 
 
 def test_recall_of_the_exact_top_k_counts_tied_substitutes_as_kept():

@@ -167,19 +167,23 @@ def test_bm25_runs_are_the_same_bytes_copied_searched_again_or_in_memory(tmp_pat
     assert len(lines) > 100_000 and not any(line.split()[0] == line.split()[2] for line in lines)  # self-hits gone
 
 
-@pytest.mark.slow  # the untrained bert-tiny pipeline on a SciFact slice, then PISA's index and search twice
+@pytest.mark.slow  # the untrained bert-tiny pipeline on a SciFact slice, then the engine's index and search twice
+@pytest.mark.parametrize("spec", ["pisa:taat", "exhaustive"])
 def test_an_exact_engines_run_is_lucenes_scores_and_the_same_bytes_from_lines_or_hits(
-    untrained_splade, tmp_path, monkeypatch
+    untrained_splade, tmp_path, monkeypatch, spec
 ):
-    """``--engines lucene,pisa:taat`` through the real index and search stages (two threads asked for, the
-    TAAT point on one): each of the 30 queries' top-1000 score lists in ``run.trec`` is Lucene's own; and in a
-    copy of the runs without PISA's search stage, its hits formatted one by one (``run_lines`` off) give the
-    same ``run.trec``, byte for byte."""
+    """``--engines lucene,SPEC`` through the real index and search stages (two threads asked for): each
+    of the 30 queries' top-1000 score lists in ``run.trec`` is Lucene's own; and in a copy of the runs without
+    the engine's search stage, its hits formatted one by one (``run_lines`` off) give the same ``run.trec``, byte
+    for byte, as do its lines all read back into hits (PISA's lines come a string a line, ``exhaustive``'s a
+    string a query)."""
     import shutil
 
-    pytest.importorskip("pyterrier_pisa")
-    from benchmark.retrieval.engines.pisa import Pisa
+    from benchmark.retrieval import engines
     from helpers.pipeline import run_cli
+
+    pytest.importorskip({"pisa:taat": "pyterrier_pisa", "exhaustive": "numba"}[spec])
+    engine = type(engines.choose(spec).engine)
 
     def searches(folder: Path) -> dict[str, Path]:
         found = {}
@@ -197,20 +201,29 @@ def test_an_exact_engines_run_is_lucenes_scores_and_the_same_bytes_from_lines_or
             out.setdefault(qid, []).append(float(score))
         return out
 
-    runs, other = untrained_splade["runs"], tmp_path / "other"
+    runs = untrained_splade["runs"]
     args = ["--suite", str(untrained_splade["suite"]), "--threads", "2", "--results-dir", str(tmp_path / "res")]
-    assert run_cli(*args, "--runs-dir", str(runs), "--engines", "lucene,pisa:taat") == 0
+    assert run_cli(*args, "--runs-dir", str(runs), "--engines", f"lucene,{spec}") == 0
     found = searches(runs)
-    assert sorted(found) == ["lucene", "pisa:taat"]
+    assert {"lucene", spec} <= set(found)  # the shared runs may hold the other engine's search too (a spec is
+    # recorded as the engine's name alone at its default point: ``exhaustive`` for ``exhaustive:taat``)
     reference = scores(found["lucene"] / "run.trec")
-    assert scores(found["pisa:taat"] / "run.trec") == reference and len(reference) == 30
-    shutil.copytree(runs, other)
-    shutil.rmtree(other / "search" / found["pisa:taat"].name)
-    for stage in (other / "evaluate").iterdir():  # a finished evaluation would spare its search from running
-        if found["pisa:taat"].name in (stage / "config.json").read_text():
-            shutil.rmtree(stage)
-    monkeypatch.setattr(Pisa, "run_lines", lambda self, *a, **k: None)
-    assert run_cli(*args, "--runs-dir", str(other), "--engines", "pisa:taat") == 0
-    again = searches(other)["pisa:taat"]
-    assert again.name == found["pisa:taat"].name
-    assert (again / "run.trec").read_bytes() == (found["pisa:taat"] / "run.trec").read_bytes()
+    assert scores(found[spec] / "run.trec") == reference and len(reference) == 30
+    # again in a copy of the runs: the hits formatted one by one (no run lines), then every query's lines read
+    # back into hits (none copied as written), as the stage does for a score past 2**24 or a self-hit
+    for way, patched in (("hits", (engine, "run_lines", lambda self, *a, **k: None)), ("read", None)):
+        other = tmp_path / way
+        shutil.copytree(runs, other)
+        shutil.rmtree(other / "search" / found[spec].name)
+        for stage in (other / "evaluate").iterdir():  # a finished evaluation would spare its search from running
+            if found[spec].name in (stage / "config.json").read_text():
+                shutil.rmtree(stage)
+        with monkeypatch.context() as patch:
+            if patched:
+                patch.setattr(*patched)
+            else:
+                patch.setattr("benchmark.stages.search.copyable", lambda *a, **k: {})
+            assert run_cli(*args, "--runs-dir", str(other), "--engines", spec) == 0
+        again = searches(other)[spec]
+        assert again.name == found[spec].name
+        assert (again / "run.trec").read_bytes() == (found[spec] / "run.trec").read_bytes(), way
