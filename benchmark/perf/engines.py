@@ -365,7 +365,7 @@ def write(rows: list[dict[str, Any]], out: Path, header: list[str], k: int = 100
 
 def plot(rows: list[dict[str, Any]], path: Path, k: int = 1000) -> None:
     """Latency (p50, log scale) against recall of the exact top-k at the searched depth (top-10 below 1000,
-    where no top-1000 was searched), one panel per collection, one line per engine."""
+    where no top-1000 was searched), one panel per collection (four to a row), one line and colour per engine."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -375,13 +375,20 @@ def plot(rows: list[dict[str, Any]], path: Path, k: int = 1000) -> None:
     depth = 1000 if k >= 1000 else 10
 
     names = list(dict.fromkeys(r["collection"] for r in rows))
-    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
-    for ax, name in zip(axes[0], names, strict=True):
+    # one colour per engine in every panel (a panel without an engine would otherwise shift the others')
+    colours = {e: f"C{i}" for i, e in enumerate(dict.fromkeys(r["engine"] for r in rows))}
+    across = min(4, len(names))
+    down = -(-len(names) // across)
+    fig, axes = plt.subplots(down, across, figsize=(5 * across, 4 * down), squeeze=False)
+    for ax in axes.flat[len(names) :]:
+        ax.set_visible(False)
+    for ax, name in zip(axes.flat, names):
         for engine in dict.fromkeys(r["engine"] for r in rows if r["collection"] == name):
             mine = sorted(
                 (r for r in rows if r["collection"] == name and r["engine"] == engine), key=lambda r: r["ms_p50"]
             )
-            ax.plot([r["ms_p50"] for r in mine], [r[f"recall_exact@{depth}"] for r in mine], marker="o", label=engine)
+            xs, ys = [r["ms_p50"] for r in mine], [r[f"recall_exact@{depth}"] for r in mine]
+            ax.plot(xs, ys, marker="o", label=engine, color=colours[engine])
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # a panel within one decade labels its minor ticks, overlapping
         ax.set_title(name)
