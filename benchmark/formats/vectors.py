@@ -40,6 +40,12 @@ def read_vectors(path: Path | str) -> Iterator[Vector]:
             yield Vector(row["id"], row["vector"])
 
 
+def read_collection(folder: Path | str) -> Iterator[Vector]:
+    """The rows of every shard of a JsonVectorCollection folder, shard by shard in name order (document order)."""
+    for shard in sorted(Path(folder).glob(SHARD_GLOB)):
+        yield from read_vectors(shard)
+
+
 def read_vector_map(path: Path | str) -> dict[str, dict[str, int]]:
     """id → vector, of ``queries.jsonl`` (or one shard)."""
     return {row.id: row.vector for row in read_vectors(path)}

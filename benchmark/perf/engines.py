@@ -115,14 +115,13 @@ def scan(shards: Path) -> tuple[int, dict[str, int], dict[str, int]]:
     df: dict[str, int] = {}
     top: dict[str, int] = {}
     documents = 0
-    for shard in sorted(Path(shards).glob(vectors.SHARD_GLOB)):
-        for row in vectors.read_vectors(shard):
-            documents += 1
-            for term, weight in row.vector.items():
-                if weight > 0:
-                    df[term] = df.get(term, 0) + 1
-                    if weight > top.get(term, 0):
-                        top[term] = weight
+    for row in vectors.read_collection(shards):
+        documents += 1
+        for term, weight in row.vector.items():
+            if weight > 0:
+                df[term] = df.get(term, 0) + 1
+                if weight > top.get(term, 0):
+                    top[term] = weight
     return documents, df, top
 
 
@@ -282,9 +281,7 @@ def synthetic(
 
     if weights not in WEIGHTS:
         raise BenchmarkError(f"synthetic weights {weights!r}: valid: {', '.join(WEIGHTS)}")
-    rows = [
-        row.vector for shard in sorted(Path(source).glob(vectors.SHARD_GLOB)) for row in vectors.read_vectors(shard)
-    ]
+    rows = [row.vector for row in vectors.read_collection(source)]
     by_term: dict[str, list[int]] = {}
     for vector in rows:
         for term, weight in vector.items():

@@ -31,11 +31,7 @@ def _parents(runs: Path, search_id: str) -> dict[str, str]:
 
 
 def _doc_vectors(folder: Path) -> dict[str, dict[str, int]]:
-    return {
-        row.id: row.vector
-        for shard in sorted((Path(folder) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
-        for row in vectors.read_vectors(shard)
-    }
+    return {row.id: row.vector for row in vectors.read_collection(Path(folder) / vectors.SHARDS)}
 
 
 def compare_impacts(a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]) -> dict[str, Any]:

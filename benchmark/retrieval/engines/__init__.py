@@ -214,9 +214,8 @@ def count_documents(shards: Path) -> tuple[int, int]:
 
     terms: set[str]
     documents, terms = 0, set()
-    for shard in sorted(Path(shards).glob(vectors.SHARD_GLOB)):
-        for row in vectors.read_vectors(shard):
-            if any(w > 0 for w in row.vector.values()):
-                documents += 1
-                terms.update(t for t, w in row.vector.items() if w > 0)
+    for row in vectors.read_collection(shards):
+        if any(w > 0 for w in row.vector.values()):
+            documents += 1
+            terms.update(t for t, w in row.vector.items() if w > 0)
     return documents, len(terms)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -50,14 +49,6 @@ class Index(NamedTuple):
     idrank: Any  # int32 per document: its id's place in sorted order (ties go by id, as ``ranked`` puts them)
     documents: int
     ranges: int
-
-
-def _rows(shards: Path) -> Iterator[tuple[str, dict[str, int]]]:
-    from benchmark.formats import vectors
-
-    for shard in sorted(Path(shards).glob(vectors.SHARD_GLOB)):
-        for row in vectors.read_vectors(shard):
-            yield row.id, row.vector
 
 
 class _Range:
@@ -110,6 +101,7 @@ def build_arrays(shards: Path, folder: Path) -> dict[str, int]:
     leaves it out of an impact index (it scores 0 for every query)."""
     import numpy as np
 
+    from benchmark.formats import vectors
     from benchmark.retrieval.engines import _taat
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -136,7 +128,7 @@ def build_arrays(shards: Path, folder: Path) -> dict[str, int]:
                     np.maximum.at(largest, present, np.maximum.reduceat(impact, firsts).astype(np.int64))
                 current = _Range()
 
-            for docid, vector in _rows(shards):
+            for docid, vector in vectors.read_collection(shards):
                 kept = [(t, w) for t, w in vector.items() if w > 0]
                 if kept and max(w for _, w in kept) >= 1 << 32:
                     raise BenchmarkError(
@@ -160,21 +152,15 @@ def build_arrays(shards: Path, folder: Path) -> dict[str, int]:
         total = int(starts[-1])
         top = int(largest.max()) if n_terms else 0
         kind = np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.uint32
-        source = {
-            "local": np.memmap(scratch["local"], dtype=np.uint16, mode="r", shape=(total,))
-            if total
-            else np.zeros(0, np.uint16),
-            "impacts": np.memmap(scratch["impacts"], dtype=np.uint32, mode="r", shape=(total,))
-            if total
-            else np.zeros(0, np.uint32),
-        }
-        for name, dtype in (("local", np.uint16), ("impacts", kind)):
+        for name, stored, dtype in (("local", np.uint16, np.uint16), ("impacts", np.uint32, kind)):
+            # the scratch file by memory map (an empty one cannot be mapped)
+            source = np.memmap(scratch[name], dtype=stored, mode="r", shape=(total,)) if total else np.zeros(0, stored)
             with atomic.atomic_path(folder / f"{name}.npy") as tmp:
                 out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(total,))
-                _taat.scatter(np.asarray(source[name]), by_range, starts, np.asarray(out))
+                _taat.scatter(np.asarray(source), by_range, starts, np.asarray(out))
                 out.flush()
                 del out
-        del source
+            del source
     finally:
         for path in scratch.values():
             path.unlink(missing_ok=True)
@@ -291,12 +277,6 @@ class Exhaustive(Engine):
         add_time(timing, time.perf_counter() - began)
         return opened, found
 
-    def _sorted(self, index: Path, queries: dict[str, dict[str, int]], k: int, threads: int, timing: Any) -> Any:
-        """Each query's hits as (printed scores, document ids), best first and ties by document id."""
-        opened, found = self._retrieve(index, queries, k, threads, timing)
-        for printed, numbers in found:
-            yield printed.tolist(), opened.docids[numbers].tolist()
-
     def search(
         self,
         index: Path,
@@ -306,9 +286,10 @@ class Exhaustive(Engine):
         threads: int = 1,
         timing: dict[str, float] | None = None,
     ) -> Hits:
+        opened, found = self._retrieve(index, queries, k, threads, timing)  # ranked, ties by document id
         return {
-            q: [(d, float(s)) for s, d in zip(scores, ids, strict=True)]
-            for q, (scores, ids) in zip(queries, self._sorted(index, queries, k, threads, timing), strict=True)
+            q: list(zip(opened.docids[numbers].tolist(), printed.astype(float).tolist(), strict=True))
+            for q, (printed, numbers) in zip(queries, found, strict=True)
         }
 
     def run_lines(

@@ -30,9 +30,8 @@ def term(token: str) -> str:
 def _documents(shards: Path) -> Iterator[dict[str, Any]]:
     from benchmark.formats import vectors
 
-    for shard in sorted(Path(shards).glob(vectors.SHARD_GLOB)):
-        for row in vectors.read_vectors(shard):
-            yield {"docno": row.id, "toks": {term(t): w for t, w in row.vector.items()}}
+    for row in vectors.read_collection(shards):
+        yield {"docno": row.id, "toks": {term(t): w for t, w in row.vector.items()}}
 
 
 #: PISA's uncompressed postings and forward index: read once, to write the compressed postings and block

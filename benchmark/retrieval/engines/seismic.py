@@ -47,14 +47,13 @@ class Seismic(Engine):
         terms: set[str]
         dataset, terms = seismic.SeismicDataset(), set()
         kind = seismic.get_seismic_string()
-        for shard in sorted(Path(shards).glob(vectors.SHARD_GLOB)):
-            for row in vectors.read_vectors(shard):
-                kept = {t: w for t, w in row.vector.items() if w > 0}
-                if kept:  # an empty document scores 0 for every query, as in Lucene (which skips it)
-                    terms.update(kept)
-                    dataset.add_document(
-                        row.id, np.array(list(kept), dtype=kind), np.array(list(kept.values()), dtype=np.float32)
-                    )
+        for row in vectors.read_collection(shards):
+            kept = {t: w for t, w in row.vector.items() if w > 0}
+            if kept:  # an empty document scores 0 for every query, as in Lucene (which skips it)
+                terms.update(kept)
+                dataset.add_document(
+                    row.id, np.array(list(kept), dtype=kind), np.array(list(kept.values()), dtype=np.float32)
+                )
         built = seismic.SeismicIndex.build_from_dataset(dataset, num_threads=threads)
         Path(index).mkdir(parents=True, exist_ok=True)
         built.save(str(Path(index) / FILE))
