@@ -272,6 +272,25 @@ def test_the_exhaustive_engine_crosses_its_document_ranges(tmp_path):
     assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [*files, "terms.json"]  # no scratch file left
 
 
+def test_the_compiled_run_writer_prints_lines_and_returns_the_touched_ids_first_bytes():
+    """``run_text`` by hand: two hits' lines, and the sum of their ids' first bytes ("b" 98 + "é" 195), which
+    it returns so that the compiler keeps the loop touching every id before any is copied (folded into
+    ``sum & 0``, the loop was dropped and the ids' cache misses came one at a time)."""
+    import numpy as np
+
+    from benchmark.retrieval.engines import _taat
+
+    docbytes = np.frombuffer("a1bbé".encode(), dtype=np.uint8)
+    docstarts = np.array([0, 2, 4, 6], dtype=np.int64)
+    out = np.zeros(256, dtype=np.uint8)
+    tail = np.frombuffer(b".000000 benchmark\n", dtype=np.uint8)
+    printed, numbers = np.array([12, 3], dtype=np.int64), np.array([1, 2], dtype=np.int64)
+    qid = np.frombuffer(b"q7", dtype=np.uint8)
+    end, touched = _taat.run_text(qid, printed, numbers, docbytes, docstarts, tail, out)
+    assert out[:end].tobytes().decode() == "q7 Q0 bb 1 12.000000 benchmark\nq7 Q0 é 2 3.000000 benchmark\n"
+    assert touched == ord("b") + "é".encode()[0] == 98 + 195
+
+
 def test_recall_of_the_exact_top_k_counts_tied_substitutes_as_kept():
     exact = {"q": [("a", 9.0), ("b", 5.0), ("c", 5.0), ("d", 1.0)]}
     assert engines.recall_of_exact(exact, {"q": [("a", 9.0), ("c", 5.0)]}, 2) == 1.0  # c ties b at the 2nd
@@ -280,11 +299,14 @@ def test_recall_of_the_exact_top_k_counts_tied_substitutes_as_kept():
     assert engines.recall_of_exact({"q": exact["q"][:2]}, {"q": [("a", 9.0), ("x", 5.0)]}, 2) == 1.0  # x ties b
 
 
-def _stage_dir(runs: Path, kind: str, record_key: str, value: str) -> Path:
+def _lucene_impact_index(runs: Path) -> Path:
+    """The pipeline's one Lucene impact index (other tests of the session's pipeline may add other engines')."""
+    stages = [p for p in sorted((runs / "index").iterdir()) if not p.name.startswith(".")]
+    configs = {p: json.loads((p / "config.json").read_text()) for p in stages}
     (found,) = [
         p
-        for p in sorted((runs / kind).iterdir())
-        if not p.name.startswith(".") and json.loads((p / "config.json").read_text())["record"].get(record_key) == value
+        for p, c in configs.items()
+        if c["record"]["type"] == "impact" and c["config"].get("engine", "lucene") == "lucene"
     ]
     return found
 
@@ -299,7 +321,7 @@ def test_exact_engines_equal_lucene_on_real_encoded_vectors_and_a_dense_models_q
     runs = untrained_splade["runs"]
     (encode_dir,) = [p for p in sorted((runs / "encode").iterdir()) if not p.name.startswith(".")]
     (queries_dir,) = [p for p in sorted((runs / "queries").iterdir()) if not p.name.startswith(".")]
-    lucene_index = index_path(_stage_dir(runs, "index", "type", "impact"))
+    lucene_index = index_path(_lucene_impact_index(runs))
     queries = read_vector_map(queries_dir / "queries.jsonl")
     docs = [row.vector for shard in sorted((encode_dir / "docs").glob(SHARD_GLOB)) for row in read_vectors(shard)]
     for i in range(3):

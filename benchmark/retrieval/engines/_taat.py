@@ -109,8 +109,10 @@ def ranked(scores, numbers, idrank):  # type: ignore[no-untyped-def]
 @numba.njit(nogil=True, cache=True)
 def run_text(qid, printed, numbers, docbytes, docstarts, tail, out):  # type: ignore[no-untyped-def]
     """One query's ranked hits (``ranked``) as the run lines ``format_run`` prints, in UTF-8 at the front of
-    ``out``; returns their length in bytes. Every hit's id is located before any is copied, so the cache misses
-    on a large collection's ids overlap rather than follow one another."""
+    ``out``; returns their length in bytes and a sum of each id's first byte. Every hit's id is located and
+    touched before any is copied, so the cache misses on a large collection's ids overlap rather than follow one
+    another; the sum is returned so that the compiler cannot drop the touches (with ``sum & 0`` it did, and the
+    misses came one at a time while the lines were written: 0.13 against 0.05 ms a query at 1M documents)."""
     n = numbers.shape[0]
     first = np.empty(n, np.int64)
     last = np.empty(n, np.int64)
@@ -140,7 +142,7 @@ def run_text(qid, printed, numbers, docbytes, docstarts, tail, out):  # type: ig
         for b in tail:
             out[p] = b
             p += 1
-    return p + (touched & 0)  # the touches kept, not optimised away
+    return p, touched
 
 
 @numba.njit(nogil=True, cache=True)

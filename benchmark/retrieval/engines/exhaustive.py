@@ -321,8 +321,8 @@ class Exhaustive(Engine):
             room = len(numbers) * (len(qid) + longest + len(tail) + 48)  # " Q0 ", spaces, rank and score digits
             if buffer.shape[0] < room:
                 buffer = np.empty(2 * room, dtype=np.uint8)
-            end = _taat.run_text(qid, printed, numbers, docbytes, docstarts, tail, buffer)
-            out[q] = [buffer[:end].tobytes().decode()]
+            end, _ = _taat.run_text(qid, printed, numbers, docbytes, docstarts, tail, buffer)
+            out[q] = [str(buffer[:end].data, "utf-8")]  # decoded from the buffer: no bytes copy between
         return out
 
 
