@@ -17,6 +17,9 @@ from benchmark.common.atomic import write_text
 
 RUN = "run.trec"
 TAG = "benchmark"
+#: what ``format_run`` prints after an integer score's digits (``{score:.6f} {tag}``): engines that print
+#: integer dot products as lines themselves end each line with it
+INTEGER_TAIL = f".000000 {TAG}\n"
 FORMAT = "'QID Q0 DOCID RANK SCORE TAG' (6 columns separated by whitespace)"
 
 #: query id → [(doc id, score)], best first: what a search returns and mining reads

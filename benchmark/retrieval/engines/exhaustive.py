@@ -305,12 +305,12 @@ class Exhaustive(Engine):
         as one string: no hit tuple, no string per line."""
         import numpy as np
 
-        from benchmark.formats.trec_run import TAG
+        from benchmark.formats.trec_run import INTEGER_TAIL
         from benchmark.retrieval.engines import _taat
 
         _, found = self._retrieve(index, queries, k, threads, timing)
         docbytes, docstarts, longest = _id_bytes(str(index))
-        tail = np.frombuffer(f".000000 {TAG}\n".encode(), dtype=np.uint8)
+        tail = np.frombuffer(INTEGER_TAIL.encode(), dtype=np.uint8)
         out: dict[str, list[str]] = {}
         buffer = np.empty(0, dtype=np.uint8)
         for q, (printed, numbers) in zip(queries, found, strict=True):

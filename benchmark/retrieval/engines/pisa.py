@@ -144,17 +144,16 @@ class Pisa(Engine):
         integer score (a float32 past 2**24 is an integer too)."""
         import numpy as np
 
-        from benchmark.formats.trec_run import TAG
+        from benchmark.formats.trec_run import INTEGER_TAIL
 
         qids, qidx, docnos, scores = self._retrieve(index, queries, k, point, threads, timing)
         bounds = np.searchsorted(qidx, np.arange(len(qids) + 1)).tolist()
         negated, names = (-np.rint(scores).astype(np.int64)).tolist(), docnos.tolist()
-        tail = f".000000 {TAG}\n"
         lines = {}
         for i, q in enumerate(qids):
             a, b = bounds[i], bounds[i + 1]
             ordered = sorted(zip(negated[a:b], names[a:b], strict=True))
-            lines[q] = [f"{q} Q0 {d} {r} {-s}{tail}" for r, (s, d) in enumerate(ordered, 1)]
+            lines[q] = [f"{q} Q0 {d} {r} {-s}{INTEGER_TAIL}" for r, (s, d) in enumerate(ordered, 1)]
         return lines
 
 
