@@ -26,14 +26,22 @@ def _tmp(path: Path) -> Path:
 
 @contextlib.contextmanager
 def atomic_write(
-    path: Path | str, mode: str = "w", encoding: str | None = "utf-8", newline: str | None = None, fsync: bool = True
+    path: Path | str,
+    mode: str = "w",
+    encoding: str | None = "utf-8",
+    newline: str | None = None,
+    fsync: bool = True,
+    buffering: int = -1,
 ) -> Iterator[IO[Any]]:
-    """``with atomic_write(path) as fh: ...``: ``path`` appears whole when the block ends, or not at all."""
+    """``with atomic_write(path) as fh: ...``: ``path`` appears whole when the block ends, or not at all.
+    ``buffering`` as ``open``'s (a writer of many mid-sized pieces passes a larger buffer: fewer, larger writes)."""
     path = Path(path)
     tmp = _tmp(path)
     binary = "b" in mode
     try:
-        with open(tmp, mode, encoding=None if binary else encoding, newline=None if binary else newline) as fh:
+        with open(
+            tmp, mode, buffering, encoding=None if binary else encoding, newline=None if binary else newline
+        ) as fh:
             yield fh
             fh.flush()
             if fsync:

@@ -48,6 +48,7 @@ class Index(StageKind["Index.Config", IndexRecord]):
         "benchmark.formats.lucene_index",
         "benchmark.formats.vectors",
         "benchmark.retrieval.engines",
+        "benchmark.retrieval.engines._run_text",
         "benchmark.retrieval.engines._taat",
         "benchmark.retrieval.engines.exhaustive",
         "benchmark.retrieval.engines.lucene",

@@ -273,22 +273,102 @@ def test_the_exhaustive_engine_crosses_its_document_ranges(tmp_path):
 
 
 def test_the_compiled_run_writer_prints_lines_and_returns_the_touched_ids_first_bytes():
-    """``run_text`` by hand: two hits' lines, and the sum of their ids' first bytes ("b" 98 + "é" 195), which
-    it returns so that the compiler keeps the loop touching every id before any is copied (folded into
-    ``sum & 0``, the loop was dropped and the ids' cache misses came one at a time)."""
+    """``numbered`` by hand: a query id and a document id longer than one 16-byte move, an id past ASCII, a
+    score past 32 bits; and the sum of the ids' first bytes ("b" 98 + "é" 195 + "x" 120), which it returns so
+    that the compiler keeps the loop touching every id before any is copied (folded into ``sum & 0``, the loop
+    was dropped and the ids' cache misses came one at a time)."""
     import numpy as np
 
-    from benchmark.retrieval.engines import _taat
+    from benchmark.retrieval.engines import _run_text
 
-    docbytes = np.frombuffer("a1bbé".encode(), dtype=np.uint8)
-    docstarts = np.array([0, 2, 4, 6], dtype=np.int64)
-    out = np.zeros(256, dtype=np.uint8)
-    tail = np.frombuffer(b".000000 benchmark\n", dtype=np.uint8)
-    printed, numbers = np.array([12, 3], dtype=np.int64), np.array([1, 2], dtype=np.int64)
-    qid = np.frombuffer(b"q7", dtype=np.uint8)
-    end, touched = _taat.run_text(qid, printed, numbers, docbytes, docstarts, tail, out)
-    assert out[:end].tobytes().decode() == "q7 Q0 bb 1 12.000000 benchmark\nq7 Q0 é 2 3.000000 benchmark\n"
-    assert touched == ord("b") + "é".encode()[0] == 98 + 195
+    ids = _run_text.padded("a1bbé".encode() + b"x" * 21)
+    starts = np.array([0, 2, 4, 6, 27], dtype=np.int64)
+    tail = b".000000 benchmark\n"
+    prefix = b"q" * 17 + b" Q0 "
+    printed, numbers = np.array([1 << 40, 12, 3], dtype=np.int64), np.array([3, 1, 2], dtype=np.int64)
+    out = np.full(_run_text.room(3, 3 * 21, len(prefix), len(tail)), 255, dtype=np.uint8)
+    end, touched = _run_text.numbered(
+        _run_text.padded(prefix), len(prefix), printed, numbers, ids, starts, _run_text.padded(tail), len(tail), out
+    )
+    q = "q" * 17
+    assert out[:end].tobytes().decode() == (
+        f"{q} Q0 {'x' * 21} 1 1099511627776.000000 benchmark\n"
+        f"{q} Q0 bb 2 12.000000 benchmark\n"
+        f"{q} Q0 é 3 3.000000 benchmark\n"
+    )
+    assert touched == ord("x") + ord("b") + "é".encode()[0] == 120 + 98 + 195
+
+
+def test_the_compiled_run_writer_puts_each_run_of_tied_scores_in_id_order():
+    """``by_score`` on hits best first with ties in another order (PISA's): each tied run comes out as ``ranked``
+    puts it, by id as Python orders strings (a prefix first; "Z" before "a" before "é"), in a short run (insertion)
+    and in a run of 40 (merges); ranks count on across the runs, past 9 and 99."""
+    import numpy as np
+
+    from benchmark.formats.trec_run import format_run
+    from benchmark.retrieval.engines import _run_text, ranked
+
+    rng = np.random.default_rng(7)
+    long_run = [f"d{i}" for i in rng.permutation(40)]
+    hits = [("b", 9), ("ab", 9), ("a", 9), ("é", 9), ("Z", 9), ("c", 7), *[(d, 5) for d in long_run]]
+    hits += [(f"w{i}", 4 - i // 30) for i in range(70)]  # runs of 30, 30 and 10 (merges, insertion)
+    names = [d for d, _ in hits]
+    ids = _run_text.padded("\0".join(names).encode())
+    first, last = np.empty(len(names), np.int64), np.empty(len(names), np.int64)
+    assert _run_text.separated(ids, len(names), 0, first, last)
+    printed = np.array([s for _, s in hits], dtype=np.int64)
+    tail = b".000000 benchmark\n"
+    out = np.empty(_run_text.room(len(hits), int(last[-1]), 5, len(tail)), dtype=np.uint8)
+    end = _run_text.by_score(
+        _run_text.padded(b"q Q0 "), 5, printed, first, last, ids, _run_text.padded(tail), len(tail), out
+    )
+    text = out[:end].tobytes().decode()
+    assert text == format_run({"q": ranked([(d, float(s)) for d, s in hits])})
+    assert text.splitlines()[:6] == [
+        f"q Q0 {d} {r} 9.000000 benchmark" for r, d in enumerate("Z a ab b é".split(), 1)
+    ] + ["q Q0 c 6 7.000000 benchmark"]
+
+
+def test_the_compiled_writer_finds_joined_ids_and_says_when_an_id_holds_the_separator():
+    import numpy as np
+
+    from benchmark.retrieval.engines import _run_text
+
+    first, last = np.empty(3, np.int64), np.empty(3, np.int64)
+    assert _run_text.separated(_run_text.padded(b"a\0bb\0"), 3, 0, first, last)
+    assert first.tolist() == [0, 2, 5] and last.tolist() == [1, 4, 5]  # the last id empty
+    assert not _run_text.separated(_run_text.padded(b"a\0b\0c\0d"), 3, 0, first, last)  # one id is "c\0d"
+    assert not _run_text.separated(_run_text.padded(b"a\0b"), 3, 0, first, last)  # two ids, not three
+
+
+def test_pisas_run_lines_place_ids_that_hold_the_separator(tmp_path, monkeypatch):
+    """Where the ids' join cannot be split by its separator (an id holds "\\0"), each id's place comes from its
+    own length: the lines are still what ``format_run`` prints from ``search``'s hits."""
+    from benchmark.formats.trec_run import format_run
+    from benchmark.retrieval.engines import _run_text
+
+    choice = engines.choose("pisa:taat")
+    choice.engine.build(_collection(tmp_path / "coll", DOCS | {"dé": {"a": 4}}), tmp_path / "idx", 1)
+    queries = {"q1": {"a": 10, "b": 1}, "tie": {"a": 1, "b": 1}, "none": {"zz": 1}}
+    hits = choice.engine.search(tmp_path / "idx", queries, 10, choice.point)
+    monkeypatch.setattr(_run_text, "separated", lambda *args: False)
+    lines = choice.engine.run_lines(tmp_path / "idx", queries, 10, choice.point)
+    assert lines is not None and {q: "".join(block) for q, block in lines.items()} == {
+        q: format_run({q: hits[q]}) for q in queries
+    }
+    assert "".join(lines["q1"]).startswith("q1 Q0 d4 1 40.000000 benchmark\nq1 Q0 dé 2 40.000000 benchmark\n")
+
+
+def test_pisa_without_numba_leaves_its_run_to_the_search_stage(tmp_path, monkeypatch):
+    """PISA's compiled writer needs numba; without it ``run_lines`` says it has no such path (None), and the search
+    stage prints ``search``'s hits instead: the same lines, more slowly."""
+    import sys
+
+    choice = engines.choose("pisa")
+    choice.engine.build(_collection(tmp_path / "coll", DOCS), tmp_path / "idx", 1)
+    monkeypatch.setitem(sys.modules, "benchmark.retrieval.engines._run_text", None)  # its import now fails
+    monkeypatch.delattr(engines, "_run_text", raising=False)  # (once imported, it is also the package's attribute)
+    assert choice.engine.run_lines(tmp_path / "idx", {"q": {"a": 1}}, 10, choice.point) is None
 
 
 def test_recall_of_the_exact_top_k_counts_tied_substitutes_as_kept():

@@ -75,6 +75,17 @@ def test_bm25_run_lines_are_format_runs_bytes(tmp_path):
     assert lucene.bm25_run_writer_fits(queries) and not lucene.bm25_run_writer_fits({"q": "a\tb"})
 
 
+def test_copyable_reads_the_top_score_from_the_first_of_a_querys_lines_in_one_string():
+    """An engine's compiled writer gives a query's lines as one string: the top score is the first line's (2**24
+    is past float32's exact integers, 2**24 - 1 is not), and a last line without its newline still counts."""
+    lines = {
+        "big": ["big Q0 d1 1 16777216.000000 benchmark\nbig Q0 d2 2 3.000000 benchmark\n"],
+        "small": ["small Q0 d1 1 16777215.000000 benchmark\nsmall Q0 d2 2 3.000000 benchmark\n"],
+        "bare": ["bare Q0 d1 1 5.000000 benchmark"],
+    }
+    assert sorted(copyable(lines, remove_query=False)) == ["bare", "small"]
+
+
 def test_a_bm25_line_printed_from_a_tie_is_not_copied():
     """Java's %f printed 3.0078125 (= 385/128, halfway) as 3.007813 where format_run prints 3.007812: the
     query's lines are read again; 2.0234375 rounds to 2.023438 in both, and 3.007812 is no tie."""

@@ -70,20 +70,6 @@ def top_k(terms, weights, starts, local, impacts, ranges, documents, k, acc, sco
 
 
 @numba.njit(nogil=True, cache=True)
-def _digits(out, p, v):  # type: ignore[no-untyped-def]
-    """``v`` (> 0) in decimal at ``out[p:]``; returns the end."""
-    width = 0
-    m = v
-    while m > 0:
-        m //= 10
-        width += 1
-    for j in range(width - 1, -1, -1):
-        out[p + j] = 48 + v % 10
-        v //= 10
-    return p + width
-
-
-@numba.njit(nogil=True, cache=True)
 def ranked(scores, numbers, idrank):  # type: ignore[no-untyped-def]
     """The k best in ranked order, as ``ranked`` orders hits: by score at its float32 value (as Lucene and PISA
     print it), best first, ties by document id (``idrank``, each id's place in sorted order). Returns (printed
@@ -104,45 +90,6 @@ def ranked(scores, numbers, idrank):  # type: ignore[no-untyped-def]
     else:
         order = np.argsort(key)
     return printed[order], numbers[order]
-
-
-@numba.njit(nogil=True, cache=True)
-def run_text(qid, printed, numbers, docbytes, docstarts, tail, out):  # type: ignore[no-untyped-def]
-    """One query's ranked hits (``ranked``) as the run lines ``format_run`` prints, in UTF-8 at the front of
-    ``out``; returns their length in bytes and a sum of each id's first byte. Every hit's id is located and
-    touched before any is copied, so the cache misses on a large collection's ids overlap rather than follow one
-    another; the sum is returned so that the compiler cannot drop the touches (with ``sum & 0`` it did, and the
-    misses came one at a time while the lines were written: 0.13 against 0.05 ms a query at 1M documents)."""
-    n = numbers.shape[0]
-    first = np.empty(n, np.int64)
-    last = np.empty(n, np.int64)
-    for i in range(n):
-        first[i] = docstarts[numbers[i]]
-        last[i] = docstarts[numbers[i] + 1]
-    touched = 0
-    for i in range(n):
-        touched += docbytes[first[i]]
-    p = 0
-    for i in range(n):
-        for b in qid:
-            out[p] = b
-            p += 1
-        out[p] = 32  # " Q0 "
-        out[p + 1] = 81
-        out[p + 2] = 48
-        out[p + 3] = 32
-        p += 4
-        for j in range(first[i], last[i]):
-            out[p] = docbytes[j]
-            p += 1
-        out[p] = 32
-        p = _digits(out, p + 1, i + 1)
-        out[p] = 32
-        p = _digits(out, p + 1, printed[i])
-        for b in tail:
-            out[p] = b
-            p += 1
-    return p, touched
 
 
 @numba.njit(nogil=True, cache=True)

@@ -302,40 +302,45 @@ class Exhaustive(Engine):
         timing: dict[str, float] | None = None,
     ) -> dict[str, list[str]]:
         """The lines ``format_run`` prints from ``search``'s hits, each query's written in one compiled call
-        as one string: no hit tuple, no string per line."""
+        (``_run_text.numbered``) as one string: no hit tuple, no string per line."""
         import numpy as np
 
         from benchmark.formats.trec_run import INTEGER_TAIL
-        from benchmark.retrieval.engines import _taat
+        from benchmark.retrieval.engines import _run_text
 
         _, found = self._retrieve(index, queries, k, threads, timing)
-        docbytes, docstarts, longest = _id_bytes(str(index))
-        tail = np.frombuffer(INTEGER_TAIL.encode(), dtype=np.uint8)
+        ids, starts, longest = _id_bytes(str(index))
+        tail = INTEGER_TAIL.encode()
+        padded_tail = _run_text.padded(tail)
         out: dict[str, list[str]] = {}
         buffer = np.empty(0, dtype=np.uint8)
         for q, (printed, numbers) in zip(queries, found, strict=True):
             if not len(numbers):
                 out[q] = []
                 continue
-            qid = np.frombuffer(q.encode(), dtype=np.uint8)
-            room = len(numbers) * (len(qid) + longest + len(tail) + 48)  # " Q0 ", spaces, rank and score digits
+            prefix = f"{q} Q0 ".encode()
+            room = _run_text.room(len(numbers), len(numbers) * longest, len(prefix), len(tail))
             if buffer.shape[0] < room:
                 buffer = np.empty(2 * room, dtype=np.uint8)
-            end, _ = _taat.run_text(qid, printed, numbers, docbytes, docstarts, tail, buffer)
+            end, _ = _run_text.numbered(
+                _run_text.padded(prefix), len(prefix), printed, numbers, ids, starts, padded_tail, len(tail), buffer
+            )
             out[q] = [str(buffer[:end].data, "utf-8")]  # decoded from the buffer: no bytes copy between
         return out
 
 
 @lru_cache(maxsize=4)
 def _id_bytes(index: str) -> tuple[Any, Any, int]:
-    """The documents' ids in UTF-8, end to end, with each one's start (and the end), and the longest's length:
-    what the compiled run writer copies from."""
+    """The documents' ids in UTF-8, end to end (with ``_run_text.PAD`` bytes of room), each one's start (and the
+    end), and the longest's length: what the compiled run writer copies from."""
     import numpy as np
+
+    from benchmark.retrieval.engines import _run_text
 
     encoded = [d.encode() for d in _open(index).docids]
     starts = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(e) for e in encoded], out=starts[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), starts, max(map(len, encoded), default=0)
+    return _run_text.padded(b"".join(encoded)), starts, max(map(len, encoded), default=0)
 
 
 register(Exhaustive())

@@ -111,8 +111,11 @@ class Pisa(Engine):
             result_scores=scores,
         )
         add_time(timing, time.perf_counter() - began)
-        order = np.argsort(qidx[:n], kind="stable")
-        return qids, qidx[:n][order], docnos[:n][order], scores[:n][order]
+        qidx, docnos, scores = qidx[:n], docnos[:n], scores[:n]
+        if n and (qidx[1:] < qidx[:-1]).any():  # one thread keeps the queries' order: no copy of 250k ids
+            order = np.argsort(qidx, kind="stable")
+            qidx, docnos, scores = qidx[order], docnos[order], scores[order]
+        return qids, qidx, docnos, scores
 
     def search(
         self,
@@ -137,23 +140,47 @@ class Pisa(Engine):
         point: Point,
         threads: int = 1,
         timing: dict[str, float] | None = None,
-    ) -> dict[str, list[str]]:
-        """About a third of ``search`` and ``format_run``'s Python time a hit (0.24 against 0.73-0.93 µs): each
-        query's (-score, document id) pairs sorted as plain tuples (PISA's order already by score; ties go by
-        id, as ``ranked`` puts them, not by PISA's internal number) and printed as ``format_run`` prints an
-        integer score (a float32 past 2**24 is an integer too)."""
+    ) -> dict[str, list[str]] | None:
+        """``search``'s hits printed by compiled code (``_run_text.by_score``) from PISA's own output: the ids it
+        hands over as strings joined into one UTF-8 buffer a batch, each query's ties put in id order (as
+        ``ranked`` puts them; PISA's order is its internal number) and its lines printed as ``format_run`` prints
+        an integer score (a float32 past 2**24 is an integer too). No tuple, sort key or string a hit."""
         import numpy as np
 
         from benchmark.formats.trec_run import INTEGER_TAIL
 
+        try:
+            from benchmark.retrieval.engines import _run_text
+        except ImportError:  # numba (the `engines` extra) absent: the search stage prints ``search``'s hits
+            return None
         qids, qidx, docnos, scores = self._retrieve(index, queries, k, point, threads, timing)
+        names = docnos.tolist()
+        first, last = np.empty(len(names), np.int64), np.empty(len(names), np.int64)
+        ids = _run_text.padded("\0".join(names).encode())
+        if names and not _run_text.separated(ids, len(names), 0, first, last):  # an id holds "\0"
+            ids = _run_text.padded(b"".join(encoded := [name.encode() for name in names]))
+            np.cumsum([len(e) for e in encoded], out=last)
+            first[0], first[1:] = 0, last[:-1]
+        printed = np.rint(scores).astype(np.int64)
         bounds = np.searchsorted(qidx, np.arange(len(qids) + 1)).tolist()
-        negated, names = (-np.rint(scores).astype(np.int64)).tolist(), docnos.tolist()
-        lines = {}
+        tail = INTEGER_TAIL.encode()
+        padded_tail = _run_text.padded(tail)
+        buffer = np.empty(0, dtype=np.uint8)
+        lines: dict[str, list[str]] = {}
         for i, q in enumerate(qids):
             a, b = bounds[i], bounds[i + 1]
-            ordered = sorted(zip(negated[a:b], names[a:b], strict=True))
-            lines[q] = [f"{q} Q0 {d} {r} {-s}{INTEGER_TAIL}" for r, (s, d) in enumerate(ordered, 1)]
+            if a == b:
+                lines[q] = []
+                continue
+            prefix = f"{q} Q0 ".encode()
+            room = _run_text.room(b - a, int(last[b - 1] - first[a]), len(prefix), len(tail))
+            if buffer.shape[0] < room:
+                buffer = np.empty(2 * room, dtype=np.uint8)
+            end = _run_text.by_score(
+                _run_text.padded(prefix), len(prefix), printed[a:b], first[a:b], last[a:b], ids, padded_tail,
+                len(tail), buffer,
+            )  # fmt: skip
+            lines[q] = [str(buffer[:end].data, "utf-8")]  # decoded from the buffer: no bytes copy between
         return lines
 
 
