@@ -274,9 +274,9 @@ def test_the_exhaustive_engine_crosses_its_document_ranges(tmp_path):
 
 def test_the_compiled_run_writer_prints_lines_and_returns_the_touched_ids_first_bytes():
     """``numbered`` by hand: a query id and a document id longer than one 16-byte move, an id past ASCII, a
-    score past 32 bits; and the sum of the ids' first bytes ("b" 98 + "é" 195 + "x" 120), which it returns so
-    that the compiler keeps the loop touching every id before any is copied (folded into ``sum & 0``, the loop
-    was dropped and the ids' cache misses came one at a time)."""
+    score past 32 bits; and the sum of the ids' first bytes ("b" 98 + "é" 195 + "x" 120), which it adds to
+    ``touched`` so that the compiler keeps the loop touching every id before any is copied (folded into
+    ``sum & 0``, the loop was dropped and the ids' cache misses came one at a time)."""
     import numpy as np
 
     from benchmark.retrieval.engines import _run_text
@@ -287,8 +287,18 @@ def test_the_compiled_run_writer_prints_lines_and_returns_the_touched_ids_first_
     prefix = b"q" * 17 + b" Q0 "
     printed, numbers = np.array([1 << 40, 12, 3], dtype=np.int64), np.array([3, 1, 2], dtype=np.int64)
     out = np.full(_run_text.room(3, 3 * 21, len(prefix), len(tail)), 255, dtype=np.uint8)
-    end, touched = _run_text.numbered(
-        _run_text.padded(prefix), len(prefix), printed, numbers, ids, starts, _run_text.padded(tail), len(tail), out
+    touched = np.zeros(1, dtype=np.int64)
+    end = _run_text.numbered(
+        printed,
+        numbers,
+        ids,
+        starts,
+        touched,
+        _run_text.padded(prefix),
+        len(prefix),
+        _run_text.padded(tail),
+        len(tail),
+        out,
     )
     q = "q" * 17
     assert out[:end].tobytes().decode() == (
@@ -296,7 +306,7 @@ def test_the_compiled_run_writer_prints_lines_and_returns_the_touched_ids_first_
         f"{q} Q0 bb 2 12.000000 benchmark\n"
         f"{q} Q0 é 3 3.000000 benchmark\n"
     )
-    assert touched == ord("x") + ord("b") + "é".encode()[0] == 120 + 98 + 195
+    assert touched[0] == ord("x") + ord("b") + "é".encode()[0] == 120 + 98 + 195
 
 
 def test_the_compiled_run_writer_puts_each_run_of_tied_scores_in_id_order():
@@ -320,7 +330,7 @@ def test_the_compiled_run_writer_puts_each_run_of_tied_scores_in_id_order():
     tail = b".000000 benchmark\n"
     out = np.empty(_run_text.room(len(hits), int(last[-1]), 5, len(tail)), dtype=np.uint8)
     end = _run_text.by_score(
-        _run_text.padded(b"q Q0 "), 5, printed, first, last, ids, _run_text.padded(tail), len(tail), out
+        printed, first, last, ids, _run_text.padded(b"q Q0 "), 5, _run_text.padded(tail), len(tail), out
     )
     text = out[:end].tobytes().decode()
     assert text == format_run({"q": ranked([(d, float(s)) for d, s in hits])})

@@ -35,6 +35,30 @@ def room(hits: int, id_bytes: int, prefix: int, tail: int) -> int:
     return hits * (prefix + tail + 42) + id_bytes + 2 * PAD
 
 
+class Printer:
+    """A batch's run lines: each query's printed by a compiled writer (``numbered``, ``by_score``) into one
+    buffer, grown to the largest query's lines and reused, and decoded from it as one string."""
+
+    def __init__(self) -> None:
+        from benchmark.formats.trec_run import INTEGER_TAIL
+
+        self.tail = INTEGER_TAIL.encode()
+        self._tail = padded(self.tail)
+        self._buffer = np.empty(0, dtype=np.uint8)
+
+    def lines(self, qid: str, hits: int, id_bytes: int, writer: Any, *arrays: Any) -> list[str]:
+        """The query's ``hits`` lines (their ids ``id_bytes`` long in all) as ``writer(*arrays, prefix, prefix
+        length, tail, tail length, out)`` prints them; none without hits."""
+        if not hits:
+            return []
+        prefix = f"{qid} Q0 ".encode()
+        need = room(hits, id_bytes, len(prefix), len(self.tail))
+        if self._buffer.shape[0] < need:
+            self._buffer = np.empty(2 * need, dtype=np.uint8)
+        end = writer(*arrays, padded(prefix), len(prefix), self._tail, len(self.tail), self._buffer)
+        return [str(self._buffer[:end].data, "utf-8")]  # decoded from the buffer: no bytes copy between
+
+
 @intrinsic
 def _move16(typingctx, dst, dpos, src, spos):  # type: ignore[no-untyped-def]
     """``dst[dpos:dpos + 16] = src[spos:spos + 16]`` as one unaligned move (no bounds check: the caller's)."""
@@ -88,7 +112,7 @@ def _digits(out, p, v):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(nogil=True, cache=True)
-def lines(prefix, prefix_length, printed, first, last, ids, tail, tail_length, out):  # type: ignore[no-untyped-def]
+def lines(printed, first, last, ids, prefix, prefix_length, tail, tail_length, out):  # type: ignore[no-untyped-def]
     """Hit i's line, ranked i + 1: ``prefix`` (``QID Q0 ``), its id ``ids[first[i]:last[i]]``, the rank, its
     score ``printed[i]`` and ``tail``; returns the lines' length in bytes."""
     p = 0
@@ -104,22 +128,23 @@ def lines(prefix, prefix_length, printed, first, last, ids, tail, tail_length, o
 
 
 @numba.njit(nogil=True, cache=True)
-def numbered(prefix, prefix_length, printed, numbers, ids, starts, tail, tail_length, out):  # type: ignore[no-untyped-def]
+def numbered(printed, numbers, ids, starts, touched, prefix, prefix_length, tail, tail_length, out):  # type: ignore[no-untyped-def]
     """``lines`` for hits given by document number (document d's id is ``ids[starts[d]:starts[d + 1]]``);
-    returns (the length, a sum of the ids' first bytes). Every id is touched before any is copied, so that the
-    cache misses on a large collection's ids overlap rather than follow one another; the sum is returned so that
-    the compiler cannot drop the touches (with ``sum & 0`` it did, and the misses came one at a time: 0.13
-    against 0.05 ms a query at 1M documents)."""
+    returns the length. Every id is touched before any is copied, so that the cache misses on a large
+    collection's ids overlap rather than follow one another; a sum of the ids' first bytes is added to
+    ``touched[0]`` so that the compiler cannot drop the touches (with ``sum & 0`` it did, and the misses came one
+    at a time: 0.13 against 0.05 ms a query at 1M documents)."""
     n = numbers.shape[0]
     first = np.empty(n, np.int64)
     last = np.empty(n, np.int64)
     for i in range(n):
         first[i] = starts[numbers[i]]
         last[i] = starts[numbers[i] + 1]
-    touched = 0
+    total = 0
     for i in range(n):
-        touched += ids[first[i]]
-    return lines(prefix, prefix_length, printed, first, last, ids, tail, tail_length, out), touched
+        total += ids[first[i]]
+    touched[0] += total
+    return lines(printed, first, last, ids, prefix, prefix_length, tail, tail_length, out)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -200,7 +225,7 @@ def _sort_run(order, lo, hi, ids, first, last, spare):  # type: ignore[no-untype
 
 
 @numba.njit(nogil=True, cache=True)
-def by_score(prefix, prefix_length, printed, first, last, ids, tail, tail_length, out):  # type: ignore[no-untyped-def]
+def by_score(printed, first, last, ids, prefix, prefix_length, tail, tail_length, out):  # type: ignore[no-untyped-def]
     """``lines`` for hits given best first by score (PISA's order), each run of equal scores put in id order
     first, as ``ranked`` puts ties."""
     n = printed.shape[0]
@@ -214,4 +239,4 @@ def by_score(prefix, prefix_length, printed, first, last, ids, tail, tail_length
         if hi - lo > 1:
             _sort_run(order, lo, hi, ids, first, last, spare)
         lo = hi
-    return lines(prefix, prefix_length, printed, first[order], last[order], ids, tail, tail_length, out)
+    return lines(printed, first[order], last[order], ids, prefix, prefix_length, tail, tail_length, out)

@@ -305,28 +305,17 @@ class Exhaustive(Engine):
         (``_run_text.numbered``) as one string: no hit tuple, no string per line."""
         import numpy as np
 
-        from benchmark.formats.trec_run import INTEGER_TAIL
         from benchmark.retrieval.engines import _run_text
 
         _, found = self._retrieve(index, queries, k, threads, timing)
         ids, starts, longest = _id_bytes(str(index))
-        tail = INTEGER_TAIL.encode()
-        padded_tail = _run_text.padded(tail)
-        out: dict[str, list[str]] = {}
-        buffer = np.empty(0, dtype=np.uint8)
-        for q, (printed, numbers) in zip(queries, found, strict=True):
-            if not len(numbers):
-                out[q] = []
-                continue
-            prefix = f"{q} Q0 ".encode()
-            room = _run_text.room(len(numbers), len(numbers) * longest, len(prefix), len(tail))
-            if buffer.shape[0] < room:
-                buffer = np.empty(2 * room, dtype=np.uint8)
-            end, _ = _run_text.numbered(
-                _run_text.padded(prefix), len(prefix), printed, numbers, ids, starts, padded_tail, len(tail), buffer
+        printer, touched = _run_text.Printer(), np.zeros(1, dtype=np.int64)
+        return {
+            q: printer.lines(
+                q, len(numbers), len(numbers) * longest, _run_text.numbered, printed, numbers, ids, starts, touched
             )
-            out[q] = [str(buffer[:end].data, "utf-8")]  # decoded from the buffer: no bytes copy between
-        return out
+            for q, (printed, numbers) in zip(queries, found, strict=True)
+        }
 
 
 @lru_cache(maxsize=4)

@@ -147,8 +147,6 @@ class Pisa(Engine):
         an integer score (a float32 past 2**24 is an integer too). No tuple, sort key or string a hit."""
         import numpy as np
 
-        from benchmark.formats.trec_run import INTEGER_TAIL
-
         try:
             from benchmark.retrieval.engines import _run_text
         except ImportError:  # numba (the `engines` extra) absent: the search stage prints ``search``'s hits
@@ -163,24 +161,12 @@ class Pisa(Engine):
             first[0], first[1:] = 0, last[:-1]
         printed = np.rint(scores).astype(np.int64)
         bounds = np.searchsorted(qidx, np.arange(len(qids) + 1)).tolist()
-        tail = INTEGER_TAIL.encode()
-        padded_tail = _run_text.padded(tail)
-        buffer = np.empty(0, dtype=np.uint8)
+        printer = _run_text.Printer()
         lines: dict[str, list[str]] = {}
         for i, q in enumerate(qids):
             a, b = bounds[i], bounds[i + 1]
-            if a == b:
-                lines[q] = []
-                continue
-            prefix = f"{q} Q0 ".encode()
-            room = _run_text.room(b - a, int(last[b - 1] - first[a]), len(prefix), len(tail))
-            if buffer.shape[0] < room:
-                buffer = np.empty(2 * room, dtype=np.uint8)
-            end = _run_text.by_score(
-                _run_text.padded(prefix), len(prefix), printed[a:b], first[a:b], last[a:b], ids, padded_tail,
-                len(tail), buffer,
-            )  # fmt: skip
-            lines[q] = [str(buffer[:end].data, "utf-8")]  # decoded from the buffer: no bytes copy between
+            id_bytes = int(last[b - 1] - first[a]) if b > a else 0
+            lines[q] = printer.lines(q, b - a, id_bytes, _run_text.by_score, printed[a:b], first[a:b], last[a:b], ids)
         return lines
 
 
