@@ -33,6 +33,7 @@ COMMANDS.register("skip-bounds", "benchmark.perf.skip_bounds:main")  # results/p
 COMMANDS.register("rescale-study", "benchmark.perf.rescale_study:main")  # results/rescale-study/*.md
 COMMANDS.register("scale", "benchmark.perf.scale:main")  # results/perf/scale.{md,csv,png}
 COMMANDS.register("engines", "benchmark.perf.engines:main")  # results/perf/engines.{md,csv,png}
+COMMANDS.register("search-stage", "benchmark.perf.search_stage:main")  # results/perf/search-stage.{md,csv}
 COMMANDS.register("precision-effect", "benchmark.perf.precision_effect:main")  # results/precision/bf16-vs-float32.md
 
 

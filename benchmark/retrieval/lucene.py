@@ -12,12 +12,12 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.common import clock
 from benchmark.common.errors import BenchmarkError
 from benchmark.formats.trec_run import Hits
 
@@ -436,7 +436,7 @@ def bm25_search(
     searcher = autoclass("io.anserini.search.SimpleSearcher")(os.path.abspath(index_dir))
     try:
         searcher.set_bm25(float(k1), float(b))
-        began = time.perf_counter()
+        began = clock.clock()
         results = searcher.batch_search(_java_list([queries[q] for q in qids]), _java_list(qids), int(k), int(threads))
         _add_time(timing, began)
         found = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
@@ -445,11 +445,11 @@ def bm25_search(
         searcher.close()
 
 
-def _add_time(timing: dict[str, float] | None, began: float) -> None:
-    """``timing["lucene_s"]`` += the seconds since ``began``: the search inside Lucene, apart from turning its
-    hits into Python objects (about 40 µs a hit through pyjnius, the larger part at k = 1000 on small corpora)."""
-    if timing is not None:
-        timing["lucene_s"] = timing.get("lucene_s", 0.0) + time.perf_counter() - began
+def _add_time(timing: dict[str, float] | None, began: tuple[float, float]) -> None:
+    """``timing["lucene_s"]`` (and ``lucene_cpu_s``, the JVM's threads included) += the time since ``began``: the
+    search inside Lucene, apart from turning its hits into Python objects (about 40 µs a hit through pyjnius, the
+    larger part at k = 1000 on small corpora)."""
+    clock.add_time(timing, began, "lucene")
 
 
 # Anserini's ScoreTiesAdjusterReranker lowers the i-th of a run of tied hits by 1e-6·i (under 1e-6·k) after
@@ -496,7 +496,7 @@ def impact_search(
         query_list.append(jquery)
     searcher = autoclass("io.anserini.search.SimpleImpactSearcher")(os.path.abspath(index_dir))
     try:
-        began = time.perf_counter()
+        began = clock.clock()
         results = searcher.batch_search(_java_list(query_list), _java_list(qids), int(k), int(threads))
         _add_time(timing, began)
         found = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
@@ -656,7 +656,7 @@ def _collection_run_lines(
                 "-output", str(run), *options, "-hits", str(int(k)),
                 "-threads", str(int(threads)), "-runtag", TAG, "-quiet"]  # fmt: skip
         autoclass("org.kohsuke.args4j.CmdLineParser")(args).parseArgument(*argv)
-        began = time.perf_counter()
+        began = clock.clock()
         with _anserini_quiet():
             search = autoclass("io.anserini.search.SearchCollection")(args)
             try:

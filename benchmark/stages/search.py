@@ -14,10 +14,10 @@ every engine's hits alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from benchmark.formats import vectors
 from benchmark.formats.lucene_index import index_path
@@ -121,104 +121,52 @@ class Search(StageKind["Search.Config", SearchRecord]):
 
         index_type = inputs.record("index", IndexRecord).type
         index = index_path(inputs.path("index"))
-        queries: Mapping[str, Any]
+        queries: dict[str, Any]
         timing: dict[str, float] = {}
-        written: Callable[[dict[str, Any]], dict[str, list[str]] | None] | None = None
+        search: Callable[[dict[str, Any]], Hits]
+        written: Callable[[dict[str, Any]], dict[str, list[str]] | None]
         if index_type == "bm25":
             queries = dict(read_queries(Path(inputs.path("queries")) / QUERIES))
             # a plan always sets both; left out, Pyserini's defaults
             bm25 = {k: v for k, v in {"k1": config.k1, "b": config.b}.items() if v is not None}
 
-            def search(batch: dict[str, Any]) -> Hits:
+            def bm25_search(batch: dict[str, Any]) -> Hits:
                 return lucene.bm25_search(index, batch, k=config.k, threads=ctx.threads, timing=timing, **bm25)
 
-            def written(batch: dict[str, Any]) -> dict[str, list[str]] | None:
+            def bm25_written(batch: dict[str, Any]) -> dict[str, list[str]] | None:
                 # Anserini writes the run (no hit through pyjnius); texts that are not one TSV line each
                 # go through the in-memory search
                 if lucene.bm25_run_writer_fits(batch):
                     return lucene.bm25_run_lines(index, batch, k=config.k, threads=ctx.threads, timing=timing, **bm25)
                 return None
-        elif config.engine != "lucene":
-            from benchmark.retrieval import engines
 
-            queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
-            choice = engines.choose(config.engine)
-            lucene.check_k(config.k)
-
-            def search(batch: dict[str, Any]) -> Hits:
-                return choice.engine.search(index, batch, config.k, choice.point, ctx.threads, timing)
-
-            def written(batch: dict[str, Any]) -> dict[str, list[str]] | None:
-                # the engine's own output printed as lines (no hit tuple, no ranked list), where it can
-                return choice.engine.run_lines(index, batch, config.k, choice.point, ctx.threads, timing)
+            search, written = bm25_search, bm25_written
         else:
             queries = vectors.read_vector_map(Path(inputs.path("queries")) / vectors.QUERIES)
-
-            def search(batch: dict[str, Any]) -> Hits:
-                try:
-                    return lucene.impact_search(index, batch, k=config.k, threads=ctx.threads, timing=timing)
-                except Exception as exc:
-                    raise lucene.lost_queries(exc, batch) from exc
-
-            def written(batch: dict[str, Any]) -> dict[str, list[str]] | None:
-                # Anserini writes the run itself (no hit through pyjnius); a collapsed model's dense batch,
-                # too large as pretokenized text, goes through the in-memory search: the same hits either way
-                if lucene.run_writer_fits(batch):
-                    return lucene.impact_run_lines(index, batch, k=config.k, threads=ctx.threads, timing=timing)
-                return None
-
+            search, written = impact_functions(index, config.engine, config.k, ctx.threads, timing)
         shards = (
             sorted((Path(inputs.path("docs")) / vectors.SHARDS).glob(vectors.SHARD_GLOB))
             if config.exact and "docs" in inputs
             else []
         )
-        removed = without_hits = past = rescored = 0
-        qids = list(queries)
         # the run is written a batch of queries at a time: an MS MARCO run (7M hits) is never held whole
         with atomic_write(out / RUN, buffering=WRITE_BUFFER) as fh:
-            for start in range(0, len(qids), BATCH):
-                batch = {q: queries[q] for q in qids[start : start + BATCH]}
-                lines = written(batch) if written is not None else None
-                if lines is None:
-                    hits = search(batch)
-                else:  # a query's lines copied unread where nothing below would change them
-                    # BM25: a query with a line printed from a tie is searched again for its float scores
-                    again = tie_printed(lines) if index_type == "bm25" else set()
-                    copied = copyable(lines, config.remove_query, again)
-                    hits = search({q: batch[q] for q in batch if q in again}) if again else {}
-                    integer = index_type != "bm25"
-                    read = (q for q in batch if q not in copied and q not in again)
-                    hits.update(
-                        {q: [lucene.run_line_hit(ln, integer) for ln in "".join(lines[q]).splitlines()] for q in read}
-                    )
-                if index_type != "bm25":
-                    past += len(lucene.past_float32(hits))
-                    if shards:  # sums past 2**24 come back rounded: exact integers again
-                        # (shards dropped by --keep indexed: the rounded scores stay, counted as past float32)
-                        rows = (row for shard in shards for row in vectors.read_vectors(shard))
-                        rescored += len(lucene.rescore_exact(hits, queries, rows))
-                if config.remove_query:
-                    for qid, ranked in hits.items():
-                        kept = [(d, s) for d, s in ranked if d != qid]
-                        removed += len(ranked) - len(kept)
-                        hits[qid] = kept
-                without_hits += sum(1 for v in hits.values() if not v)
-                if lines is None:
-                    fh.write(format_run(hits))
-                else:  # in the batch's order, as format_run writes it; a write a query, not one joined string
-                    # a batch (a fresh 12 MB string and its 12 MB encoding, page faults and all, at k = 1000)
-                    for q in batch:
-                        fh.write(copied[q] if q in copied else format_run({q: hits[q]}))
+            counts = write_run(
+                fh, queries, search, written, bm25=index_type == "bm25", remove_query=config.remove_query, shards=shards
+            )
         kill_points.point("search:written")
         record: dict[str, Any] = {
             "type": index_type,
             "queries": len(queries),
             "k": config.k,
-            "removed_self_hits": removed,
-            "queries_without_hits": without_hits,
+            "removed_self_hits": counts.removed,
+            "queries_without_hits": counts.without_hits,
             "lucene_s": round(timing.get("lucene_s", 0.0), 3),
         }
         if config.engine != "lucene" and index_type != "bm25":
+            from benchmark.retrieval import engines
+
+            choice = engines.choose(config.engine)
             record.update(
                 {
                     "engine": choice.name,
@@ -227,8 +175,8 @@ class Search(StageKind["Search.Config", SearchRecord]):
                 }
             )
         if index_type != "bm25":
-            record["queries_past_float32"] = past
-            record["queries_rescored_exactly"] = rescored if config.exact and "docs" in inputs else 0
+            record["queries_past_float32"] = counts.past
+            record["queries_rescored_exactly"] = counts.rescored if config.exact and "docs" in inputs else 0
         if "docs" in inputs:
             from benchmark.retrieval.flops import flops
 
@@ -246,3 +194,103 @@ class Search(StageKind["Search.Config", SearchRecord]):
                 }
             )
         return SearchRecord.from_json(record)
+
+
+def impact_functions(
+    index: Path, engine: str, k: int, threads: int, timing: dict[str, float]
+) -> tuple[Callable[[dict[str, Any]], Hits], Callable[[dict[str, Any]], dict[str, list[str]] | None]]:
+    """An impact search's (``search``, ``written``) for ``write_run``: the engine's hits, and its own run lines
+    where it has them (None: the batch goes through ``search``); both add the engine's seconds to ``timing``."""
+    from benchmark.retrieval import lucene
+
+    if engine != "lucene":
+        from benchmark.retrieval import engines
+
+        choice = engines.choose(engine)
+        lucene.check_k(k)
+
+        def search(batch: dict[str, Any]) -> Hits:
+            return choice.engine.search(index, batch, k, choice.point, threads, timing)
+
+        def written(batch: dict[str, Any]) -> dict[str, list[str]] | None:
+            # the engine's own output printed as lines (no hit tuple, no ranked list), where it can
+            return choice.engine.run_lines(index, batch, k, choice.point, threads, timing)
+
+        return search, written
+
+    def lucene_search(batch: dict[str, Any]) -> Hits:
+        try:
+            return lucene.impact_search(index, batch, k=k, threads=threads, timing=timing)
+        except Exception as exc:
+            raise lucene.lost_queries(exc, batch) from exc
+
+    def lucene_written(batch: dict[str, Any]) -> dict[str, list[str]] | None:
+        # Anserini writes the run itself (no hit through pyjnius); a collapsed model's dense batch, too large
+        # as pretokenized text, goes through the in-memory search: the same hits either way
+        if lucene.run_writer_fits(batch):
+            return lucene.impact_run_lines(index, batch, k=k, threads=threads, timing=timing)
+        return None
+
+    return lucene_search, lucene_written
+
+
+@dataclass
+class RunCounts:
+    """What ``write_run`` saw: self-hits dropped, queries left without hits, queries with a score past float32's
+    exact integers, and of those the ones rescored exactly."""
+
+    removed: int = 0
+    without_hits: int = 0
+    past: int = 0
+    rescored: int = 0
+
+
+def write_run(
+    fh: IO[str],
+    queries: dict[str, Any],
+    search: Callable[[dict[str, Any]], Hits],
+    written: Callable[[dict[str, Any]], dict[str, list[str]] | None] | None,
+    bm25: bool,
+    remove_query: bool,
+    shards: Sequence[Path] = (),
+) -> RunCounts:
+    """The stage's run, a batch of ``BATCH`` queries at a time, into ``fh``: the engine's own lines (``written``)
+    copied unread where nothing would change them, the rest read into hits (or ``search``'s hits where it has no
+    lines) and printed by ``format_run``. ``shards``: the encode shards, to rescore sums past 2**24 exactly.
+    ``python -m benchmark.perf search-stage`` times this same loop against the engine's own time."""
+    from benchmark.retrieval import lucene
+
+    counts = RunCounts()
+    qids = list(queries)
+    for start in range(0, len(qids), BATCH):
+        batch = {q: queries[q] for q in qids[start : start + BATCH]}
+        lines = written(batch) if written is not None else None
+        if lines is None:
+            hits = search(batch)
+        else:  # a query's lines copied unread where nothing below would change them
+            # BM25: a query with a line printed from a tie is searched again for its float scores
+            again = tie_printed(lines) if bm25 else set()
+            copied = copyable(lines, remove_query, again)
+            hits = search({q: batch[q] for q in batch if q in again}) if again else {}
+            integer = not bm25
+            read = (q for q in batch if q not in copied and q not in again)
+            hits.update({q: [lucene.run_line_hit(ln, integer) for ln in "".join(lines[q]).splitlines()] for q in read})
+        if not bm25:
+            counts.past += len(lucene.past_float32(hits))
+            if shards:  # sums past 2**24 come back rounded: exact integers again
+                # (shards dropped by --keep indexed: the rounded scores stay, counted as past float32)
+                rows = (row for shard in shards for row in vectors.read_vectors(shard))
+                counts.rescored += len(lucene.rescore_exact(hits, queries, rows))
+        if remove_query:
+            for qid, ranked in hits.items():
+                kept = [(d, s) for d, s in ranked if d != qid]
+                counts.removed += len(ranked) - len(kept)
+                hits[qid] = kept
+        counts.without_hits += sum(1 for v in hits.values() if not v)
+        if lines is None:
+            fh.write(format_run(hits))
+        else:  # in the batch's order, as format_run writes it; a write a query, not one joined string
+            # a batch (a fresh 12 MB string and its 12 MB encoding, page faults and all, at k = 1000)
+            for q in batch:
+                fh.write(copied[q] if q in copied else format_run({q: hits[q]}))
+    return counts

@@ -123,7 +123,7 @@ def test_an_exact_engines_run_lines_are_the_lines_format_run_prints_from_its_hit
     timing: dict[str, float] = {}
     lines = choice.engine.run_lines(tmp_path / "idx", queries, 10, choice.point, 2, timing)
     hits = choice.engine.search(tmp_path / "idx", queries, 10, choice.point, 2)
-    assert lines is not None and list(lines) == list(queries) and timing["engine_s"] > 0
+    assert lines is not None and list(lines) == list(queries) and timing["engine_s"] > 0 and timing["writer_s"] > 0
     assert {q: "".join(block) for q, block in lines.items()} == {q: format_run({q: hits[q]}) for q in queries}
     assert "".join(lines["b"]) == (
         "b Q0 d0 1 2.000000 benchmark\n"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark.common import clock
 from benchmark.common.errors import BenchmarkError
 from benchmark.common.registry import Registry
 from benchmark.formats.trec_run import Hits
@@ -150,8 +151,8 @@ def require_exact(spec: str, what: str) -> Choice:
     if not choice.point.exact:
         exact = [f"{e}:{p.name}" for e, eng in ENGINES.items() for p in eng.points if p.exact]
         raise BenchmarkError(
-            f"{what} needs exact scores, and {choice.label} is approximate; valid exact engines: {', '.join(exact)}. "
-            "Pick one of them"
+            f"{what} needs exact scores, and {choice.label} ranks approximately; valid exact engines: "
+            f"{', '.join(exact)}. Pick one of them"
         )
     return choice
 
@@ -175,10 +176,11 @@ def _load() -> None:
             importlib.import_module(f"{__name__}.{module}")
 
 
-def add_time(timing: dict[str, float] | None, seconds: float) -> None:
-    """``timing["engine_s"]`` += seconds spent inside the engine's own call."""
-    if timing is not None:
-        timing["engine_s"] = timing.get("engine_s", 0.0) + seconds
+def add_time(timing: dict[str, float] | None, began: tuple[float, float], key: str = "engine") -> None:
+    """``timing["engine_s"]`` (and ``engine_cpu_s``) += the time since ``began`` (``clock()``) inside the engine's
+    own call; ``key="writer"``: printing its output as run lines (``run_lines``), apart from it
+    (``python -m benchmark.perf search-stage`` shows both)."""
+    clock.add_time(timing, began, key)
 
 
 def ranked(found: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:

@@ -32,8 +32,9 @@ class Lucene(Engine):
         inner: dict[str, float] = {}
         hits = lucene.impact_search(index, queries, k=k, threads=threads, timing=inner)
         if timing is not None:
-            for key in ("lucene_s", "engine_s"):
-                timing[key] = timing.get(key, 0.0) + inner.get("lucene_s", 0.0)
+            for key in ("lucene", "engine"):
+                for unit in ("_s", "_cpu_s"):
+                    timing[key + unit] = timing.get(key + unit, 0.0) + inner.get("lucene" + unit, 0.0)
         return hits
 
 
