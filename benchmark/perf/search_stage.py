@@ -47,6 +47,8 @@ def _indexes(items: list[str], specs: list[str]) -> dict[str, Path]:
         name, sep, folder = item.partition("=")
         if not sep or not name or not folder:
             raise BenchmarkError(f"--index {item!r}: expected NAME=FOLDER, e.g. synthetic-100k=runs/engines/indexes/…")
+        if name in found:
+            raise BenchmarkError(f"--index {item}: {name!r} is given twice; give each collection one folder")
         for spec in specs:
             engine = engines.choose(spec).engine.name
             if not (Path(folder) / engine).is_dir():
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmark.common.command_line import parser
     from benchmark.common.environment import machine_class
     from benchmark.formats import vectors
-    from benchmark.retrieval import engines
+    from benchmark.retrieval import engines, lucene
 
     p = parser("python -m benchmark.perf search-stage", __doc__.splitlines()[0])
     p.add_argument("--queries", type=Path, required=True, help="a queries stage's folder (its integer vectors)")
@@ -186,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.repeat < 1:
             raise BenchmarkError(f"--repeat must be a positive integer, got {args.repeat}")
+        deepest = min(lucene.MAX_K, lucene.MAX_EXACT_K)
+        if not 1 <= args.k <= deepest:
+            raise BenchmarkError(f"--k {args.k}: the depth must be from 1 to {deepest:,} (e.g. --k 1000)")
         specs = [c.spec for c in engines.choose_all([s for s in args.engines.split(",") if s.strip()])]
         for spec in specs:
             engines.require_exact(spec, "the search stage's measurement (its runs' scores compared)")

@@ -49,7 +49,9 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys):
         ),
         (["--index", str(tmp_path / "idx"), "--engines", "lucene"], "expected NAME=FOLDER"),
         (["--engines", "lucene"], "no --index given; pass --index NAME=FOLDER"),
+        (["--index", f"c={tmp_path / 'idx'}", "--index", f"c={tmp_path}", "--engines", "lucene"], "'c' is given twice"),
         (["--index", f"c={tmp_path / 'idx'}", "--engines", "lucene", "--repeat", "0"], "--repeat must be a positive"),
+        (["--index", f"c={tmp_path / 'idx'}", "--engines", "lucene", "--k", "0"], "--k 0: the depth must be from 1 to"),
     ]
     for more, expected in cases:
         assert main(base + more) == 2
