@@ -14,10 +14,10 @@ from __future__ import annotations
 import hashlib
 import os
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
+from benchmark.common.clock import add_time, clock
 from benchmark.common.errors import BenchmarkError
 
 COLUMNS = (
@@ -85,10 +85,11 @@ def measure(
         timing: dict[str, float] = {}
         search, written = impact_functions(index, choice.spec, k, 1, timing)
         run = scratch / f"{name}-{choice.engine.name}.trec"
-        wall, cpu = time.perf_counter(), time.process_time()
+        began = clock()
         with atomic_write(run, buffering=WRITE_BUFFER) as fh:
             write_run(fh, queries, search, written, bm25=False, remove_query=False)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        add_time(timing, began, "stage")
+        wall, cpu = timing["stage_s"], timing["stage_cpu_s"]
         own, own_cpu = timing[f"{key}_s"], timing[f"{key}_cpu_s"]
         writer, writer_cpu = timing.get("writer_s"), timing.get("writer_cpu_s")
         n = len(queries)

@@ -249,7 +249,7 @@ def write_run(
     fh: IO[str],
     queries: dict[str, Any],
     search: Callable[[dict[str, Any]], Hits],
-    written: Callable[[dict[str, Any]], dict[str, list[str]] | None] | None,
+    written: Callable[[dict[str, Any]], dict[str, list[str]] | None],
     bm25: bool,
     remove_query: bool,
     shards: Sequence[Path] = (),
@@ -264,7 +264,7 @@ def write_run(
     qids = list(queries)
     for start in range(0, len(qids), BATCH):
         batch = {q: queries[q] for q in qids[start : start + BATCH]}
-        lines = written(batch) if written is not None else None
+        lines = written(batch)
         if lines is None:
             hits = search(batch)
         else:  # a query's lines copied unread where nothing below would change them
